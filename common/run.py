@@ -1,0 +1,345 @@
+"""Run helpers shared by every algorithm file: device and seeding, run directories, the console
+progress line, metrics files (JSONL + CSV), learning-curve PNGs, wandb tracking, atomic
+checkpoints with RNG states, and deterministic evaluation on a separate env.
+
+Nothing here is an algorithm; everything here is called at logging/eval/checkpoint ticks only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+CHECKPOINT_FORMAT = "rl-checkpoint/1"
+
+
+# ---------------------------------------------------------------------------------------------
+# device, seeds, RNG state
+# ---------------------------------------------------------------------------------------------
+def resolve_device(spec: str) -> torch.device:
+    """`auto` -> CUDA when present, else CPU; anything else must be a valid, available device."""
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(spec)
+    except RuntimeError as e:
+        raise ValueError(f"--device {spec!r} is not a device: use auto, cpu, cuda or cuda:N ({e})") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {spec} asked for CUDA but torch sees no GPU here; use --device auto or cpu")
+    return dev
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict:
+    """Host RNG states (python, numpy, torch CPU and CUDA) as checkpoint-safe objects."""
+    np_state = np.random.get_state()
+    state = {
+        "python": random.getstate(),
+        "numpy": (np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    name, keys, *rest = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), *rest))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# ---------------------------------------------------------------------------------------------
+# run directory, logging, curves, wandb
+# ---------------------------------------------------------------------------------------------
+def run_name(algo: str, env_id: str, seed: int) -> str:
+    return f"{env_id}__{algo}__s{seed}__{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def make_run_dir(out_dir: str, algo: str, env_id: str, seed: int, resume: str | None = None) -> Path:
+    """A fresh directory under `out_dir`, or the resumed checkpoint's directory."""
+    if resume:
+        return Path(resume).resolve().parent
+    base = Path(out_dir) / run_name(algo, env_id, seed)
+    path, k = base, 1
+    while path.exists():
+        path, k = base.with_name(f"{base.name}-{k}"), k + 1
+    path.mkdir(parents=True)
+    return path
+
+
+def _fmt_time(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class Logger:
+    """Console progress line, `metrics.jsonl` + `metrics.csv`, `curves.png`, optional wandb.
+
+    `log(step, **metrics)` is the one call a training loop makes at a logging tick; `seconds`
+    (wall time since start, resumed runs included) and `sps` are added here.
+    """
+
+    def __init__(self, run_dir: Path, algo: str, args, total_steps: int, track: bool = False,
+                 wandb_project: str = "torch-podracer", quiet: bool = False, elapsed: float = 0.0,
+                 resume_step: int | None = None):
+        self.run_dir = Path(run_dir)
+        self.algo, self.total_steps, self.quiet = algo, total_steps, quiet
+        self.env_id = getattr(args, "env", "")
+        self.t0 = time.perf_counter() - elapsed
+        self._last = (time.perf_counter(), None)
+        self.jsonl = self.run_dir / "metrics.jsonl"
+        self.rows: list[dict] = []
+        if self.jsonl.exists():  # resumed: keep the curve so far
+            with open(self.jsonl) as f:
+                self.rows = [json.loads(line) for line in f if line.strip()]
+            if resume_step is not None:  # drop what was logged after the checkpoint we resume from
+                self.rows = [r for r in self.rows if r["step"] <= resume_step]
+                with open(self.jsonl, "w") as f:
+                    f.writelines(json.dumps(r) + "\n" for r in self.rows)
+        (self.run_dir / "args.json").write_text(json.dumps(_jsonable(args), indent=2))
+        self.wandb = None
+        if track:
+            try:
+                import wandb
+            except ImportError:
+                raise ImportError("--track needs wandb: pip install wandb") from None
+            self.wandb = wandb.init(project=wandb_project, name=self.run_dir.name, dir=str(self.run_dir),
+                                    config=_jsonable(args), resume="allow", id=self.run_dir.name.replace("/", "_"))
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.t0
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Time spent inside (evaluation, plotting) is left out of the next `sps` figure."""
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            now, (last_t, last_step) = time.perf_counter(), self._last
+            self._last = (last_t + (now - t), last_step)
+
+    def log(self, step: int, **metrics) -> dict:
+        now = time.perf_counter()
+        last_t, last_step = self._last
+        sps = (step - last_step) / max(now - last_t, 1e-9) if last_step is not None else float("nan")
+        self._last = (now, step)
+        row = {"step": int(step), "seconds": round(self.seconds, 3), "sps": round(sps, 1)}
+        row.update({k: (float(v) if isinstance(v, (int, float, np.floating, torch.Tensor)) else v) for k, v in metrics.items()})
+        self.rows.append(row)
+        with open(self.jsonl, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        if self.wandb is not None:
+            self.wandb.log(row, step=int(step))
+        if not self.quiet:
+            self._print(row)
+        return row
+
+    def _print(self, row: dict) -> None:
+        step = row["step"]
+        frac = step / max(self.total_steps, 1)
+        eta = row["seconds"] * (1 - frac) / frac if frac > 0 else float("nan")
+        parts = [f"[{self.algo} {self.env_id}] step {step:,}/{self.total_steps:,} ({100 * frac:.0f}%)"]
+        if math.isfinite(row["sps"]):
+            parts.append(f"{row['sps']:,.0f} sps")
+        for key in ("return", "eval_return"):
+            if key in row and row[key] is not None and math.isfinite(row[key]):
+                parts.append(f"{key} {row[key]:.1f}")
+        parts.append(f"elapsed {_fmt_time(row['seconds'])} ETA {_fmt_time(eta)}")
+        print(" | ".join(parts), flush=True)
+
+    def write_files(self) -> None:
+        """Rewrite `metrics.csv` and `curves.png` from everything logged so far."""
+        keys: list[str] = []
+        for r in self.rows:
+            keys += [k for k in r if k not in keys]
+        with open(self.run_dir / "metrics.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows(self.rows)
+        plot_curves(self.rows, self.run_dir / "curves.png", title=f"{self.algo} on {self.env_id}")
+
+    def close(self) -> None:
+        self.write_files()
+        if self.wandb is not None:
+            self.wandb.finish()
+
+
+def plot_curves(rows: list[dict], path: Path, title: str = "") -> None:
+    """Return vs environment steps and vs wall time (training episodes and evaluations)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for key, style in (("return", dict(alpha=0.6, label="training episodes")),
+                       ("eval_return", dict(marker="o", label="deterministic eval"))):
+        pts = [(r["step"], r["seconds"], r[key]) for r in rows if r.get(key) is not None and math.isfinite(r[key])]
+        if pts:
+            s, t, v = zip(*pts)
+            axes[0].plot(s, v, **style)
+            axes[1].plot(t, v, **style)
+    axes[0].set_xlabel("environment steps")
+    axes[1].set_xlabel("wall time (s)")
+    for ax in axes:
+        ax.set_ylabel("episode return")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best")
+    fig.suptitle(title)
+    fig.tight_layout()
+    tmp = Path(path).with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def _jsonable(obj):
+    if dataclasses.is_dataclass(obj):
+        obj = dataclasses.asdict(obj)
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return str(obj)
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoints
+# ---------------------------------------------------------------------------------------------
+def save_checkpoint(path: str | os.PathLike, payload: dict) -> Path:
+    """Write `payload` to `path` atomically: temp file in the same directory, fsync, rename.
+
+    A crash at any point leaves either the previous file or the new one, never a torn file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"format": CHECKPOINT_FORMAT, **payload}
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(buf.getbuffer())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    try:  # make the rename durable too
+        dfd = os.open(path.parent, os.O_RDONLY)
+        os.fsync(dfd)
+        os.close(dfd)
+    except OSError:
+        pass
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike, algo: str | None = None, env_id: str | None = None,
+                    map_location="cpu") -> dict:
+    """Load a checkpoint written by `save_checkpoint`, checking that it is one and whose it is."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path} (pass the .pt file a run wrote, e.g. runs/<run>/checkpoint.pt)")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as e:
+        raise ValueError(f"{path} is not a readable checkpoint ({type(e).__name__}: {e}); "
+                         f"it may be truncated or another kind of file") from None
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        found = ckpt.get("format") if isinstance(ckpt, dict) else type(ckpt).__name__
+        raise ValueError(f"{path} is not a checkpoint of this library: found format {found!r}, expected {CHECKPOINT_FORMAT!r}")
+    if algo is not None and ckpt.get("algo") != algo:
+        raise ValueError(f"{path} was written by algos/{ckpt.get('algo')}.py, not algos/{algo}.py; "
+                         f"load it with algos/{ckpt.get('algo')}.py")
+    if env_id is not None and ckpt.get("env_id") != env_id:
+        raise ValueError(f"{path} was trained on {ckpt.get('env_id')!r}, not {env_id!r}; pass --env {ckpt.get('env_id')}")
+    return ckpt
+
+
+# ---------------------------------------------------------------------------------------------
+# deployment and evaluation
+# ---------------------------------------------------------------------------------------------
+class PolicyFn:
+    """A deterministic policy for deployment: `policy(obs) -> action`.
+
+    Takes a torch tensor or a numpy array, batched `[B, *obs_shape]` or single `[*obs_shape]`, and
+    answers in kind (numpy in, numpy out), so the same object drives our vec envs and a plain
+    `gymnasium.make(env_id)` env. `core` maps raw observations to env-native actions on `device`.
+    """
+
+    def __init__(self, core: Callable[[torch.Tensor], torch.Tensor], device="cpu", env_id: str | None = None,
+                 obs_shape: tuple | None = None):
+        self.core, self.device, self.env_id, self.obs_shape = core, torch.device(device), env_id, obs_shape
+
+    @torch.no_grad()
+    def __call__(self, obs):
+        as_numpy = not isinstance(obs, torch.Tensor)
+        x = torch.as_tensor(np.asarray(obs) if as_numpy else obs, dtype=torch.float32, device=self.device)
+        single = self.obs_shape is not None and x.dim() == len(self.obs_shape)
+        if single:
+            x = x.unsqueeze(0)
+        a = self.core(x)
+        if single:
+            a = a.squeeze(0)
+        return a.cpu().numpy() if as_numpy else a
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation
+# ---------------------------------------------------------------------------------------------
+@torch.no_grad()
+def evaluate(policy: Callable[[torch.Tensor], torch.Tensor], env_id: str, episodes: int = 10,
+             seed: int = 12345, device="cpu", max_steps: int = 100_000) -> dict:
+    """Run `episodes` episodes of a deterministic `policy` (obs -> env-native action) in parallel,
+    one per sub-env of a fresh `envs.make(env_id)`, and return their mean/std return and length."""
+    import envs
+
+    env = envs.make(env_id, num_envs=episodes, device=device, seed=seed)
+    obs, _ = env.reset(seed=seed)
+    ret = torch.zeros(episodes, dtype=torch.float64, device=env.device)
+    length = torch.zeros(episodes, dtype=torch.long, device=env.device)
+    running = torch.ones(episodes, dtype=torch.bool, device=env.device)
+    for t in range(max_steps):
+        obs, reward, term, trunc, _ = env.step(policy(obs))
+        ret += reward * running
+        length += running
+        running &= ~(term | trunc)
+        if t % 32 == 31 and not bool(running.any()):
+            break
+    env.close()
+    r = ret.cpu().numpy()
+    return {"eval_return": float(r.mean()), "eval_return_std": float(r.std()),
+            "eval_length": float(length.double().mean()), "returns": r.tolist()}

@@ -1,0 +1,259 @@
+"""The vectorized-environment contract every algorithm in `algos/` relies on.
+
+A vec env follows gymnasium's `VectorEnv` API with torch tensors on `env.device`:
+
+    obs, info = env.reset(seed=0)                       # obs: [N, *obs_shape]
+    obs, reward, terminated, truncated, info = env.step(actions)
+                                                        # reward [N] float32, flags [N] bool
+
+* Same-step autoreset (`metadata["autoreset_mode"] == AutoresetMode.SAME_STEP`): a sub-env
+  that finished is reset inside the same `step`; `obs` is then its new first observation and
+  `info["final_obs"]` holds the true last observation. Rows of `final_obs` are valid where
+  `info["_final_obs"]` (= terminated | truncated) is set; the key is present on every step so
+  that callers never branch on tensor values. Bootstrap from `final_obs` on truncation, never
+  on termination.
+* No Python loop over sub-envs, no host sync inside `step` (resets are masked tensor ops).
+* Checks on actions that need the values (NaN, out-of-range discrete actions) raise at once on
+  CPU; on an accelerator they are accumulated on the device and raised at the next logging tick
+  (`raise_deferred_errors`, called by `EpisodeStatistics.pop`), so `step` never waits for the device.
+
+`TorchVecEnv` is the base for torch-native batched environments: a subclass describes a single
+task as pure tensor functions over a `[N, state_dim]` state and gets time limits, autoreset,
+`final_obs`, action validation, seeding and checkpointable state from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+__all__ = ["TorchVecEnv", "VecEnvWrapper", "check_actions", "unwrap_chain", "AutoresetMode"]
+
+
+def _describe_space(space: gym.Space) -> str:
+    if isinstance(space, gym.spaces.Discrete):
+        return f"Discrete({space.n})"
+    if isinstance(space, gym.spaces.Box):
+        return f"Box(shape={tuple(space.shape)})"
+    return repr(space)
+
+
+def check_actions(actions: Any, space: gym.Space, num_envs: int, device: torch.device) -> torch.Tensor:
+    """Validate a batch of actions against `space` (metadata only: shape, dtype, device).
+
+    Returns the actions as a tensor; raises `ValueError`/`TypeError` with the expected form.
+    """
+    if not isinstance(actions, torch.Tensor):
+        raise TypeError(
+            f"actions must be a torch.Tensor on {device}, got {type(actions).__name__}; "
+            f"convert with torch.as_tensor(actions, device=env.device)"
+        )
+    if actions.device != device:
+        raise ValueError(
+            f"actions are on {actions.device} but the env runs on {device}; "
+            f"move them with actions.to(env.device)"
+        )
+    if isinstance(space, gym.spaces.Discrete):
+        expected = (num_envs,)
+        if actions.dtype.is_floating_point or actions.dtype.is_complex or actions.dtype == torch.bool:
+            raise TypeError(
+                f"{_describe_space(space)} actions must be an integer tensor of shape {expected}, "
+                f"got dtype {actions.dtype}; pass e.g. logits.argmax(-1) or actions.long()"
+            )
+    elif isinstance(space, gym.spaces.Box):
+        expected = (num_envs, *space.shape)
+        if not actions.dtype.is_floating_point:
+            raise TypeError(
+                f"{_describe_space(space)} actions must be a floating-point tensor of shape "
+                f"{expected}, got dtype {actions.dtype}"
+            )
+    else:  # pragma: no cover - no such env yet
+        raise TypeError(f"unsupported action space {space}")
+    if tuple(actions.shape) != expected:
+        raise ValueError(
+            f"actions have shape {tuple(actions.shape)} but this env ({num_envs} sub-envs, "
+            f"{_describe_space(space)} actions) expects shape {expected}"
+        )
+    return actions
+
+
+class TorchVecEnv(gym.vector.VectorEnv):
+    """Base class of torch-native batched environments (see the module docstring).
+
+    Subclasses set the spaces and `max_episode_steps` and implement three tensor functions:
+
+    * `_sample_initial_state(n) -> [n, state_dim]` using `self.rng` (a `torch.Generator`);
+    * `_transition(state, action) -> (next_state, reward, terminated)`;
+    * `_observe(state) -> obs` (in `self.dtype`).
+
+    `dtype=torch.float64` runs the physics in double precision (used by the parity tests).
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+    max_episode_steps: int | None = None
+    env_id: str = "TorchVecEnv"
+
+    def __init__(
+        self,
+        num_envs: int,
+        single_observation_space: gym.Space,
+        single_action_space: gym.Space,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.float32,
+        seed: int | None = None,
+        validate_actions: bool = True,
+    ):
+        if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
+            raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.single_observation_space = single_observation_space
+        self.single_action_space = single_action_space
+        self.observation_space = batch_space(single_observation_space, num_envs)
+        self.action_space = batch_space(single_action_space, num_envs)
+        self.validate_actions = validate_actions
+        self.rng = torch.Generator(device=self.device)
+        self.rng.manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]) if seed is None else seed)
+        self._seed = seed
+        self._discrete = isinstance(single_action_space, gym.spaces.Discrete)
+        self._invalid_action = torch.zeros((), dtype=torch.bool, device=self.device)
+        self.state = self._sample_initial_state(num_envs)
+        self.elapsed = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+
+    # ---- the three functions a task provides -------------------------------------------------
+    def _sample_initial_state(self, n: int) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _transition(self, state: torch.Tensor, action: torch.Tensor):
+        raise NotImplementedError
+
+    def _observe(self, state: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    # ---- helpers for subclasses ----------------------------------------------------------------
+    def _uniform(self, n: int, dim: int, low, high) -> torch.Tensor:
+        u = torch.rand(n, dim, generator=self.rng, device=self.device, dtype=self.dtype)
+        return low + (high - low) * u
+
+    # ---- gymnasium VectorEnv API ----------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is not None:
+            self.rng.manual_seed(int(seed))
+        self.state = self._sample_initial_state(self.num_envs)
+        self.elapsed.zero_()
+        self._invalid_action.zero_()
+        return self._observe(self.state), {}
+
+    def _validate(self, actions) -> torch.Tensor:
+        actions = check_actions(actions, self.single_action_space, self.num_envs, self.device)
+        if self._discrete:
+            bad = ((actions < 0) | (actions >= self.single_action_space.n)).any()
+        else:
+            bad = ~torch.isfinite(actions).all()
+        if self.device.type == "cpu":
+            if bool(bad):
+                raise ValueError(self._invalid_message(actions))
+        else:  # accumulate on the device; raised at the next logging tick
+            self._invalid_action |= bad
+        return actions
+
+    def _invalid_message(self, actions=None) -> str:
+        if self._discrete:
+            what = f"integers in [0, {self.single_action_space.n})"
+        else:
+            what = "finite floats (no NaN/Inf)"
+        found = ""
+        if actions is not None:
+            found = f"; found e.g. {actions.flatten()[:8].tolist()}"
+        return f"{self.env_id}: invalid action values, expected {what}{found}"
+
+    def raise_deferred_errors(self) -> None:
+        """Raise an invalid-action error recorded on the device (a host sync: logging ticks only)."""
+        if bool(self._invalid_action):
+            raise ValueError(self._invalid_message())
+
+    def step(self, actions):
+        if self.validate_actions:
+            actions = self._validate(actions)
+        next_state, reward, terminated = self._transition(self.state, actions)
+        self.elapsed += 1
+        if self.max_episode_steps is not None:
+            truncated = self.elapsed >= self.max_episode_steps
+        else:
+            truncated = torch.zeros_like(terminated)
+        done = terminated | truncated
+        final_obs = self._observe(next_state)
+        fresh = self._sample_initial_state(self.num_envs)
+        self.state = torch.where(done[:, None], fresh, next_state)
+        self.elapsed = torch.where(done, torch.zeros_like(self.elapsed), self.elapsed)
+        obs = torch.where(done[:, None], self._observe(fresh), final_obs)
+        info = {"final_obs": final_obs, "_final_obs": done}
+        return obs, reward.to(torch.float32), terminated, truncated, info
+
+    # ---- checkpointable state ---------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "state": self.state.clone(),
+            "elapsed": self.elapsed.clone(),
+            "rng": self.rng.get_state(),
+        }
+
+    def load_state_dict(self, sd: dict) -> None:
+        if tuple(sd["state"].shape) != tuple(self.state.shape):
+            raise ValueError(
+                f"{self.env_id}: saved env state has shape {tuple(sd['state'].shape)}, this env has "
+                f"{tuple(self.state.shape)} (was it saved with another --num-envs?)"
+            )
+        self.state = sd["state"].to(self.device, self.dtype)
+        self.elapsed = sd["elapsed"].to(self.device)
+        self.rng.set_state(sd["rng"])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.env_id}, num_envs={self.num_envs}, device={self.device})"
+
+
+class VecEnvWrapper(gym.vector.VectorWrapper):
+    """Base for the torch vec-env wrappers in `common.wrappers`.
+
+    Unknown attributes (`device`, `raise_deferred_errors`, ...) are looked up on the wrapped env;
+    `state_dict()` collects the state of every layer so a checkpoint restores normalizers too.
+    """
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    def own_state_dict(self) -> dict:
+        return {}
+
+    def load_own_state_dict(self, sd: dict) -> None:
+        pass
+
+    def state_dict(self) -> dict:
+        inner = self.env.state_dict() if hasattr(self.env, "state_dict") else {}
+        return {"wrapper": type(self).__name__, "own": self.own_state_dict(), "inner": inner}
+
+    def load_state_dict(self, sd: dict) -> None:
+        if sd.get("wrapper") != type(self).__name__:
+            raise ValueError(
+                f"env state was saved with wrapper {sd.get('wrapper')!r} where this env has "
+                f"{type(self).__name__!r}: the wrapper stacks differ (different normalization flags?)"
+            )
+        self.load_own_state_dict(sd["own"])
+        if hasattr(self.env, "load_state_dict"):
+            self.env.load_state_dict(sd["inner"])
+
+
+def unwrap_chain(env) -> list:
+    """The env and every env it wraps, outermost first."""
+    chain = [env]
+    while isinstance(chain[-1], gym.vector.VectorWrapper):
+        chain.append(chain[-1].env)
+    return chain

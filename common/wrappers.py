@@ -1,0 +1,244 @@
+"""Torch vec-env wrappers: episode statistics, observation/reward normalization, action rescaling.
+
+All of them keep their statistics as tensors on the env's device, never sync with the host in
+`step`, and expose `state_dict()` / `load_state_dict()` (through `VecEnvWrapper`) so that a
+checkpoint restores them: a trained policy is useless without its normalizer.
+
+Typical stack (innermost first): env -> EpisodeStatistics -> RescaleAction -> NormalizeObservation
+-> NormalizeReward. EpisodeStatistics sits inside the normalizers so it records raw returns.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from common.vec_env import VecEnvWrapper, unwrap_chain
+
+
+def _stat_dtype(device: torch.device) -> torch.dtype:
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+class RunningMeanStd:
+    """Running mean/variance over batches (Chan et al.'s parallel update), on the device."""
+
+    def __init__(self, shape=(), device="cpu", epsilon: float = 1e-4):
+        device = torch.device(device)
+        dt = _stat_dtype(device)
+        self.mean = torch.zeros(shape, dtype=dt, device=device)
+        self.var = torch.ones(shape, dtype=dt, device=device)
+        self.count = torch.full((), epsilon, dtype=dt, device=device)
+
+    def update(self, x: torch.Tensor) -> None:
+        x = x.to(self.mean.dtype)
+        batch_mean = x.mean(0)
+        batch_var = x.var(0, unbiased=False)
+        n = x.shape[0]
+        delta = batch_mean - self.mean
+        total = self.count + n
+        self.mean = self.mean + delta * (n / total)
+        m2 = self.var * self.count + batch_var * n + delta.square() * (self.count * n / total)
+        self.var = m2 / total
+        self.count = total
+
+    def normalize(self, x: torch.Tensor, clip: float = 10.0, eps: float = 1e-8) -> torch.Tensor:
+        y = (x - self.mean.to(x.dtype)) / torch.sqrt(self.var.to(x.dtype) + eps)
+        return y.clamp(-clip, clip)
+
+    def state_dict(self) -> dict:
+        return {"mean": self.mean.clone(), "var": self.var.clone(), "count": self.count.clone()}
+
+    def load_state_dict(self, sd: dict) -> None:
+        if tuple(sd["mean"].shape) != tuple(self.mean.shape):
+            raise ValueError(f"normalizer statistics have shape {tuple(sd['mean'].shape)}, expected {tuple(self.mean.shape)}")
+        dev, dt = self.mean.device, self.mean.dtype
+        self.mean = sd["mean"].to(dev, dt)
+        self.var = sd["var"].to(dev, dt)
+        self.count = sd["count"].to(dev, dt)
+
+
+class EpisodeStatistics(VecEnvWrapper):
+    """Records the return and length of finished episodes, as tensors.
+
+    `info["episode"] = {"r": returns, "l": lengths}` with rows valid where `info["_episode"]`.
+    On-device accumulators gather every episode finished since the last `pop()`; `pop()` (call it
+    at logging ticks only: it syncs with the host) returns their mean return/length and count.
+    """
+
+    def __init__(self, env):
+        super().__init__(env)
+        dev = torch.device(env.device)
+        self.ep_return = torch.zeros(env.num_envs, dtype=torch.float32, device=dev)
+        self.ep_length = torch.zeros(env.num_envs, dtype=torch.long, device=dev)
+        self._acc = torch.zeros(3, dtype=torch.float64 if dev.type != "mps" else torch.float32, device=dev)
+        self.last_return_mean = float("nan")
+        self.last_length_mean = float("nan")
+
+    def reset(self, **kwargs):
+        self.ep_return.zero_()
+        self.ep_length.zero_()
+        return self.env.reset(**kwargs)
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        self.ep_return += reward
+        self.ep_length += 1
+        done = terminated | truncated
+        d = done.to(self._acc.dtype)
+        self._acc += torch.stack(
+            ((self.ep_return * d).sum(), (self.ep_length * d).sum(), d.sum())
+        )
+        info = dict(info)
+        info["episode"] = {"r": self.ep_return.clone(), "l": self.ep_length.clone()}
+        info["_episode"] = done
+        self.ep_return = self.ep_return * ~done
+        self.ep_length = self.ep_length * ~done
+        return obs, reward, terminated, truncated, info
+
+    def pop(self) -> dict:
+        """Mean return/length of the episodes finished since the last call (host sync)."""
+        if hasattr(self.env, "raise_deferred_errors"):
+            self.env.raise_deferred_errors()
+        s_ret, s_len, n = self._acc.tolist()
+        self._acc.zero_()
+        if n > 0:
+            self.last_return_mean = s_ret / n
+            self.last_length_mean = s_len / n
+        return {"return": self.last_return_mean, "length": self.last_length_mean, "episodes": int(n)}
+
+    def own_state_dict(self):
+        return {"ep_return": self.ep_return.clone(), "ep_length": self.ep_length.clone(), "acc": self._acc.clone(),
+                "last": [self.last_return_mean, self.last_length_mean]}
+
+    def load_own_state_dict(self, sd):
+        self.ep_return = sd["ep_return"].to(self.ep_return.device)
+        self.ep_length = sd["ep_length"].to(self.ep_length.device)
+        self._acc = sd["acc"].to(self._acc.device)
+        self.last_return_mean, self.last_length_mean = sd["last"]
+
+
+class ActionScaler:
+    """Maps actions from [-1, 1]^d (clipped) to a Box's bounds; shared by `RescaleAction` and deployed policies."""
+
+    def __init__(self, space: gym.spaces.Box, device="cpu"):
+        if not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
+            raise ValueError(f"action rescaling needs finite bounds, got low={space.low}, high={space.high}")
+        self.low = torch.as_tensor(space.low, dtype=torch.float32, device=device)
+        self.high = torch.as_tensor(space.high, dtype=torch.float32, device=device)
+
+    def __call__(self, a: torch.Tensor) -> torch.Tensor:
+        if a.shape[-1:] != self.low.shape:
+            return a
+        a = a.clamp(-1.0, 1.0)  # NaN passes through and is reported by the env
+        return (self.low + (a + 1.0) * 0.5 * (self.high - self.low)).to(a.dtype)
+
+
+class RescaleAction(VecEnvWrapper):
+    """The agent acts in [-1, 1]^d; actions are clipped to that box and mapped affinely to the env's bounds."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        space = env.single_action_space
+        if not isinstance(space, gym.spaces.Box):
+            raise TypeError(f"RescaleAction needs a Box action space, got {space}")
+        self.to_env = ActionScaler(space, env.device)
+        self.single_action_space = gym.spaces.Box(-1.0, 1.0, shape=space.shape, dtype=np.float32)
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, env.num_envs)
+
+    def step(self, actions):
+        if isinstance(actions, torch.Tensor) and actions.dtype.is_floating_point:
+            actions = self.to_env(actions)  # shape errors are reported by the env
+        return self.env.step(actions)
+
+
+class NormalizeObservation(VecEnvWrapper):
+    """Normalizes observations by running mean/std (updated while `training`), clipped to +-clip.
+
+    `info["final_obs"]` is normalized with the same statistics.
+    """
+
+    def __init__(self, env, clip: float = 10.0, training: bool = True):
+        super().__init__(env)
+        self.rms = RunningMeanStd(env.single_observation_space.shape, env.device)
+        self.clip = clip
+        self.training = training
+
+    def _norm(self, obs):
+        return self.rms.normalize(obs, self.clip).to(obs.dtype)
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        if self.training:
+            self.rms.update(obs)
+        return self._norm(obs), info
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        if self.training:
+            self.rms.update(obs)
+        info = dict(info)
+        if "final_obs" in info:
+            info["final_obs"] = self._norm(info["final_obs"])
+        return self._norm(obs), reward, terminated, truncated, info
+
+    def own_state_dict(self):
+        return {"rms": self.rms.state_dict(), "clip": self.clip}
+
+    def load_own_state_dict(self, sd):
+        self.rms.load_state_dict(sd["rms"])
+        self.clip = sd["clip"]
+
+
+class NormalizeReward(VecEnvWrapper):
+    """Scales rewards by the running std of the discounted return (as gymnasium's NormalizeReward)."""
+
+    def __init__(self, env, gamma: float = 0.99, clip: float = 10.0, training: bool = True):
+        super().__init__(env)
+        self.rms = RunningMeanStd((), env.device)
+        self.ret = torch.zeros(env.num_envs, dtype=self.rms.mean.dtype, device=torch.device(env.device))
+        self.gamma = gamma
+        self.clip = clip
+        self.training = training
+
+    def reset(self, **kwargs):
+        self.ret.zero_()
+        return self.env.reset(**kwargs)
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        if self.training:
+            self.ret = self.ret * self.gamma + reward.to(self.ret.dtype)
+            self.rms.update(self.ret)
+            self.ret = self.ret * ~(terminated | truncated)
+        scaled = (reward / torch.sqrt(self.rms.var.to(reward.dtype) + 1e-8)).clamp(-self.clip, self.clip)
+        return obs, scaled, terminated, truncated, info
+
+    def own_state_dict(self):
+        return {"rms": self.rms.state_dict(), "ret": self.ret.clone()}
+
+    def load_own_state_dict(self, sd):
+        self.rms.load_state_dict(sd["rms"])
+        self.ret = sd["ret"].to(self.ret.device, self.ret.dtype)
+
+
+def find_wrapper(env, cls):
+    """The first wrapper of type `cls` in `env`'s stack, or None."""
+    for e in unwrap_chain(env):
+        if isinstance(e, cls):
+            return e
+    return None
+
+
+def wrap_env(env, *, rescale_actions: bool = True, norm_obs: bool = False, norm_reward: bool = False,
+             gamma: float = 0.99, training: bool = True):
+    """The standard stack. Box action spaces are rescaled to [-1, 1] when `rescale_actions`."""
+    env = EpisodeStatistics(env)
+    if rescale_actions and isinstance(env.single_action_space, gym.spaces.Box):
+        env = RescaleAction(env)
+    if norm_obs:
+        env = NormalizeObservation(env, training=training)
+    if norm_reward:
+        env = NormalizeReward(env, gamma=gamma, training=training)
+    return env
