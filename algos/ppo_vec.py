@@ -35,7 +35,7 @@ from torch.distributions import Categorical, Normal
 
 import envs
 from common.run import (Logger, PolicyFn, evaluate, load_checkpoint, make_run_dir, resolve_device,
-                        rng_state, save_checkpoint, seed_everything, set_rng_state)
+                        resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "ppo_vec"
@@ -297,65 +297,66 @@ def main(args: Args) -> dict:
     last_eval = last_save = global_step
     last_log = time.perf_counter()
     iteration = start_iter - 1
-    for iteration in range(start_iter, num_iterations):
-        if args.anneal_lr:
-            optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - iteration / num_iterations)
+    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
+        for iteration in range(start_iter, num_iterations):
+            if args.anneal_lr:
+                optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - iteration / num_iterations)
 
-        # ---- rollout ----------------------------------------------------------------------------
-        with torch.no_grad():
-            for t in range(T):
-                obs_buf[t] = next_obs
-                action, logp, value = act_fn(next_obs)
-                next_obs, reward, terminated, truncated, info = env.step(action)
-                actions_buf[t], logp_buf[t], values_buf[t] = action, logp, value
-                rewards_buf[t] = reward
-                dones_buf[t] = (terminated | truncated).float()
-                trunc_buf[t] = truncated.float()
-                final_obs_buf[t] = info["final_obs"]
-            global_step += batch_size
-            # bootstrap through time limits: r += gamma * V(final_obs) where truncated
-            final_values = agent.value(final_obs_buf)
-            rewards_buf.add_(args.gamma * final_values * trunc_buf)
-            advantages, returns = compute_gae(rewards_buf, values_buf, dones_buf, agent.value(next_obs),
-                                              args.gamma, args.gae_lambda)
+            # ---- rollout ----------------------------------------------------------------------------
+            with torch.no_grad():
+                for t in range(T):
+                    obs_buf[t] = next_obs
+                    action, logp, value = act_fn(next_obs)
+                    next_obs, reward, terminated, truncated, info = env.step(action)
+                    actions_buf[t], logp_buf[t], values_buf[t] = action, logp, value
+                    rewards_buf[t] = reward
+                    dones_buf[t] = (terminated | truncated).float()
+                    trunc_buf[t] = truncated.float()
+                    final_obs_buf[t] = info["final_obs"]
+                global_step += batch_size
+                # bootstrap through time limits: r += gamma * V(final_obs) where truncated
+                final_values = agent.value(final_obs_buf)
+                rewards_buf.add_(args.gamma * final_values * trunc_buf)
+                advantages, returns = compute_gae(rewards_buf, values_buf, dones_buf, agent.value(next_obs),
+                                                  args.gamma, args.gae_lambda)
 
-        # ---- update -----------------------------------------------------------------------------
-        b_obs, b_actions = obs_buf.reshape(-1, obs_dim), actions_buf.reshape(-1, *act_shape)
-        b_logp, b_adv = logp_buf.reshape(-1), advantages.reshape(-1)
-        b_ret, b_val = returns.reshape(-1), values_buf.reshape(-1)
-        for epoch in range(args.update_epochs):
-            perm = torch.randperm(batch_size, device=device)
-            for start in range(0, batch_size, minibatch_size):
-                idx = perm[start:start + minibatch_size]
-                loss, stats = loss_fn(agent, args, b_obs[idx], b_actions[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
-                optimizer.step()
-            if args.target_kl is not None and stats[3] > args.target_kl:  # host sync, opt-in
-                break
+            # ---- update -----------------------------------------------------------------------------
+            b_obs, b_actions = obs_buf.reshape(-1, obs_dim), actions_buf.reshape(-1, *act_shape)
+            b_logp, b_adv = logp_buf.reshape(-1), advantages.reshape(-1)
+            b_ret, b_val = returns.reshape(-1), values_buf.reshape(-1)
+            for epoch in range(args.update_epochs):
+                perm = torch.randperm(batch_size, device=device)
+                for start in range(0, batch_size, minibatch_size):
+                    idx = perm[start:start + minibatch_size]
+                    loss, stats = loss_fn(agent, args, b_obs[idx], b_actions[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                    optimizer.step()
+                if args.target_kl is not None and stats[3] > args.target_kl:  # host sync, opt-in
+                    break
 
-        # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
-        is_last = iteration == num_iterations - 1
-        do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
-        if do_eval or time.perf_counter() - last_log > 1.0:
-            last_log = time.perf_counter()
-            ep = stats_env.pop()
-            pg, vl, ent, kl, cf = stats.tolist()
-            metrics = dict(ep_length=ep["length"], pg_loss=pg, v_loss=vl, entropy=ent,
-                           approx_kl=kl, clipfrac=cf, lr=optimizer.param_groups[0]["lr"])
-            metrics["return"] = ep["return"]
-            if do_eval:
-                last_eval = global_step
-                with logger.paused():
-                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
-                metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
-            logger.log(global_step, **metrics)
-            if do_eval:
-                logger.write_files()
-        if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
-            last_save = global_step
-            save()
+            # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
+            is_last = iteration == num_iterations - 1
+            do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
+            if do_eval or time.perf_counter() - last_log > 1.0:
+                last_log = time.perf_counter()
+                ep = stats_env.pop()
+                pg, vl, ent, kl, cf = stats.tolist()
+                metrics = dict(ep_length=ep["length"], pg_loss=pg, v_loss=vl, entropy=ent,
+                               approx_kl=kl, clipfrac=cf, lr=optimizer.param_groups[0]["lr"])
+                metrics["return"] = ep["return"]
+                if do_eval:
+                    last_eval = global_step
+                    with logger.paused():
+                        eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
+                    metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
+                logger.log(global_step, **metrics)
+                if do_eval:
+                    logger.write_files()
+            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
+                last_save = global_step
+                save()
 
     logger.close()
     env.close()

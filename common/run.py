@@ -237,6 +237,21 @@ def _jsonable(obj):
 # ---------------------------------------------------------------------------------------------
 # checkpoints
 # ---------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def resume_hint(ckpt_path: Path):
+    """On Ctrl-C, say which checkpoint is intact and how to continue from it, then re-raise."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if Path(ckpt_path).is_file():
+            step = torch.load(ckpt_path, map_location="cpu", weights_only=False).get("global_step", "?")
+            print(f"\ninterrupted; {ckpt_path} (step {step}) is intact: continue with --resume {ckpt_path}",
+                  file=sys.stderr, flush=True)
+        else:
+            print("\ninterrupted before the first checkpoint was written (see --save-every)", file=sys.stderr, flush=True)
+        raise
+
+
 def save_checkpoint(path: str | os.PathLike, payload: dict) -> Path:
     """Write `payload` to `path` atomically: temp file in the same directory, fsync, rename.
 

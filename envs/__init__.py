@@ -30,7 +30,8 @@ def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", see
     import gymnasium as gym
 
     if env_id not in gym.registry:
-        known = sorted(set(NATIVE) | set(gym.registry))
+        # phys2d/ and tabular/ are gymnasium's JAX-only functional envs: not offered here
+        known = sorted(set(NATIVE) | {k for k in gym.registry if not k.startswith(("phys2d/", "tabular/"))})
         close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise ValueError(

@@ -1,4 +1,43 @@
+"""Shared test set-up: repo root on sys.path, one torch thread per process (CI has 2 cores), and
+session-scoped trained agents that several tests reuse (training runs once per session)."""
+
+import os
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("WANDB_MODE", "disabled")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+# The learning budgets of the tests (fixed seeds). Kept here so one place shows what CI trains.
+PPO_CARTPOLE = dict(env="CartPole-v1", seed=1, total_steps=400_000, eval_every=0, save_every=0, quiet=True)
+PPO_PENDULUM = dict(env="Pendulum-v1", seed=1, num_envs=64, num_steps=64, num_minibatches=32, update_epochs=10,
+                    learning_rate=1e-3, gamma=0.9, norm_reward=True, total_steps=150_000, eval_every=0,
+                    save_every=0, quiet=True)
+DQN_CARTPOLE = dict(env="CartPole-v1", seed=1, eval_every=0, save_every=0, quiet=True)
+
+
+@pytest.fixture(scope="session")
+def ppo_cartpole(tmp_path_factory):
+    from algos import ppo_vec
+
+    return ppo_vec.main(ppo_vec.Args(out_dir=str(tmp_path_factory.mktemp("ppo_cartpole")), **PPO_CARTPOLE))
+
+
+@pytest.fixture(scope="session")
+def ppo_pendulum(tmp_path_factory):
+    from algos import ppo_vec
+
+    return ppo_vec.main(ppo_vec.Args(out_dir=str(tmp_path_factory.mktemp("ppo_pendulum")), **PPO_PENDULUM))
+
+
+@pytest.fixture(scope="session")
+def dqn_cartpole(tmp_path_factory):
+    from algos import dqn
+
+    return dqn.main(dqn.Args(out_dir=str(tmp_path_factory.mktemp("dqn_cartpole")), **DQN_CARTPOLE))

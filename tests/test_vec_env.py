@@ -1,0 +1,128 @@
+"""The vec-env contract: `envs.make`, autoreset/final_obs through the gymnasium fallback, and
+clear errors on bad input."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import envs
+from common.vec_env import AutoresetMode, TorchVecEnv
+
+
+@pytest.mark.parametrize("env_id", sorted(envs.NATIVE))
+def test_native_contract(env_id):
+    env = envs.make(env_id, num_envs=16, seed=0)
+    assert isinstance(env, TorchVecEnv) and isinstance(env, gym.vector.VectorEnv)
+    assert env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+    obs, info = env.reset(seed=0)
+    assert obs.shape == (16, *env.single_observation_space.shape) and obs.dtype == torch.float32
+    assert env.observation_space.shape == (16, *env.single_observation_space.shape)
+    space = env.single_action_space
+    if isinstance(space, gym.spaces.Discrete):
+        a = torch.randint(0, int(space.n), (16,))
+    else:
+        a = torch.rand(16, *space.shape) * 2 - 1
+    obs, reward, term, trunc, info = env.step(a)
+    assert reward.shape == (16,) and reward.dtype == torch.float32
+    assert term.dtype == torch.bool and trunc.dtype == torch.bool
+    assert info["final_obs"].shape == obs.shape and info["_final_obs"].shape == (16,)
+
+
+def test_gymnasium_fallback_autoreset_and_final_obs():
+    # CartPole-v0 is not torch-native here: it goes through gymnasium.make_vec (200-step limit).
+    env = envs.make("CartPole-v0", num_envs=3, seed=0, vectorization_mode="sync")
+    assert type(env).__name__ == "GymnasiumVecEnv"
+    assert env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+    ref = gym.make_vec("CartPole-v0", num_envs=3, vectorization_mode="sync",
+                       vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+    obs, _ = env.reset(seed=0)
+    ref_obs, _ = ref.reset(seed=0)
+    np.testing.assert_array_equal(obs.numpy(), ref_obs)
+    rng = np.random.default_rng(0)
+    ends = 0
+    for _ in range(300):
+        a = rng.integers(0, 2, 3)
+        obs, r, term, trunc, info = env.step(torch.as_tensor(a))
+        ref_obs, ref_r, ref_term, ref_trunc, ref_info = ref.step(a)
+        np.testing.assert_array_equal(obs.numpy(), ref_obs)
+        np.testing.assert_array_equal(term.numpy(), ref_term)
+        done = term | trunc
+        for i in np.flatnonzero(done.numpy()):
+            np.testing.assert_array_equal(info["final_obs"][i].numpy(), ref_info["final_obs"][i])
+            ends += 1
+        assert torch.equal(info["_final_obs"], done)
+    assert ends > 5
+
+
+def test_gymnasium_fallback_truncation_flags():
+    env = envs.make("CartPole-v0", num_envs=2, seed=0, vectorization_mode="sync")
+    env.reset(seed=0)
+    # a balancing rule keeps the pole up until the 200-step limit of v0
+    obs, _ = env.reset(seed=0)
+    truncated_at = None
+    for t in range(1, 201):
+        a = (obs[:, 2] + 0.5 * obs[:, 3] > 0).long()
+        obs, r, term, trunc, info = env.step(a)
+        assert not term.any(), "the balancing rule should not drop the pole"
+        if trunc.any():
+            truncated_at = t
+            break
+    assert truncated_at == 200 and trunc.all()
+
+
+def test_async_fallback_matches_sync():
+    a_env = envs.make("CartPole-v0", num_envs=2, seed=3, vectorization_mode="async")
+    s_env = envs.make("CartPole-v0", num_envs=2, seed=3, vectorization_mode="sync")
+    oa, _ = a_env.reset()
+    os_, _ = s_env.reset()
+    assert torch.equal(oa, os_)
+    for _ in range(30):
+        act = torch.tensor([0, 1])
+        assert torch.equal(a_env.step(act)[0], s_env.step(act)[0])
+    a_env.close()
+
+
+# ---- bad input ------------------------------------------------------------------------------------
+def test_unknown_id_suggests():
+    with pytest.raises(ValueError, match="unknown env id 'CartPol-v1'.*Did you mean 'CartPole-v1'"):
+        envs.make("CartPol-v1")
+
+
+@pytest.mark.parametrize("n", [0, -3, 2.5, True])
+def test_bad_num_envs(n):
+    with pytest.raises(ValueError, match="num_envs must be a positive integer"):
+        envs.make("CartPole-v1", num_envs=n)
+
+
+def test_wrong_action_shape_dtype_device_type():
+    env = envs.make("CartPole-v1", num_envs=4)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"expects shape \(4,\)"):
+        env.step(torch.zeros(4, 1, dtype=torch.long))
+    with pytest.raises(TypeError, match="integer tensor"):
+        env.step(torch.zeros(4))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        env.step(np.zeros(4, dtype=np.int64))
+    with pytest.raises(ValueError, match=r"integers in \[0, 2\)"):
+        env.step(torch.tensor([0, 1, 2, 0]))
+    cont = envs.make("Pendulum-v1", num_envs=4)
+    cont.reset(seed=0)
+    with pytest.raises(ValueError, match=r"expects shape \(4, 1\)"):
+        cont.step(torch.zeros(4))
+    with pytest.raises(TypeError, match="floating-point"):
+        cont.step(torch.zeros(4, 1, dtype=torch.long))
+
+
+def test_nan_action_raises():
+    env = envs.make("Pendulum-v1", num_envs=3)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="NaN"):
+        env.step(torch.tensor([[0.0], [float("nan")], [1.0]]))
+    # NaN survives RescaleAction's clipping and is still reported
+    from common.wrappers import wrap_env
+
+    wrapped = wrap_env(envs.make("Pendulum-v1", num_envs=2))
+    wrapped.reset(seed=0)
+    with pytest.raises(ValueError, match="NaN"):
+        wrapped.step(torch.tensor([[float("nan")], [0.0]]))
