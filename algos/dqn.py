@@ -110,6 +110,9 @@ def check_args(args: Args, env) -> None:
             f"dqn needs a Discrete action space; {args.env} has {env.single_action_space}. "
             f"Use a continuous-action algorithm (algos/ppo_vec.py) for this env."
         )
+    if len(env.single_observation_space.shape) != 1:
+        raise ValueError(f"dqn's MLP needs flat observations, {args.env} has shape "
+                         f"{env.single_observation_space.shape}; flatten them in the env")
     if args.batch_size <= 0 or args.gradient_steps <= 0 or args.target_every <= 0:
         raise ValueError("--batch-size, --gradient-steps and --target-every must be positive")
     if args.buffer_size < args.num_envs:

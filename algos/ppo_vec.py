@@ -124,6 +124,9 @@ def check_args(args: Args, envs_) -> None:
         raise ValueError(f"batch {batch} is smaller than --num-minibatches {args.num_minibatches}")
     if args.total_steps < batch:
         raise ValueError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
+    if len(envs_.single_observation_space.shape) != 1:
+        raise ValueError(f"ppo_vec's MLP needs flat observations, {args.env} has shape "
+                         f"{envs_.single_observation_space.shape}; flatten them in the env")
     space = envs_.single_action_space
     if not isinstance(space, (gym.spaces.Discrete, gym.spaces.Box)):
         raise ValueError(f"ppo_vec supports Discrete and Box action spaces, got {space}")
@@ -311,7 +314,7 @@ def main(args: Args) -> dict:
                     actions_buf[t], logp_buf[t], values_buf[t] = action, logp, value
                     rewards_buf[t] = reward
                     dones_buf[t] = (terminated | truncated).float()
-                    trunc_buf[t] = truncated.float()
+                    trunc_buf[t] = (truncated & ~terminated).float()
                     final_obs_buf[t] = info["final_obs"]
                 global_step += batch_size
                 # bootstrap through time limits: r += gamma * V(final_obs) where truncated
