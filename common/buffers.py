@@ -19,6 +19,8 @@ class Batch(NamedTuple):
     rewards: torch.Tensor
     next_obs: torch.Tensor
     terminated: torch.Tensor  # float {0, 1}: 1 cuts the bootstrap (truncation does not)
+    indices: torch.Tensor  # rows sampled (for priority updates)
+    weights: torch.Tensor  # importance-sampling weights (ones for uniform replay)
 
 
 class ReplayBuffer:
@@ -65,11 +67,18 @@ class ReplayBuffer:
             raise RuntimeError("sampling from an empty replay buffer: fill it first (raise learning_starts)")
         return torch.randint(0, self.size, (batch_size,), device=self.device, generator=generator)
 
-    def get(self, idx: torch.Tensor) -> Batch:
-        return Batch(self.obs[idx], self.actions[idx], self.rewards[idx], self.next_obs[idx], self.terminated[idx])
+    def get(self, idx: torch.Tensor, weights: torch.Tensor | None = None) -> Batch:
+        if weights is None:
+            weights = torch.ones(idx.shape[0], device=self.device)
+        return Batch(self.obs[idx], self.actions[idx], self.rewards[idx], self.next_obs[idx], self.terminated[idx],
+                     idx, weights)
 
-    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> Batch:
+    def sample(self, batch_size: int, beta: float | None = None, generator: torch.Generator | None = None) -> Batch:
+        """A uniform batch (`beta` is accepted for interface parity with prioritized replay)."""
         return self.get(self.sample_indices(batch_size, generator))
+
+    def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None:
+        """Uniform replay has no priorities: a no-op, so algorithms call it unconditionally."""
 
     def state_dict(self) -> dict:
         """Only the filled rows are saved."""
@@ -88,3 +97,141 @@ class ReplayBuffer:
         for name in ("obs", "next_obs", "actions", "rewards", "terminated"):
             getattr(self, name)[:n] = sd[name].to(self.device)
         self.pos, self.size = sd["pos"], n
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """Proportional prioritized experience replay (Schaul et al., 2016, "Prioritized Experience Replay").
+
+    Row i has priority p_i = |delta_i| + eps (delta_i its latest TD error) and is drawn with probability
+
+        P(i) = p_i^alpha / sum_k p_k^alpha            (alpha = 0: uniform, alpha = 1: fully proportional)
+
+    and the loss of a sampled row is scaled by the importance-sampling weight
+
+        w_i = (N * P(i))^(-beta) / max_{j in batch} w_j     (N = rows filled; beta anneals towards 1)
+
+    so the largest weight in a batch is 1. A row that was never trained on gets the largest priority
+    seen so far, max_p (a running maximum, initially 1.0), so it is replayed at least once soon.
+
+    Storage: a sum-tree in one tensor `tree` of length 2L on `device` (L = capacity rounded up to a
+    power of two; float64, or float32 on MPS which lacks float64), heap-ordered: node 1 is the root
+    (= sum_k p_k^alpha), node j has children 2j and 2j+1, leaf of row i is node L + i and holds
+    p_i^alpha (0 for rows not filled yet). Writes set leaves and then recompute every ancestor as
+    the sum of its two children, one tensor op per tree level (log2 L of them) for the whole batch;
+    parents are never updated by deltas, so there is no drift and duplicate indices in one call
+    cannot corrupt the tree (one of the duplicates' values is kept). Sampling is stratified: the
+    total mass is cut into batch_size equal segments, one uniform draw u per segment, and all draws
+    descend the tree together (left child if u < its mass, else subtract it and go right).
+    add/sample/update_priorities have no host sync: no Python branch reads a tensor value.
+    """
+
+    def __init__(self, capacity: int, obs_shape: tuple, action_shape: tuple = (), action_dtype=torch.float32,
+                 device="cpu", obs_dtype=torch.float32, alpha: float = 0.6, eps: float = 1e-6):
+        super().__init__(capacity, obs_shape, action_shape, action_dtype, device, obs_dtype)
+        if alpha < 0:
+            raise ValueError(f"prioritized replay needs alpha >= 0 (0 = uniform), got {alpha}")
+        if eps <= 0:
+            raise ValueError(f"prioritized replay needs eps > 0 so every row can be sampled, got {eps}")
+        self.alpha = float(alpha)
+        self.eps = float(eps)
+        self.tree_dtype = torch.float32 if self.device.type == "mps" else torch.float64
+        self.num_leaves = 1 << (self.capacity - 1).bit_length()  # L: power of two >= capacity
+        self.depth = self.num_leaves.bit_length() - 1  # levels below the root
+        self.tree = torch.zeros(2 * self.num_leaves, dtype=self.tree_dtype, device=self.device)
+        self.max_priority = torch.ones((), dtype=self.tree_dtype, device=self.device)  # running max of p
+
+    # ---- sum-tree -------------------------------------------------------------------------------
+    def _set_leaves(self, idx: torch.Tensor, values: torch.Tensor) -> None:
+        """tree[L + idx] = values, then recompute all their ancestors level by level."""
+        node = idx + self.num_leaves
+        self.tree[node] = values
+        for _ in range(self.depth):
+            node = node >> 1
+            self.tree[node] = self.tree[2 * node] + self.tree[2 * node + 1]
+
+    def _rebuild(self) -> None:
+        """Recompute every internal node from the leaves (same values as incremental updates)."""
+        lo = self.num_leaves
+        while lo > 1:
+            children = self.tree[lo:2 * lo]
+            self.tree[lo // 2:lo] = children[0::2] + children[1::2]
+            lo //= 2
+
+    @property
+    def total_priority(self) -> torch.Tensor:
+        """sum_k p_k^alpha over filled rows (the root of the tree), a device scalar."""
+        return self.tree[1]
+
+    def leaf_priorities(self) -> torch.Tensor:
+        """p_i^alpha of the filled rows (a view into the tree)."""
+        return self.tree[self.num_leaves:self.num_leaves + self.size]
+
+    # ---- buffer API -----------------------------------------------------------------------------
+    def add(self, obs, actions, rewards, next_obs, terminated) -> torch.Tensor:
+        """Write n transitions (overwriting the oldest when full) with leaf = max_p^alpha each."""
+        idx = super().add(obs, actions, rewards, next_obs, terminated)
+        self._set_leaves(idx, (self.max_priority ** self.alpha).expand(idx.shape[0]))
+        return idx
+
+    def sample_indices_and_probs(self, batch_size: int, generator: torch.Generator | None = None):
+        """Stratified proportional draw: (rows [B] long, P(row) [B] in the tree's dtype)."""
+        if self.size == 0:
+            raise RuntimeError("sampling from an empty replay buffer: fill it first (raise learning_starts)")
+        total = self.tree[1]
+        u = torch.rand(batch_size, dtype=self.tree_dtype, device=self.device, generator=generator)
+        u = (torch.arange(batch_size, dtype=self.tree_dtype, device=self.device) + u) * (total / batch_size)
+        node = torch.ones(batch_size, dtype=torch.long, device=self.device)
+        for _ in range(self.depth):
+            left = 2 * node
+            left_mass = self.tree[left]
+            go_right = u >= left_mass
+            u = torch.where(go_right, u - left_mass, u)
+            node = left + go_right.long()
+        # Rounding can push a draw right past the last filled row (onto an empty leaf): rows fill
+        # from 0 upwards, so every empty leaf lies at index >= size and clamping lands on a filled one.
+        idx = (node - self.num_leaves).clamp_(max=self.size - 1)
+        probs = self.tree[idx + self.num_leaves] / total
+        return idx, probs
+
+    def sample(self, batch_size: int, beta: float | None = 0.4, generator: torch.Generator | None = None) -> Batch:
+        """A prioritized batch; `weights` = (N P(i))^-beta / max over the batch (float32)."""
+        if beta is None:
+            raise ValueError("PrioritizedReplayBuffer.sample needs the importance-sampling exponent beta "
+                             "(a float in [0, 1], e.g. beta=0.4 annealed to 1.0 over training); got None")
+        idx, probs = self.sample_indices_and_probs(batch_size, generator)
+        weights = (self.size * probs) ** (-beta)  # beta: a float or a device scalar (no sync)
+        weights = weights / weights.max()
+        return self.get(idx, weights.to(torch.float32))
+
+    def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None:
+        """Set p_i = |td_error_i| + eps for the given rows (leaf = p_i^alpha) and raise max_p.
+
+        Rows must be filled (< size); duplicates are allowed (one of their values is kept).
+        """
+        indices = indices.to(device=self.device, dtype=torch.long).reshape(-1)
+        p = td_errors.detach().to(device=self.device, dtype=self.tree_dtype).reshape(-1).abs() + self.eps
+        if p.numel() == 0:  # shape, not a value: no sync
+            return
+        self.max_priority = torch.maximum(self.max_priority, p.max())
+        self._set_leaves(indices, p ** self.alpha)
+
+    def state_dict(self) -> dict:
+        """The parent's rows plus the filled leaves (p^alpha), max_p and alpha; the tree is rebuilt."""
+        sd = super().state_dict()
+        sd["priorities"] = self.leaf_priorities().clone()
+        sd["max_priority"] = self.max_priority.clone()
+        sd["alpha"] = self.alpha
+        return sd
+
+    def load_state_dict(self, sd: dict) -> None:
+        if "priorities" not in sd:
+            raise ValueError("this replay-buffer state has no priorities (saved from a uniform ReplayBuffer): "
+                             "resume with the same replay type (prioritized or not) as the saved run")
+        if sd["alpha"] != self.alpha:
+            raise ValueError(f"saved prioritized buffer used alpha={sd['alpha']}, this one alpha={self.alpha}: "
+                             "its stored priorities are p^alpha, so resume with the same alpha")
+        super().load_state_dict(sd)
+        self.tree.zero_()
+        self.tree[self.num_leaves:self.num_leaves + self.size] = sd["priorities"].to(self.device, self.tree_dtype)
+        self._rebuild()
+        self.max_priority = sd["max_priority"].to(self.device, self.tree_dtype).clone()
