@@ -4,7 +4,8 @@ Deep Q-Network (Mnih et al., 2015, "Human-level control through deep reinforceme
 a Q-network trained by regression on one-step TD targets `r + gamma * max_a' Q_target(s', a')`
 from an experience-replay buffer, with epsilon-greedy exploration annealed linearly and a target
 network that trails the online one (here a Polyak average with rate `tau`; `tau=1` with
-`target_every=K` gives the paper's hard copy every K updates). Squared TD error with global
+`target_every=K` gives the paper's hard copy every K updates). `--per` switches to proportional
+prioritized replay (Schaul et al., 2016). Squared TD error with global
 grad-norm clipping (on CartPole the Huber loss of the paper learned far slower here: its bounded
 gradient needs many more updates to grow Q to the ~100 that gamma=0.99 implies).
 
@@ -32,7 +33,7 @@ import torch.nn.functional as F
 import tyro
 
 import envs
-from common.buffers import ReplayBuffer
+from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from common.run import (Logger, PolicyFn, evaluate, load_checkpoint, make_run_dir, resolve_device,
                         resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.wrappers import EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
@@ -102,6 +103,12 @@ class Args:
     """hidden layer sizes of the Q-network"""
     norm_obs: bool = False
     """normalize observations with running statistics (saved in the checkpoint)"""
+    per: bool = False
+    """proportional prioritized experience replay"""
+    per_alpha: float = 0.6
+    """PER priority exponent"""
+    per_beta: float = 0.4
+    """PER initial importance-sampling exponent (annealed to 1)"""
 
 
 def check_args(args: Args, env) -> None:
@@ -136,13 +143,14 @@ class QNetwork(nn.Module):
         return self.net(obs)
 
 
-def td_loss(q_net: QNetwork, target_net: QNetwork, gamma: float, obs, actions, rewards, next_obs, terminated):
-    """Squared error between Q(s, a) and r + gamma * (1 - terminated) * max_a' Q_target(s', a')."""
+def td_loss(q_net: QNetwork, target_net: QNetwork, gamma: float, b):
+    """Importance-weighted squared error between Q(s, a) and r + gamma * (1 - terminated) * max_a' Q_target(s', a')."""
     with torch.no_grad():
-        next_q = target_net(next_obs).max(-1).values
-        target = rewards + gamma * (1.0 - terminated) * next_q
-    q = q_net(obs).gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-    return F.mse_loss(q, target), q.detach().mean()
+        next_q = target_net(b.next_obs).max(-1).values
+        target = b.rewards + gamma * (1.0 - b.terminated) * next_q
+    q = q_net(b.obs).gather(-1, b.actions.long().unsqueeze(-1)).squeeze(-1)
+    td = q - target
+    return (b.weights * td.square()).mean(), q.detach().mean(), td.detach().abs()
 
 
 def epsilon_at(args: Args, step: int) -> float:
@@ -177,7 +185,10 @@ def main(args: Args) -> dict:
     target_net = QNetwork(obs_dim, n_actions, args.hidden).to(device)
     target_net.load_state_dict(q_net.state_dict())
     optimizer = torch.optim.Adam(q_net.parameters(), lr=args.learning_rate)
-    rb = ReplayBuffer(args.buffer_size, (obs_dim,), (), torch.long, device)
+    if args.per:
+        rb = PrioritizedReplayBuffer(args.buffer_size, (obs_dim,), (), torch.long, device, alpha=args.per_alpha)
+    else:
+        rb = ReplayBuffer(args.buffer_size, (obs_dim,), (), torch.long, device)
     loss_fn = torch.compile(td_loss) if args.compile else td_loss
 
     N = args.num_envs
@@ -238,13 +249,15 @@ def main(args: Args) -> dict:
 
             # ---- learn ----------------------------------------------------------------------------------
             if global_step > args.learning_starts:
+                beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, global_step / args.total_steps)
                 for _ in range(args.gradient_steps):
-                    b = rb.sample(args.batch_size)
-                    loss, q_mean = loss_fn(q_net, target_net, args.gamma, *b)
+                    b = rb.sample(args.batch_size, beta=beta)
+                    loss, q_mean, td_abs = loss_fn(q_net, target_net, args.gamma, b)
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     nn.utils.clip_grad_norm_(q_net.parameters(), args.max_grad_norm)
                     optimizer.step()
+                    rb.update_priorities(b.indices, td_abs)
                     updates += 1
                     if updates % args.target_every == 0:
                         with torch.no_grad():

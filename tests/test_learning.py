@@ -3,9 +3,13 @@
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 
 from common.evaluate import gym_rollouts, load_policy
+
+# the trained fixtures are shared: keep these tests on one xdist worker
+pytestmark = pytest.mark.xdist_group("trained_fixtures")
 
 
 def test_ppo_learns_cartpole(ppo_cartpole):

@@ -8,21 +8,29 @@ import sys
 import pytest
 import torch
 
-from algos import dqn, ppo_vec
+from algos import d3qn, ddpg, double_dqn, dqn, modsac, ppo_vec, redq, sac, td3
 from conftest import ROOT
 
+_DQN = dict(env="CartPole-v1", num_envs=4, total_steps=4 * 150, learning_starts=100, batch_size=32,
+            eval_every=0, save_every=4 * 50, eval_episodes=2, quiet=True)
+_AC = dict(env="Pendulum-v1", num_envs=2, total_steps=2 * 120, learning_starts=60, batch_size=32, hidden=(32, 32),
+           eval_every=0, save_every=2 * 40, eval_episodes=2, quiet=True)
 SMALL = {
     ppo_vec: dict(env="CartPole-v1", num_envs=16, num_steps=16, num_minibatches=4, total_steps=16 * 16 * 6,
                   eval_every=0, save_every=16 * 16 * 2, eval_episodes=2, quiet=True),
-    dqn: dict(env="CartPole-v1", num_envs=4, total_steps=4 * 150, learning_starts=100, batch_size=32,
-              eval_every=0, save_every=4 * 50, eval_episodes=2, quiet=True),
+    dqn: _DQN, double_dqn: _DQN, d3qn: {**_DQN, "per": True},
+    ddpg: _AC, td3: {**_AC, "per": True}, sac: _AC, modsac: {**_AC, "mod_period": 8}, redq: {**_AC, "utd": 2},
 }
+ALL = list(SMALL)
+IDS = [m.ALGO for m in ALL]
 PENDULUM = dict(env="Pendulum-v1", num_envs=8, num_steps=8, num_minibatches=2, total_steps=8 * 8 * 6,
                 eval_every=0, save_every=8 * 8 * 2, eval_episodes=2, quiet=True, norm_obs=True, norm_reward=True)
 
 
 def _params(ckpt_path):
-    return torch.load(ckpt_path, weights_only=False)["model"]
+    ck = torch.load(ckpt_path, weights_only=False)
+    return ck["model"] if "model" in ck else {**{f"actor.{k}": v for k, v in ck["actor"].items()},
+                                             **{f"critic.{k}": v for k, v in ck["critic"].items()}}
 
 
 def _run_with_snapshots(module, args, monkeypatch):
@@ -43,8 +51,8 @@ def _run_with_snapshots(module, args, monkeypatch):
     return result, snapshots
 
 
-@pytest.mark.parametrize("module,kw", [(ppo_vec, SMALL[ppo_vec]), (dqn, SMALL[dqn]), (ppo_vec, PENDULUM)],
-                         ids=["ppo_vec", "dqn", "ppo_vec-pendulum-normalized"])
+@pytest.mark.parametrize("module,kw", [(m, SMALL[m]) for m in ALL] + [(ppo_vec, PENDULUM)],
+                         ids=IDS + ["ppo_vec-pendulum-normalized"])
 def test_resume_continues_exactly(module, kw, tmp_path, monkeypatch):
     full, snaps = _run_with_snapshots(module, module.Args(out_dir=str(tmp_path / "full"), **kw), monkeypatch)
     assert len(snaps) >= 2
@@ -60,7 +68,7 @@ def test_resume_continues_exactly(module, kw, tmp_path, monkeypatch):
     assert resumed["eval_return"] == full["eval_return"]
 
 
-@pytest.mark.parametrize("module", [ppo_vec, dqn])
+@pytest.mark.parametrize("module", ALL, ids=IDS)
 def test_same_seed_same_result(module, tmp_path):
     kw = SMALL[module]
     r1 = module.main(module.Args(out_dir=str(tmp_path / "a"), **kw))
@@ -80,9 +88,23 @@ def test_resume_refuses_foreign_checkpoint(tmp_path):
         dqn.main(dqn.Args(resume=r["checkpoint"], **{**SMALL[dqn], "env": "Acrobot-v1"}))
 
 
+@pytest.mark.parametrize("module", ALL, ids=IDS)
+def test_action_space_mismatch_is_refused(module, tmp_path):
+    if module is ppo_vec:
+        pytest.skip("ppo_vec handles both kinds of action space")
+    discrete = SMALL[module]["env"] == "CartPole-v1"
+    other = "Pendulum-v1" if discrete else "CartPole-v1"
+    kw = {**SMALL[module], "env": other, "out_dir": str(tmp_path)}
+    with pytest.raises(ValueError, match="Discrete action space" if discrete else "continuous \\(Box\\) action space"):
+        module.main(module.Args(**kw))
+    assert not any(tmp_path.iterdir())
+
+
 def test_algorithm_bad_inputs(tmp_path):
     with pytest.raises(ValueError, match="dqn needs a Discrete action space"):
         dqn.main(dqn.Args(out_dir=str(tmp_path), env="Pendulum-v1", quiet=True))
+    with pytest.raises(ValueError, match="--num-min 3 must be between 1 and --num-critics 2"):
+        redq.main(redq.Args(out_dir=str(tmp_path), num_critics=2, num_min=3, quiet=True))
     with pytest.raises(ValueError, match="not divisible by --num-minibatches 7"):
         ppo_vec.main(ppo_vec.Args(out_dir=str(tmp_path), num_envs=16, num_steps=16, num_minibatches=7, quiet=True))
     with pytest.raises(ValueError, match="unknown env id"):

@@ -1,0 +1,315 @@
+"""D3QN (dueling double DQN) on vectorized environments.
+
+`algos/double_dqn.py` with the dueling architecture (Wang et al., 2016, arXiv:1511.06581): the
+Q-network splits after a shared trunk into a state value V(s) and action advantages A(s, a),
+recombined as
+
+    Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a'),
+
+so the value of a state is learned from every action taken in it. The double-Q target, replay,
+epsilon schedule, target network and `--per` are Double DQN's.
+
+    python algos/d3qn.py --env CartPole-v1
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import tyro
+
+import envs
+from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
+from common.run import (Logger, PolicyFn, evaluate, load_checkpoint, make_run_dir, resolve_device,
+                        resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.wrappers import EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
+
+ALGO = "d3qn"
+
+
+@dataclass
+class Args:
+    env: str = "CartPole-v1"
+    """environment id with a Discrete action space (torch-native or any gymnasium id)"""
+    num_envs: int = 10
+    """number of parallel sub-environments"""
+    seed: int = 1
+    """seed of torch, numpy, python and the environments"""
+    device: str = "auto"
+    """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
+    total_steps: int = 200_000
+    """total environment steps (summed over sub-envs)"""
+    track: bool = False
+    """log to Weights & Biases (works with WANDB_MODE=offline)"""
+    wandb_project: str = "torch-podracer"
+    """wandb project name"""
+    out_dir: str = "runs"
+    """where run directories (metrics, curves, checkpoints) are created"""
+    eval_every: int = 20_000
+    """evaluate the greedy policy every this many environment steps (0: only at the end)"""
+    eval_episodes: int = 10
+    """episodes per evaluation (run in parallel on a separate env)"""
+    save_every: int = 50_000
+    """write the checkpoint every this many environment steps (0: only at the end)"""
+    resume: str | None = None
+    """path of a checkpoint.pt to continue from"""
+    compile: bool = False
+    """torch.compile the TD update"""
+    quiet: bool = False
+    """no console progress line"""
+
+    # DQN
+    buffer_size: int = 10_000
+    """replay buffer capacity (transitions)"""
+    learning_rate: float = 2.5e-4
+    """Adam learning rate"""
+    anneal_lr: bool = False
+    """anneal the learning rate linearly to 0 over the run"""
+    batch_size: int = 128
+    """minibatch size of each TD update"""
+    gamma: float = 0.99
+    """discount factor"""
+    tau: float = 1.0
+    """target network Polyak rate (1.0: hard copy)"""
+    target_every: int = 50
+    """update the target network every this many gradient steps"""
+    start_e: float = 1.0
+    """initial exploration epsilon"""
+    end_e: float = 0.05
+    """final exploration epsilon"""
+    exploration_fraction: float = 0.5
+    """fraction of total_steps over which epsilon decays linearly"""
+    learning_starts: int = 10_000
+    """environment steps of random play before learning"""
+    gradient_steps: int = 1
+    """gradient updates after each vectorized step (replay ratio = gradient_steps * batch / num_envs)"""
+    max_grad_norm: float = 10.0
+    """global gradient-norm clip"""
+    hidden: tuple[int, ...] = (128, 128)
+    """hidden layer sizes of the Q-network"""
+    norm_obs: bool = False
+    """normalize observations with running statistics (saved in the checkpoint)"""
+    per: bool = False
+    """proportional prioritized experience replay"""
+    per_alpha: float = 0.6
+    """PER priority exponent"""
+    per_beta: float = 0.4
+    """PER initial importance-sampling exponent (annealed to 1)"""
+
+
+def check_args(args: Args, env) -> None:
+    if not isinstance(env.single_action_space, gym.spaces.Discrete):
+        raise ValueError(
+            f"d3qn needs a Discrete action space; {args.env} has {env.single_action_space}. "
+            f"Use a continuous-action algorithm (algos/ppo_vec.py) for this env."
+        )
+    if len(env.single_observation_space.shape) != 1:
+        raise ValueError(f"d3qn's MLP needs flat observations, {args.env} has shape "
+                         f"{env.single_observation_space.shape}; flatten them in the env")
+    if args.batch_size <= 0 or args.gradient_steps <= 0 or args.target_every <= 0:
+        raise ValueError("--batch-size, --gradient-steps and --target-every must be positive")
+    if args.buffer_size < args.num_envs:
+        raise ValueError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
+    if not 0.0 < args.tau <= 1.0:
+        raise ValueError(f"--tau must be in (0, 1], got {args.tau}")
+    if args.learning_starts >= args.total_steps:
+        raise ValueError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
+
+
+class QNetwork(nn.Module):
+    """Dueling Q-network: shared trunk, then V(s) and A(s, .) heads."""
+
+    def __init__(self, obs_dim: int, n_actions: int, hidden=(128, 128)):
+        super().__init__()
+        sizes, layers = [obs_dim, *hidden], []
+        for a, b in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        self.trunk = nn.Sequential(*layers)
+        self.value = nn.Linear(sizes[-1], 1)
+        self.advantage = nn.Linear(sizes[-1], n_actions)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        h = self.trunk(obs)
+        adv = self.advantage(h)
+        return self.value(h) + adv - adv.mean(-1, keepdim=True)
+
+
+def td_loss(q_net: QNetwork, target_net: QNetwork, gamma: float, b):
+    """Importance-weighted squared error between Q(s, a) and the double-Q target
+    r + gamma * (1 - terminated) * Q_target(s', argmax_a' Q(s', a'))."""
+    with torch.no_grad():
+        next_a = q_net(b.next_obs).argmax(-1, keepdim=True)
+        next_q = target_net(b.next_obs).gather(-1, next_a).squeeze(-1)
+        target = b.rewards + gamma * (1.0 - b.terminated) * next_q
+    q = q_net(b.obs).gather(-1, b.actions.long().unsqueeze(-1)).squeeze(-1)
+    td = q - target
+    return (b.weights * td.square()).mean(), q.detach().mean(), td.detach().abs()
+
+
+def epsilon_at(args: Args, step: int) -> float:
+    span = max(args.exploration_fraction * args.total_steps, 1.0)
+    return max(args.end_e, args.start_e + (args.end_e - args.start_e) * step / span)
+
+
+def make_env(args: Args, device, seed: int):
+    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed)
+    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
+
+
+def policy_from(q_net: QNetwork, obs_norm) -> "callable":
+    """obs (raw) -> greedy action, including observation normalization."""
+
+    def core(obs):
+        if obs_norm is not None:
+            obs = obs_norm.normalize(obs)
+        return q_net(obs).argmax(-1)
+
+    return core
+
+
+def main(args: Args) -> dict:
+    device = resolve_device(args.device)
+    seed_everything(args.seed)
+    env = make_env(args, device, args.seed)
+    check_args(args, env)
+    obs_space, n_actions = env.single_observation_space, int(env.single_action_space.n)
+    obs_dim = int(np.prod(obs_space.shape))
+    q_net = QNetwork(obs_dim, n_actions, args.hidden).to(device)
+    target_net = QNetwork(obs_dim, n_actions, args.hidden).to(device)
+    target_net.load_state_dict(q_net.state_dict())
+    optimizer = torch.optim.Adam(q_net.parameters(), lr=args.learning_rate)
+    if args.per:
+        rb = PrioritizedReplayBuffer(args.buffer_size, (obs_dim,), (), torch.long, device, alpha=args.per_alpha)
+    else:
+        rb = ReplayBuffer(args.buffer_size, (obs_dim,), (), torch.long, device)
+    loss_fn = torch.compile(td_loss) if args.compile else td_loss
+
+    N = args.num_envs
+    num_iterations = args.total_steps // N
+    start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
+    next_obs, _ = env.reset(seed=args.seed)
+    if args.resume:
+        ckpt = load_checkpoint(args.resume, algo=ALGO, env_id=args.env, map_location=device)
+        q_net.load_state_dict(ckpt["model"])
+        target_net.load_state_dict(ckpt["target"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        rb.load_state_dict(ckpt["buffer"])
+        env.load_state_dict(ckpt["env"])
+        next_obs = ckpt["next_obs"].to(device)
+        start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
+        set_rng_state(ckpt["rng"])
+    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
+    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
+                    resume_step=global_step if args.resume else None)
+    stats_env = find_wrapper(env, EpisodeStatistics)
+    ckpt_path = run_dir / "checkpoint.pt"
+
+    def policy():
+        norm = find_wrapper(env, NormalizeObservation)
+        return policy_from(q_net, norm.rms if norm else None)
+
+    def save():
+        save_checkpoint(ckpt_path, {
+            "algo": ALGO, "env_id": args.env, "args": asdict(args),
+            "obs_shape": tuple(obs_space.shape), "action_space": repr(env.single_action_space),
+            "model": q_net.state_dict(), "target": target_net.state_dict(), "optimizer": optimizer.state_dict(),
+            "buffer": rb.state_dict(), "env": env.state_dict(),
+            "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
+            "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step, "updates": updates,
+            "seconds": logger.seconds, "rng": rng_state(),
+        })
+
+    eval_result = {}
+    loss = q_mean = torch.zeros((), device=device)
+    last_eval = last_save = global_step
+    last_log = time.perf_counter()
+    iteration = start_iter - 1
+    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
+        for iteration in range(start_iter, num_iterations):
+            if args.anneal_lr:
+                optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - iteration / num_iterations)
+            # ---- explore: epsilon-greedy over all sub-envs at once -------------------------------------
+            eps = epsilon_at(args, global_step)
+            with torch.no_grad():
+                greedy = q_net(next_obs).argmax(-1)
+                random_actions = torch.randint(0, n_actions, (N,), device=device)
+                explore = torch.rand(N, device=device) < eps
+                actions = torch.where(explore, random_actions, greedy)
+            obs = next_obs
+            next_obs, reward, terminated, truncated, info = env.step(actions)
+            rb.add(obs, actions, reward, info["final_obs"], terminated)
+            global_step += N
+
+            # ---- learn ----------------------------------------------------------------------------------
+            if global_step > args.learning_starts:
+                beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, global_step / args.total_steps)
+                for _ in range(args.gradient_steps):
+                    b = rb.sample(args.batch_size, beta=beta)
+                    loss, q_mean, td_abs = loss_fn(q_net, target_net, args.gamma, b)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(q_net.parameters(), args.max_grad_norm)
+                    optimizer.step()
+                    rb.update_priorities(b.indices, td_abs)
+                    updates += 1
+                    if updates % args.target_every == 0:
+                        with torch.no_grad():
+                            torch._foreach_lerp_(list(target_net.parameters()), list(q_net.parameters()), args.tau)
+
+            # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
+            is_last = iteration == num_iterations - 1
+            do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
+            if do_eval or time.perf_counter() - last_log > 1.0:
+                last_log = time.perf_counter()
+                ep = stats_env.pop()
+                metrics = dict(ep_length=ep["length"], td_loss=loss.item(), q_mean=q_mean.item(), epsilon=eps)
+                metrics["return"] = ep["return"]
+                if do_eval:
+                    last_eval = global_step
+                    with logger.paused():
+                        eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
+                    metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
+                logger.log(global_step, **metrics)
+                if do_eval:
+                    logger.write_files()
+            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
+                last_save = global_step
+                save()
+
+    logger.close()
+    env.close()
+    return {"eval_return": eval_result.get("eval_return", float("nan")),
+            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
+            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+
+
+def load_policy(path: str, device: str = "cpu") -> PolicyFn:
+    """A greedy `obs -> action` callable from a checkpoint of this file (observation normalization
+    included); takes torch or numpy, batched or single observations."""
+    ckpt = load_checkpoint(path, algo=ALGO, map_location=device)
+    args = Args(**{k: tuple(v) if k == "hidden" else v for k, v in ckpt["args"].items()})
+    env = envs.make(args.env, num_envs=1)
+    obs_shape = tuple(env.single_observation_space.shape)
+    q_net = QNetwork(int(np.prod(obs_shape)), int(env.single_action_space.n), args.hidden).to(device)
+    q_net.load_state_dict(ckpt["model"])
+    q_net.eval()
+    obs_norm = None
+    if ckpt.get("obs_norm") is not None:
+        obs_norm = RunningMeanStd(obs_shape, device)
+        obs_norm.load_state_dict(ckpt["obs_norm"])
+    env.close()
+    return PolicyFn(policy_from(q_net, obs_norm), device, env_id=args.env, obs_shape=obs_shape)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))

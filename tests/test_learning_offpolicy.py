@@ -1,0 +1,38 @@
+"""Learning tests of the off-policy family on fixed seeds (each about a minute on one CPU thread):
+DDPG, TD3, SAC, ModSAC and REDQ reach a deterministic 10-episode eval >= -250 on Pendulum-v1;
+Double DQN and D3QN reach >= 400 on CartPole-v1; prioritized replay learns for one DQN-family
+and one actor-critic algorithm. Networks are (128, 128) here ((64, 64) for REDQ's ten critics) instead of the files' (256, 256)
+defaults: on one CPU thread the update cost is what bounds these tests."""
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+PENDULUM = dict(env="Pendulum-v1", seed=1, num_envs=4, hidden=(128, 128), eval_every=0, save_every=0, quiet=True)
+CARTPOLE = dict(env="CartPole-v1", seed=1, eval_every=0, save_every=0, quiet=True)
+
+CASES = {
+    "ddpg": ("ddpg", {**PENDULUM, "total_steps": 10_000}, -250),
+    "td3": ("td3", {**PENDULUM, "total_steps": 12_000}, -250),
+    "sac": ("sac", {**PENDULUM, "total_steps": 10_000}, -250),
+    "modsac": ("modsac", {**PENDULUM, "total_steps": 10_000}, -250),
+    "redq": ("redq", {**PENDULUM, "total_steps": 5_000, "learning_starts": 1_000, "hidden": (64, 64), "batch_size": 128}, -250),
+    "sac-per": ("sac", {**PENDULUM, "total_steps": 10_000, "per": True}, -250),
+    "double_dqn": ("double_dqn", CARTPOLE, 400),
+    "d3qn": ("d3qn", CARTPOLE, 400),
+    "dqn-per": ("dqn", {**CARTPOLE, "per": True}, 400),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_learns(case, tmp_path):
+    name, kw, threshold = CASES[case]
+    module = importlib.import_module(f"algos.{name}")
+    result = module.main(module.Args(out_dir=str(tmp_path), **kw))
+    print(case, result)
+    assert result["eval_return"] >= threshold, f"{case}: eval {result['eval_return']:.1f} < {threshold}"
+    if name == "modsac":  # the policy delay really adapted (it is logged at every logging tick)
+        delays = [r["policy_delay"] for r in map(json.loads, open(Path(result["run_dir"]) / "metrics.jsonl"))]
+        assert min(delays) == 1 and max(delays) > 1, delays
