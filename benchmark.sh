@@ -1,20 +1,41 @@
 #!/usr/bin/env bash
-# Reproduces the benchmark tables. Usage: bash benchmark.sh [quick|envs|ppo]   (default: quick)
-#   envs  - env-steps/s of our torch CartPole vs gymnasium's SyncVectorEnv at N = 1 ... 4096 (+65536 ours)
-#   ppo   - algos/ppo_vec.py wall time to a deterministic eval >= 475 on CartPole-v1, 3 seeds
-#   quick - both (a few minutes on a laptop CPU)
+# Reproduces the benchmark tables.   Usage: bash benchmark.sh [GROUP]   (default: quick)
+#   envs          env-steps/s of our torch CartPole vs gymnasium's SyncVectorEnv, N = 1 ... 4096 (+65536 ours)
+#   ppo           algos/ppo_vec.py wall time to a deterministic eval >= 475 on CartPole-v1, 3 seeds
+#   ensemble      REDQ-style critic updates/s: one batched EnsembleMLP vs a Python loop over 10 critics
+#   offpolicy     DDPG, TD3, SAC, ModSAC, REDQ on Pendulum-v1, 3 seeds, beside RL Zoo's scores (~10 min)
+#   quick         envs + ppo + ensemble (a few minutes on a laptop CPU)
+#   offpolicy-long  SAC and TD3 on LunarLanderContinuous-v3 and BipedalWalker-v3 through the gymnasium
+#                 adapter (hours on a CPU; needs Box2D: pip install swig "gymnasium[box2d]")
 # Tables are printed and written to bench/results/<group>.md. Set PYTHON to pick the interpreter.
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python}
 group=${1:-quick}
 mkdir -p bench/results
-run_envs() { $PY bench/env_throughput.py "$@" | tee bench/results/envs.log; sed -n '/^CartPole-v1 env-steps/,$p' bench/results/envs.log > bench/results/envs.md; }
-run_ppo()  { $PY bench/ppo_time_to_threshold.py "$@" | tee bench/results/ppo.log; sed -n '/^ppo_vec defaults/,$p' bench/results/ppo.log > bench/results/ppo.md; }
+table() {  # table NAME SCRIPT ARGS... : run, keep the log, keep the table (from its title line) as NAME.md
+  local name=$1; shift
+  $PY "$@" | tee "bench/results/$name.log"
+  $PY - "$name" <<'PYEOF'
+import sys, pathlib
+name = sys.argv[1]
+lines = pathlib.Path(f"bench/results/{name}.log").read_text().splitlines()
+first = next(i for i, l in enumerate(lines) if l.startswith("|"))
+start = first - 2 if first >= 2 and not lines[first - 1].strip() else first
+pathlib.Path(f"bench/results/{name}.md").write_text("\n".join(lines[start:]) + "\n")
+PYEOF
+}
 case "$group" in
-  envs)  run_envs ;;
-  ppo)   run_ppo ;;
-  quick) run_envs; run_ppo ;;
-  *) echo "unknown group '$group': use quick, envs or ppo" >&2; exit 2 ;;
+  envs)      table envs bench/env_throughput.py ;;
+  ppo)       table ppo bench/ppo_time_to_threshold.py ;;
+  ensemble)  table ensemble bench/ensemble_speed.py ;;
+  offpolicy) table offpolicy bench/offpolicy.py ;;
+  quick)     table envs bench/env_throughput.py; table ppo bench/ppo_time_to_threshold.py
+             table ensemble bench/ensemble_speed.py ;;
+  offpolicy-long)
+    $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
+    table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
+    table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
+  *) echo "unknown group '$group': use quick, envs, ppo, ensemble, offpolicy or offpolicy-long" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"
