@@ -35,7 +35,7 @@ from torch.distributions import Categorical, Normal
 
 import envs
 from common.run import (Logger, PolicyFn, evaluate, load_checkpoint, make_run_dir, resolve_device,
-                        resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+                        resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "ppo_vec"
@@ -237,6 +237,10 @@ def policy_from(agent: Agent, obs_norm, to_env) -> "callable":
 
 def main(args: Args) -> dict:
     device = resolve_device(args.device)
+    ckpt = None
+    if args.resume:  # continue with the saved settings (see common.run.resume_args)
+        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
+        args = resume_args(args, ckpt, args.resume)
     seed_everything(args.seed)
     env = make_env(args, device, args.seed)
     check_args(args, env)
@@ -268,8 +272,7 @@ def main(args: Args) -> dict:
 
     start_iter, global_step, elapsed = 0, 0, 0.0
     next_obs, _ = env.reset(seed=args.seed)
-    if args.resume:
-        ckpt = load_checkpoint(args.resume, algo=ALGO, env_id=args.env, map_location=device)
+    if ckpt is not None:
         agent.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         env.load_state_dict(ckpt["env"])

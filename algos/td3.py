@@ -33,7 +33,7 @@ import envs
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from common.ensemble import EnsembleMLP
 from common.run import (Logger, PolicyFn, evaluate, load_checkpoint, make_run_dir, resolve_device,
-                        resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+                        resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
 
 ALGO = "td3"
@@ -185,6 +185,10 @@ def policy_from(actor: Actor, obs_norm, to_env) -> "callable":
 
 def main(args: Args) -> dict:
     device = resolve_device(args.device)
+    ckpt = None
+    if args.resume:  # continue with the saved settings (see common.run.resume_args)
+        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
+        args = resume_args(args, ckpt, args.resume)
     seed_everything(args.seed)
     env = make_env(args, device, args.seed)
     check_args(args, env)
@@ -211,8 +215,7 @@ def main(args: Args) -> dict:
     num_iterations = args.total_steps // N
     start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
     next_obs, _ = env.reset(seed=args.seed)
-    if args.resume:
-        ckpt = load_checkpoint(args.resume, algo=ALGO, env_id=args.env, map_location=device)
+    if ckpt is not None:
         for name, obj in (("actor", actor), ("critic", critic), ("actor_target", actor_t), ("critic_target", critic_t),
                           ("actor_opt", actor_opt), ("critic_opt", critic_opt), ("buffer", rb), ("env", env)):
             obj.load_state_dict(ckpt[name])

@@ -249,7 +249,7 @@ def resume_hint(ckpt_path: Path):
                   file=sys.stderr, flush=True)
         else:
             print("\ninterrupted before the first checkpoint was written (see --save-every)", file=sys.stderr, flush=True)
-        raise
+        raise SystemExit(130) from None
 
 
 def save_checkpoint(path: str | os.PathLike, payload: dict) -> Path:
@@ -330,6 +330,34 @@ class PolicyFn:
         if single:
             a = a.squeeze(0)
         return a.cpu().numpy() if as_numpy else a
+
+
+# flags that may change when a run is resumed; every other flag is the run's identity
+RESUME_MAY_CHANGE = {"resume", "total_steps", "quiet", "track", "wandb_project", "device", "eval_every",
+                     "eval_episodes", "save_every", "out_dir", "compile"}
+
+
+def resume_args(args, ckpt: dict, path: str = "the checkpoint"):
+    """The arguments a resumed run continues with: the saved ones, except the flags in
+    `RESUME_MAY_CHANGE`. A flag left at its default takes the saved value; a flag set to another
+    value than the saved one is refused with a message naming both."""
+    saved, defaults, changes = ckpt["args"], type(args)(), {}
+    for f in dataclasses.fields(args):
+        if f.name in RESUME_MAY_CHANGE or f.name not in saved:
+            continue
+        mine = getattr(args, f.name)
+        theirs = tuple(saved[f.name]) if isinstance(saved[f.name], list) else saved[f.name]
+        if mine == theirs:
+            continue
+        if mine == getattr(defaults, f.name):
+            changes[f.name] = theirs
+        elif f.name == "env":
+            raise ValueError(f"{path} was trained on {theirs!r}, not {mine!r}; drop --env or pass --env {theirs}")
+        else:
+            flag = "--" + f.name.replace("_", "-")
+            raise ValueError(f"{path} was trained with {flag} {theirs}, not {mine}: a resumed run keeps its "
+                             f"settings (drop {flag}); only {', '.join(sorted(RESUME_MAY_CHANGE))} may change")
+    return dataclasses.replace(args, **changes)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -119,3 +119,19 @@ def test_cli_help_and_wrong_flag():
     assert out.returncode == 0 and "--num-envs" in out.stdout and "rollout horizon" in out.stdout
     bad = subprocess.run([sys.executable, "algos/dqn.py", "--num-env", "4"], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode != 0 and "--num-envs" in bad.stdout + bad.stderr  # tyro suggests the right flag
+
+
+def test_resume_takes_saved_settings_and_refuses_changed_ones(tmp_path, monkeypatch):
+    kw = SMALL[ppo_vec]
+    full, snaps = _run_with_snapshots(ppo_vec, ppo_vec.Args(out_dir=str(tmp_path / "full"), **kw), monkeypatch)
+    resumed_dir = tmp_path / "resumed"
+    resumed_dir.mkdir()
+    shutil.copy(snaps[0], resumed_dir / "checkpoint.pt")
+    ck = str(resumed_dir / "checkpoint.pt")
+    with pytest.raises(ValueError, match="trained with --num-envs 16, not 32: a resumed run keeps its settings"):
+        ppo_vec.main(ppo_vec.Args(resume=ck, num_envs=32, quiet=True))
+    # only --resume (and flags that may change): every other setting comes from the checkpoint
+    resumed = ppo_vec.main(ppo_vec.Args(resume=ck, quiet=True, eval_episodes=2, eval_every=0, save_every=0,
+                                        total_steps=kw["total_steps"]))
+    a, b = _params(full["checkpoint"]), _params(resumed["checkpoint"])
+    assert all(torch.equal(a[k], b[k]) for k in a)
