@@ -315,4 +315,4 @@ def load_policy(path: str, device: str = "cpu") -> PolicyFn:
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    main(tyro.cli(Args, description=__doc__))

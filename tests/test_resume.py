@@ -114,9 +114,16 @@ def test_algorithm_bad_inputs(tmp_path):
     assert not any(tmp_path.iterdir()), "a refused run must not leave a run directory behind"
 
 
-def test_cli_help_and_wrong_flag():
-    out = subprocess.run([sys.executable, "algos/ppo_vec.py", "--help"], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 0 and "--num-envs" in out.stdout and "rollout horizon" in out.stdout
+@pytest.mark.parametrize("module", ALL, ids=IDS)
+def test_cli_help(module):
+    out = subprocess.run([sys.executable, f"algos/{module.ALGO}.py", "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    for flag in ("--env", "--num-envs", "--seed", "--device", "--total-steps", "--resume", "--compile", "--track"):
+        assert flag in out.stdout
+    assert module.__doc__.splitlines()[0].split()[0] in out.stdout  # the docstring heads the help
+
+
+def test_cli_wrong_flag():
     bad = subprocess.run([sys.executable, "algos/dqn.py", "--num-env", "4"], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode != 0 and "--num-envs" in bad.stdout + bad.stderr  # tyro suggests the right flag
 
