@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from algos import d3qn, ddpg, double_dqn, dqn, modsac, ppo_vec, redq, sac, td3
+from algos import a2c, d3qn, ddpg, double_dqn, dqn, modsac, ppo_vec, redq, sac, td3
 from conftest import ROOT
 
 _DQN = dict(env="CartPole-v1", num_envs=4, total_steps=4 * 150, learning_starts=100, batch_size=32,
@@ -18,6 +18,8 @@ _AC = dict(env="Pendulum-v1", num_envs=2, total_steps=2 * 120, learning_starts=6
 SMALL = {
     ppo_vec: dict(env="CartPole-v1", num_envs=16, num_steps=16, num_minibatches=4, total_steps=16 * 16 * 6,
                   eval_every=0, save_every=16 * 16 * 2, eval_episodes=2, quiet=True),
+    a2c: dict(env="Pendulum-v1", num_envs=8, num_steps=5, total_steps=8 * 5 * 6, eval_every=0, save_every=8 * 5 * 2,
+              eval_episodes=2, quiet=True, norm_obs=True),
     dqn: _DQN, double_dqn: _DQN, d3qn: {**_DQN, "per": True},
     ddpg: _AC, td3: {**_AC, "per": True}, sac: _AC, modsac: {**_AC, "mod_period": 8}, redq: {**_AC, "utd": 2},
 }
@@ -90,8 +92,8 @@ def test_resume_refuses_foreign_checkpoint(tmp_path):
 
 @pytest.mark.parametrize("module", ALL, ids=IDS)
 def test_action_space_mismatch_is_refused(module, tmp_path):
-    if module is ppo_vec:
-        pytest.skip("ppo_vec handles both kinds of action space")
+    if module in (ppo_vec, a2c):
+        pytest.skip(f"{module.ALGO} handles both kinds of action space")
     discrete = SMALL[module]["env"] == "CartPole-v1"
     other = "Pendulum-v1" if discrete else "CartPole-v1"
     kw = {**SMALL[module], "env": other, "out_dir": str(tmp_path)}

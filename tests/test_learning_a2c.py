@@ -1,0 +1,20 @@
+"""A2C learns on fixed seeds: >= 400 on CartPole-v1 (file defaults) and >= -400 on Pendulum-v1
+(more, smaller rollouts; gamma 0.9 and reward scaling, as for PPO on Pendulum)."""
+
+import pytest
+
+from algos import a2c
+
+CASES = {
+    "cartpole": (dict(env="CartPole-v1"), 400),
+    "pendulum": (dict(env="Pendulum-v1", num_envs=16, num_steps=8, learning_rate=1e-3, gae_lambda=0.95, gamma=0.9,
+                      norm_reward=True, norm_adv=True, total_steps=600_000), -400),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a2c_learns(case, tmp_path):
+    kw, threshold = CASES[case]
+    result = a2c.main(a2c.Args(out_dir=str(tmp_path), seed=1, eval_every=0, save_every=0, quiet=True, **kw))
+    print(case, result)
+    assert result["eval_return"] >= threshold
