@@ -67,6 +67,19 @@ class TrajectoryStore:
         self.ep_start = torch.where(done, torch.full_like(self.ep_start, self.t), self.ep_start)
         self.ep_return = self.ep_return * ~done
 
+    _STATE = ("obs", "actions", "ep_start", "ep_return", "tab_env", "tab_start", "tab_len", "tab_ret", "tab_count")
+
+    def state_dict(self) -> dict:
+        return {"t": self.t, **{k: getattr(self, k).clone() for k in self._STATE}}
+
+    def load_state_dict(self, sd: dict) -> None:
+        if tuple(sd["obs"].shape) != tuple(self.obs.shape) or sd["tab_ret"].shape != self.tab_ret.shape:
+            raise ValueError(f"saved H-term store {tuple(sd['obs'].shape)} does not fit this one {tuple(self.obs.shape)}: "
+                             f"resume with the same --num-envs and --h-term-* sizes")
+        self.t = sd["t"]
+        for k in self._STATE:
+            setattr(self, k, sd[k].to(self.device))
+
     def valid(self) -> torch.Tensor:
         """Mask over table slots: recorded, and the whole episode still in the ring."""
         slots = torch.arange(self.E, device=self.device)

@@ -8,13 +8,14 @@ import sys
 import pytest
 import torch
 
-from algos import a2c, d3qn, ddpg, double_dqn, dqn, modsac, ppo_vec, redq, sac, td3
+from algos import a2c, d3qn, ddpg, ddpg_h, double_dqn, dqn, modsac, ppo_h, ppo_vec, redq, sac, sac_h, td3, td3_h
 from conftest import ROOT
 
 _DQN = dict(env="CartPole-v1", num_envs=4, total_steps=4 * 150, learning_starts=100, batch_size=32,
             eval_every=0, save_every=4 * 50, eval_episodes=2, quiet=True)
 _AC = dict(env="Pendulum-v1", num_envs=2, total_steps=2 * 120, learning_starts=60, batch_size=32, hidden=(32, 32),
            eval_every=0, save_every=2 * 40, eval_episodes=2, quiet=True)
+_AC_H = {**_AC, "total_steps": 2 * 450, "save_every": 2 * 150, "h_term_update_gap": 1, "h_term_batch": 16}
 SMALL = {
     ppo_vec: dict(env="CartPole-v1", num_envs=16, num_steps=16, num_minibatches=4, total_steps=16 * 16 * 6,
                   eval_every=0, save_every=16 * 16 * 2, eval_episodes=2, quiet=True),
@@ -22,6 +23,10 @@ SMALL = {
               eval_episodes=2, quiet=True, norm_obs=True),
     dqn: _DQN, double_dqn: _DQN, d3qn: {**_DQN, "per": True},
     ddpg: _AC, td3: {**_AC, "per": True}, sac: _AC, modsac: {**_AC, "mod_period": 8}, redq: {**_AC, "utd": 2},
+    # H-term variants: long enough for several finished episodes, so the store matters on resume
+    ppo_h: dict(env="CartPole-v1", num_envs=16, num_steps=16, num_minibatches=4, total_steps=16 * 16 * 6,
+                eval_every=0, save_every=16 * 16 * 2, eval_episodes=2, quiet=True, h_term_batch=16),
+    ddpg_h: {**_AC_H}, td3_h: {**_AC_H}, sac_h: {**_AC_H},
 }
 ALL = list(SMALL)
 IDS = [m.ALGO for m in ALL]
@@ -92,7 +97,7 @@ def test_resume_refuses_foreign_checkpoint(tmp_path):
 
 @pytest.mark.parametrize("module", ALL, ids=IDS)
 def test_action_space_mismatch_is_refused(module, tmp_path):
-    if module in (ppo_vec, a2c):
+    if module in (ppo_vec, a2c, ppo_h):
         pytest.skip(f"{module.ALGO} handles both kinds of action space")
     discrete = SMALL[module]["env"] == "CartPole-v1"
     other = "Pendulum-v1" if discrete else "CartPole-v1"

@@ -1,0 +1,441 @@
+"""PPO-H: PPO-Clip with the H-term, on vectorized environments.
+
+`algos/ppo_vec.py` plus ElegantRL's H-term (Hamiltonian term), an extra actor-only update on whole
+trajectory windows that trades compute for stability (`common/hterm.py` holds the store and loss):
+* every rollout step goes into a device trajectory store that keeps the last `h_term_horizon`
+  steps of each sub-env and a table of the episodes that finished there;
+* every `h_term_update_gap` PPO iterations, the stored episodes are ranked by return, the lowest
+  `h_term_drop_rate` (default 1/8) dropped, and `h_term_batch` windows of `h_term_k_step`
+  (default 16) steps drawn from the rest;
+* for each window, H = sum_k h_term_gamma^k * log pi(a_k|s_k) under the current policy, and the
+  actor takes one extra step on  -h_term_lambda * mean(H * normalized episode return).
+The H-term's share of wall time is logged (`h_term_time_share`) so its cost can be traded.
+
+    python algos/ppo_h.py --env Pendulum-v1
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from torch.distributions import Categorical, Normal
+
+import envs
+from common.run import (Logger, PolicyFn, evaluate, load_checkpoint, make_run_dir, resolve_device,
+                        resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.hterm import TrajectoryStore, h_term_loss
+from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
+
+ALGO = "ppo_h"
+
+
+@dataclass
+class Args:
+    env: str = "CartPole-v1"
+    """environment id: a torch-native one (CartPole-v1, Pendulum-v1, ...) or any gymnasium id"""
+    num_envs: int = 1024
+    """number of parallel sub-environments"""
+    seed: int = 1
+    """seed of torch, numpy, python and the environments"""
+    device: str = "auto"
+    """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
+    total_steps: int = 1_000_000
+    """total environment steps (summed over sub-envs)"""
+    track: bool = False
+    """log to Weights & Biases (works with WANDB_MODE=offline)"""
+    wandb_project: str = "torch-podracer"
+    """wandb project name"""
+    out_dir: str = "runs"
+    """where run directories (metrics, curves, checkpoints) are created"""
+    eval_every: int = 100_000
+    """evaluate the deterministic policy every this many environment steps (0: only at the end)"""
+    eval_episodes: int = 10
+    """episodes per evaluation (run in parallel on a separate env)"""
+    save_every: int = 200_000
+    """write the checkpoint every this many environment steps (0: only at the end)"""
+    resume: str | None = None
+    """path of a checkpoint.pt to continue from"""
+    compile: bool = False
+    """torch.compile the policy step and the PPO loss"""
+    quiet: bool = False
+    """no console progress line"""
+
+    # PPO
+    num_steps: int = 16
+    """rollout horizon per sub-env per iteration"""
+    learning_rate: float = 2.5e-3
+    """Adam learning rate"""
+    anneal_lr: bool = True
+    """anneal the learning rate linearly to 0"""
+    gamma: float = 0.99
+    """discount factor"""
+    gae_lambda: float = 0.95
+    """GAE lambda"""
+    num_minibatches: int = 8
+    """minibatches per epoch"""
+    update_epochs: int = 4
+    """epochs over each rollout"""
+    norm_adv: bool = True
+    """normalize advantages per minibatch"""
+    clip_coef: float = 0.2
+    """policy ratio clip"""
+    clip_vloss: bool = False
+    """clip the value loss around the old values"""
+    ent_coef: float = 0.0
+    """entropy bonus coefficient"""
+    vf_coef: float = 0.5
+    """value loss coefficient"""
+    max_grad_norm: float = 0.5
+    """global gradient-norm clip"""
+    target_kl: float | None = None
+    """stop the epochs early when the approximate KL exceeds this (one host sync per epoch)"""
+    hidden: tuple[int, ...] = (64, 64)
+    """hidden layer sizes of actor and critic"""
+    norm_obs: bool = False
+    """normalize observations with running statistics (saved in the checkpoint)"""
+    norm_reward: bool = False
+    """scale rewards by the running std of the discounted return"""
+    init_log_std: float = 0.0
+    """initial log-std of the Gaussian policy (continuous actions)"""
+
+    # H-term
+    h_term_lambda: float = 0.01
+    """weight of the H-term loss"""
+    h_term_gamma: float = 0.99
+    """discount of the log-probabilities accumulated along a window"""
+    h_term_k_step: int = 16
+    """window length K"""
+    h_term_drop_rate: float = 0.125
+    """fraction of the stored episodes (lowest returns) left out"""
+    h_term_batch: int = 256
+    """windows per H-term update"""
+    h_term_update_gap: int = 1
+    """PPO iterations between H-term updates"""
+    h_term_horizon: int = 1024
+    """steps of history kept per sub-env (episodes longer than this are never selected)"""
+    h_term_max_episodes: int = 4096
+    """episodes remembered in the store's table"""
+
+
+def check_args(args: Args, envs_) -> None:
+    batch = args.num_envs * args.num_steps
+    if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0:
+        raise ValueError("--num-steps, --num-minibatches and --update-epochs must be positive")
+    if batch % args.num_minibatches:
+        raise ValueError(
+            f"num_envs * num_steps = {batch} is not divisible by --num-minibatches {args.num_minibatches}; "
+            f"pick a divisor of {batch}"
+        )
+    if batch < args.num_minibatches:
+        raise ValueError(f"batch {batch} is smaller than --num-minibatches {args.num_minibatches}")
+    if args.h_term_k_step <= 0 or args.h_term_batch <= 0 or args.h_term_update_gap <= 0:
+        raise ValueError("--h-term-k-step, --h-term-batch and --h-term-update-gap must be positive")
+    if not 0.0 <= args.h_term_drop_rate < 1.0:
+        raise ValueError(f"--h-term-drop-rate must be in [0, 1), got {args.h_term_drop_rate}")
+    if args.h_term_horizon < args.h_term_k_step:
+        raise ValueError(f"--h-term-horizon {args.h_term_horizon} must be at least --h-term-k-step {args.h_term_k_step}")
+    if args.total_steps < batch:
+        raise ValueError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
+    if len(envs_.single_observation_space.shape) != 1:
+        raise ValueError(f"ppo_vec's MLP needs flat observations, {args.env} has shape "
+                         f"{envs_.single_observation_space.shape}; flatten them in the env")
+    space = envs_.single_action_space
+    if not isinstance(space, (gym.spaces.Discrete, gym.spaces.Box)):
+        raise ValueError(f"ppo_vec supports Discrete and Box action spaces, got {space}")
+
+
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias: float = 0.0) -> nn.Linear:
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+def mlp(sizes, out_std: float) -> nn.Sequential:
+    layers = []
+    for a, b in zip(sizes[:-2], sizes[1:-1]):
+        layers += [layer_init(nn.Linear(a, b)), nn.Tanh()]
+    layers.append(layer_init(nn.Linear(sizes[-2], sizes[-1]), std=out_std))
+    return nn.Sequential(*layers)
+
+
+class Agent(nn.Module):
+    def __init__(self, obs_dim: int, action_space: gym.Space, hidden=(64, 64), init_log_std: float = 0.0):
+        super().__init__()
+        self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        out = action_space.n if self.discrete else int(np.prod(action_space.shape))
+        self.critic = mlp([obs_dim, *hidden, 1], out_std=1.0)
+        self.actor = mlp([obs_dim, *hidden, out], out_std=0.01)
+        if not self.discrete:
+            self.log_std = nn.Parameter(torch.full((out,), float(init_log_std)))
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(obs).squeeze(-1)
+
+    def dist(self, obs: torch.Tensor):
+        out = self.actor(obs)
+        if self.discrete:
+            return Categorical(logits=out)
+        return Normal(out, self.log_std.exp().expand_as(out))
+
+    def act(self, obs: torch.Tensor):
+        """Sample actions; return (action, log_prob, value)."""
+        d = self.dist(obs)
+        action = d.sample()
+        logp = d.log_prob(action) if self.discrete else d.log_prob(action).sum(-1)
+        return action, logp, self.value(obs)
+
+    def evaluate_actions(self, obs: torch.Tensor, action: torch.Tensor):
+        d = self.dist(obs)
+        if self.discrete:
+            return d.log_prob(action.long()), d.entropy(), self.value(obs)
+        return d.log_prob(action).sum(-1), d.entropy().sum(-1), self.value(obs)
+
+    def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+        out = self.actor(obs)
+        return out.argmax(-1) if self.discrete else out
+
+
+def ppo_loss(agent: Agent, args: Args, obs, actions, old_logp, advantages, returns, old_values):
+    """Clipped surrogate + value + entropy loss on one minibatch; returns (loss, stats tensor)."""
+    logp, entropy, value = agent.evaluate_actions(obs, actions)
+    log_ratio = logp - old_logp
+    ratio = log_ratio.exp()
+    if args.norm_adv:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    pg_loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)).mean()
+    if args.clip_vloss:
+        v_clipped = old_values + (value - old_values).clamp(-args.clip_coef, args.clip_coef)
+        v_loss = 0.5 * torch.max((value - returns).square(), (v_clipped - returns).square()).mean()
+    else:
+        v_loss = 0.5 * (value - returns).square().mean()
+    ent = entropy.mean()
+    loss = pg_loss - args.ent_coef * ent + args.vf_coef * v_loss
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - log_ratio).mean()
+        clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
+    return loss, torch.stack((pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl, clipfrac))
+
+
+@torch.no_grad()
+def compute_gae(rewards, values, dones, next_value, gamma: float, lam: float):
+    """GAE over a [T, N] rollout; `dones[t]` marks that the episode ended at step t."""
+    advantages = torch.zeros_like(rewards)
+    last = torch.zeros_like(next_value)
+    for t in reversed(range(rewards.shape[0])):
+        next_v = next_value if t == rewards.shape[0] - 1 else values[t + 1]
+        not_done = 1.0 - dones[t]
+        delta = rewards[t] + gamma * next_v * not_done - values[t]
+        last = delta + gamma * lam * not_done * last
+        advantages[t] = last
+    return advantages, advantages + values
+
+
+def make_env(args: Args, device, seed: int):
+    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed)
+    return wrap_env(env, norm_obs=args.norm_obs, norm_reward=args.norm_reward, gamma=args.gamma)
+
+
+def policy_from(agent: Agent, obs_norm, to_env) -> "callable":
+    """obs (raw, env-native) -> deterministic env-native action, including normalization/rescaling."""
+
+    def core(obs):
+        if obs_norm is not None:
+            obs = obs_norm.normalize(obs)
+        a = agent.deterministic(obs)
+        return to_env(a) if to_env is not None else a
+
+    return core
+
+
+def main(args: Args) -> dict:
+    device = resolve_device(args.device)
+    ckpt = None
+    if args.resume:  # continue with the saved settings (see common.run.resume_args)
+        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
+        args = resume_args(args, ckpt, args.resume)
+    seed_everything(args.seed)
+    env = make_env(args, device, args.seed)
+    check_args(args, env)
+    obs_space, act_space = env.single_observation_space, env.single_action_space
+    obs_dim = int(np.prod(obs_space.shape))
+    agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std).to(device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    raw_space = env.unwrapped.single_action_space  # the env's own bounds, before RescaleAction
+    to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
+
+    batch_size = args.num_envs * args.num_steps
+    minibatch_size = batch_size // args.num_minibatches
+    num_iterations = args.total_steps // batch_size
+    T, N = args.num_steps, args.num_envs
+    obs_buf = torch.zeros((T, N, obs_dim), device=device)
+    final_obs_buf = torch.zeros((T, N, obs_dim), device=device)
+    act_shape = () if agent.discrete else act_space.shape
+    actions_buf = torch.zeros((T, N, *act_shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
+    logp_buf = torch.zeros((T, N), device=device)
+    rewards_buf = torch.zeros((T, N), device=device)
+    dones_buf = torch.zeros((T, N), device=device)
+    trunc_buf = torch.zeros((T, N), device=device)
+    values_buf = torch.zeros((T, N), device=device)
+
+    store = TrajectoryStore(N, args.h_term_horizon, (obs_dim,), act_shape, actions_buf.dtype,
+                            args.h_term_max_episodes, device)
+    h_time = loop_time = 0.0
+    act_fn, loss_fn = agent.act, ppo_loss
+    if args.compile:
+        act_fn = torch.compile(agent.act)
+        loss_fn = torch.compile(ppo_loss)
+
+    start_iter, global_step, elapsed = 0, 0, 0.0
+    next_obs, _ = env.reset(seed=args.seed)
+    if ckpt is not None:
+        agent.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        env.load_state_dict(ckpt["env"])
+        store.load_state_dict(ckpt["h_store"])
+        next_obs = ckpt["next_obs"].to(device)
+        start_iter, global_step, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["seconds"]
+        set_rng_state(ckpt["rng"])
+    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
+    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
+                    resume_step=global_step if args.resume else None)
+    stats_env = find_wrapper(env, EpisodeStatistics)
+    ckpt_path = run_dir / "checkpoint.pt"
+
+    def policy():
+        norm = find_wrapper(env, NormalizeObservation)
+        return policy_from(agent, norm.rms if norm else None, to_env)
+
+    def save():
+        save_checkpoint(ckpt_path, {
+            "algo": ALGO, "env_id": args.env, "args": asdict(args),
+            "obs_shape": tuple(obs_space.shape), "action_space": repr(act_space),
+            "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(), "h_store": store.state_dict(),
+            "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
+            "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step,
+            "seconds": logger.seconds, "rng": rng_state(),
+        })
+
+    eval_result = {}
+    last_eval = last_save = global_step
+    last_log = time.perf_counter()
+    iteration = start_iter - 1
+    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
+        for iteration in range(start_iter, num_iterations):
+            t_iter = time.perf_counter()
+            if args.anneal_lr:
+                optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - iteration / num_iterations)
+
+            # ---- rollout ----------------------------------------------------------------------------
+            with torch.no_grad():
+                for t in range(T):
+                    obs_buf[t] = next_obs
+                    action, logp, value = act_fn(next_obs)
+                    next_obs, reward, terminated, truncated, info = env.step(action)
+                    actions_buf[t], logp_buf[t], values_buf[t] = action, logp, value
+                    rewards_buf[t] = reward
+                    dones_buf[t] = (terminated | truncated).float()
+                    trunc_buf[t] = (truncated & ~terminated).float()
+                    final_obs_buf[t] = info["final_obs"]
+                    store.add(obs_buf[t], action, reward, terminated | truncated)
+                global_step += batch_size
+                # bootstrap through time limits: r += gamma * V(final_obs) where truncated
+                final_values = agent.value(final_obs_buf)
+                rewards_buf.add_(args.gamma * final_values * trunc_buf)
+                advantages, returns = compute_gae(rewards_buf, values_buf, dones_buf, agent.value(next_obs),
+                                                  args.gamma, args.gae_lambda)
+
+            # ---- update -----------------------------------------------------------------------------
+            b_obs, b_actions = obs_buf.reshape(-1, obs_dim), actions_buf.reshape(-1, *act_shape)
+            b_logp, b_adv = logp_buf.reshape(-1), advantages.reshape(-1)
+            b_ret, b_val = returns.reshape(-1), values_buf.reshape(-1)
+            for epoch in range(args.update_epochs):
+                perm = torch.randperm(batch_size, device=device)
+                for start in range(0, batch_size, minibatch_size):
+                    idx = perm[start:start + minibatch_size]
+                    loss, stats = loss_fn(agent, args, b_obs[idx], b_actions[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                    optimizer.step()
+                if args.target_kl is not None and stats[3] > args.target_kl:  # host sync, opt-in
+                    break
+
+            # ---- H-term: an extra actor-only step on trajectory windows ----------------------------
+            if (iteration + 1) % args.h_term_update_gap == 0:
+                t_h = time.perf_counter()
+                w_obs, w_act, w_mask, w_ret, _ = store.sample(args.h_term_batch, args.h_term_k_step, args.h_term_drop_rate)
+                B, K = w_mask.shape
+                logp = agent.evaluate_actions(w_obs.reshape(B * K, obs_dim), w_act.reshape(B * K, *act_shape))[0]
+                h_loss = h_term_loss(logp.reshape(B, K), w_mask, w_ret, args.h_term_gamma, args.h_term_lambda)
+                optimizer.zero_grad(set_to_none=True)
+                h_loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                optimizer.step()
+                h_time += time.perf_counter() - t_h  # host time; on CUDA the work may still be queued
+            loop_time += time.perf_counter() - t_iter
+
+            # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
+            is_last = iteration == num_iterations - 1
+            do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
+            if do_eval or time.perf_counter() - last_log > 1.0:
+                last_log = time.perf_counter()
+                ep = stats_env.pop()
+                pg, vl, ent, kl, cf = stats.tolist()
+                metrics = dict(ep_length=ep["length"], pg_loss=pg, v_loss=vl, entropy=ent,
+                               approx_kl=kl, clipfrac=cf, lr=optimizer.param_groups[0]["lr"],
+                               h_term_time_share=h_time / max(loop_time, 1e-9))
+                metrics["return"] = ep["return"]
+                if do_eval:
+                    last_eval = global_step
+                    with logger.paused():
+                        eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
+                    metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
+                logger.log(global_step, **metrics)
+                if do_eval:
+                    logger.write_files()
+            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
+                last_save = global_step
+                save()
+
+    logger.close()
+    env.close()
+    return {"eval_return": eval_result.get("eval_return", float("nan")),
+            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
+            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+
+
+def load_policy(path: str, device: str = "cpu") -> PolicyFn:
+    """A deterministic `obs -> action` callable from a checkpoint of this file, with observation
+    normalization and action rescaling included; takes torch or numpy, batched or single obs."""
+    ckpt = load_checkpoint(path, algo=ALGO, map_location=device)
+    args = Args(**{k: tuple(v) if k == "hidden" else v for k, v in ckpt["args"].items()})
+    env = envs.make(args.env, num_envs=1)
+    raw_space = env.single_action_space
+    agent = Agent(int(np.prod(env.single_observation_space.shape)), raw_space, args.hidden).to(device)
+    agent.load_state_dict(ckpt["model"])
+    agent.eval()
+    obs_norm = None
+    if ckpt.get("obs_norm") is not None:
+        from common.wrappers import RunningMeanStd
+
+        obs_norm = RunningMeanStd(env.single_observation_space.shape, device)
+        obs_norm.load_state_dict(ckpt["obs_norm"])
+    to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
+    env.close()
+    return PolicyFn(policy_from(agent, obs_norm, to_env), device, env_id=args.env,
+                    obs_shape=tuple(env.single_observation_space.shape))
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args, description=__doc__))

@@ -1,0 +1,422 @@
+"""SAC-H: SAC with the H-term, on vectorized environments.
+
+`algos/sac.py` plus ElegantRL's H-term (Hamiltonian term), an extra actor-only update on whole
+trajectory windows that trades compute for stability (`common/hterm.py` holds the store and loss):
+* every explored step goes into a device trajectory store that keeps the last `h_term_horizon`
+  steps of each sub-env and a table of the episodes that finished there;
+* every `h_term_update_gap` vectorized steps, the stored episodes are ranked by return, the lowest
+  `h_term_drop_rate` (default 1/8) dropped, and `h_term_batch` windows of `h_term_k_step`
+  (default 16) steps drawn from the rest;
+* for each window, H = sum_k h_term_gamma^k * log pi(a_k|s_k) under the current policy, and the
+  actor takes one extra step on  -h_term_lambda * mean(H * normalized episode return), with its
+  own Adam and a gradient-norm clip (`h_term_max_grad_norm`).
+log pi(a|s) is the squashed Gaussian's density of the stored action (inverted through the tanh).
+The H-term's share of wall time is logged (`h_term_time_share`) so its cost can be traded.
+
+    python algos/sac_h.py --env Pendulum-v1
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import tyro
+
+import envs
+from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
+from common.ensemble import EnsembleMLP
+from common.run import (Logger, PolicyFn, evaluate, load_checkpoint, make_run_dir, resolve_device,
+                        resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.hterm import TrajectoryStore, h_term_loss
+from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
+
+ALGO = "sac_h"
+
+
+@dataclass
+class Args:
+    env: str = "Pendulum-v1"
+    """environment id with a Box action space (torch-native or any gymnasium id)"""
+    num_envs: int = 4
+    """number of parallel sub-environments"""
+    seed: int = 1
+    """seed of torch, numpy, python and the environments"""
+    device: str = "auto"
+    """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
+    total_steps: int = 40_000
+    """total environment steps (summed over sub-envs)"""
+    track: bool = False
+    """log to Weights & Biases (works with WANDB_MODE=offline)"""
+    wandb_project: str = "torch-podracer"
+    """wandb project name"""
+    out_dir: str = "runs"
+    """where run directories (metrics, curves, checkpoints) are created"""
+    eval_every: int = 10_000
+    """evaluate the deterministic policy every this many environment steps (0: only at the end)"""
+    eval_episodes: int = 10
+    """episodes per evaluation (run in parallel on a separate env)"""
+    save_every: int = 20_000
+    """write the checkpoint every this many environment steps (0: only at the end)"""
+    resume: str | None = None
+    """path of a checkpoint.pt to continue from"""
+    compile: bool = False
+    """torch.compile the critic and actor updates"""
+    quiet: bool = False
+    """no console progress line"""
+
+    # SAC
+    buffer_size: int = 1_000_000
+    """replay buffer capacity (transitions)"""
+    batch_size: int = 256
+    """minibatch size of each update"""
+    actor_lr: float = 1e-3
+    """Adam learning rate of the actor"""
+    critic_lr: float = 1e-3
+    """Adam learning rate of the critic"""
+    gamma: float = 0.99
+    """discount factor"""
+    tau: float = 0.005
+    """target networks' Polyak rate"""
+    alpha_lr: float = 1e-3
+    """Adam learning rate of the temperature"""
+    init_alpha: float = 1.0
+    """initial temperature"""
+    autotune: bool = True
+    """learn the temperature (target entropy -action_dim); otherwise keep init_alpha"""
+    learning_starts: int = 2_000
+    """environment steps of uniformly random actions before learning"""
+    gradient_steps: int = 4
+    """updates after each vectorized step (update-to-data ratio = gradient_steps / num_envs)"""
+    hidden: tuple[int, ...] = (256, 256)
+    """hidden layer sizes of actor and critic"""
+    norm_obs: bool = False
+    """normalize observations with running statistics (saved in the checkpoint)"""
+    per: bool = False
+    """proportional prioritized experience replay"""
+    per_alpha: float = 0.6
+    """PER priority exponent"""
+    per_beta: float = 0.4
+    """PER initial importance-sampling exponent (annealed to 1)"""
+
+    # H-term
+    h_term_lambda: float = 0.01
+    """weight of the H-term loss"""
+    h_term_gamma: float = 0.99
+    """discount of the log-probabilities accumulated along a window"""
+    h_term_k_step: int = 16
+    """window length K"""
+    h_term_drop_rate: float = 0.125
+    """fraction of the stored episodes (lowest returns) left out"""
+    h_term_batch: int = 256
+    """windows per H-term update"""
+    h_term_update_gap: int = 4
+    """vectorized steps (each of `gradient_steps` updates) between H-term updates"""
+    h_term_horizon: int = 1024
+    """steps of history kept per sub-env (episodes longer than this are never selected)"""
+    h_term_max_episodes: int = 4096
+    """episodes remembered in the store's table"""
+    h_term_max_grad_norm: float = 1.0
+    """gradient-norm clip of the H-term step"""
+
+
+def check_args(args: Args, env) -> None:
+    if not isinstance(env.single_action_space, gym.spaces.Box):
+        raise ValueError(
+            f"{ALGO} needs a continuous (Box) action space; {args.env} has {env.single_action_space}. "
+            f"Use a discrete-action algorithm (algos/dqn.py, algos/ppo_vec.py) for this env."
+        )
+    if len(env.single_observation_space.shape) != 1:
+        raise ValueError(f"{ALGO}'s MLPs need flat observations, {args.env} has shape "
+                         f"{env.single_observation_space.shape}; flatten them in the env")
+    if args.h_term_k_step <= 0 or args.h_term_batch <= 0 or args.h_term_update_gap <= 0:
+        raise ValueError("--h-term-k-step, --h-term-batch and --h-term-update-gap must be positive")
+    if not 0.0 <= args.h_term_drop_rate < 1.0:
+        raise ValueError(f"--h-term-drop-rate must be in [0, 1), got {args.h_term_drop_rate}")
+    if args.h_term_horizon < args.h_term_k_step:
+        raise ValueError(f"--h-term-horizon {args.h_term_horizon} must be at least --h-term-k-step {args.h_term_k_step}")
+    if args.batch_size <= 0 or args.gradient_steps <= 0:
+        raise ValueError("--batch-size and --gradient-steps must be positive")
+    if args.init_alpha <= 0:
+        raise ValueError(f"--init-alpha must be positive, got {args.init_alpha}")
+    if args.buffer_size < args.num_envs:
+        raise ValueError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
+    if not 0.0 < args.tau <= 1.0:
+        raise ValueError(f"--tau must be in (0, 1], got {args.tau}")
+    if args.learning_starts >= args.total_steps:
+        raise ValueError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
+
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
+class Actor(nn.Module):
+    """Squashed Gaussian policy: `forward` is the deterministic action tanh(mu(s))."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden=(256, 256)):
+        super().__init__()
+        sizes, layers = [obs_dim, *hidden], []
+        for a, b in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        self.trunk = nn.Sequential(*layers)
+        self.mean = nn.Linear(sizes[-1], act_dim)
+        self.log_std = nn.Linear(sizes[-1], act_dim)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.mean(self.trunk(obs)))
+
+    def sample(self, obs: torch.Tensor):
+        """A reparameterized action in (-1, 1) and its log-probability `[B]`."""
+        h = self.trunk(obs)
+        mean = self.mean(h)
+        log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
+        std = log_std.exp()
+        u = mean + std * torch.randn_like(mean)
+        action = torch.tanh(u)
+        # log N(u; mean, std) - sum log(1 - tanh(u)^2), the latter written stably
+        log_prob = (-0.5 * ((u - mean) / std).square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        log_prob = log_prob - (2 * (math.log(2) - u - F.softplus(-2 * u))).sum(-1)
+        return action, log_prob
+
+    def log_prob(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """log pi(action|obs) `[B]` of given actions in (-1, 1) (clipped away from +-1 to invert the tanh)."""
+        h = self.trunk(obs)
+        mean = self.mean(h)
+        log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
+        u = torch.atanh(action.clamp(-0.999999, 0.999999))
+        log_prob = (-0.5 * ((u - mean) / log_std.exp()).square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        return log_prob - (2 * (math.log(2) - u - F.softplus(-2 * u))).sum(-1)
+
+
+class Critic(nn.Module):
+    """K independent Q(s, a) heads evaluated in one call: returns `[K, B]`."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden=(256, 256), num_critics: int = 2):
+        super().__init__()
+        self.q = EnsembleMLP(num_critics, obs_dim + act_dim, hidden, 1)
+
+    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+        return self.q(torch.cat([obs, act], -1)).squeeze(-1)
+
+
+def critic_loss(actor: Actor, critic: Critic, critic_t: Critic, gamma: float, b, alpha: torch.Tensor):
+    """Importance-weighted squared TD error of both critics against the soft target
+    r + gamma * (1 - terminated) * (min_k Q'_k(s', a') - alpha * log pi(a'|s')), a' ~ pi(.|s')."""
+    with torch.no_grad():
+        next_act, next_logp = actor.sample(b.next_obs)
+        next_q = critic_t(b.next_obs, next_act).min(0).values - alpha * next_logp
+        target = b.rewards + gamma * (1.0 - b.terminated) * next_q
+    q = critic(b.obs, b.actions)  # [2, B]
+    td = q - target
+    return (b.weights * td.square()).mean(0).sum(), td.detach().abs().mean(0)
+
+
+def actor_loss(actor: Actor, critic: Critic, b, alpha: torch.Tensor):
+    """E[alpha * log pi(a|s) - min_k Q_k(s, a)], a ~ pi(.|s) reparameterized; also returns log pi."""
+    action, logp = actor.sample(b.obs)
+    q = critic(b.obs, action).min(0).values
+    return (alpha * logp - q).mean(), logp.detach()
+
+
+def make_env(args: Args, device, seed: int):
+    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed)
+    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
+
+
+def policy_from(actor: Actor, obs_norm, to_env) -> "callable":
+    """obs (raw, env-native) -> deterministic env-native action."""
+
+    def core(obs):
+        if obs_norm is not None:
+            obs = obs_norm.normalize(obs)
+        return to_env(actor(obs))
+
+    return core
+
+
+def main(args: Args) -> dict:
+    device = resolve_device(args.device)
+    ckpt = None
+    if args.resume:  # continue with the saved settings (see common.run.resume_args)
+        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
+        args = resume_args(args, ckpt, args.resume)
+    seed_everything(args.seed)
+    env = make_env(args, device, args.seed)
+    check_args(args, env)
+    obs_space, act_space = env.single_observation_space, env.single_action_space
+    obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
+    actor = Actor(obs_dim, act_dim, args.hidden).to(device)
+    critic = Critic(obs_dim, act_dim, args.hidden).to(device)
+    critic_t = Critic(obs_dim, act_dim, args.hidden).to(device)
+    critic_t.load_state_dict(critic.state_dict())
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr)
+    critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr)
+    log_alpha = torch.tensor(math.log(args.init_alpha), device=device, requires_grad=True)
+    alpha_opt = torch.optim.Adam([log_alpha], lr=args.alpha_lr)
+    target_entropy = -float(act_dim)
+    to_env = ActionScaler(env.unwrapped.single_action_space, device)
+    if args.per:
+        rb = PrioritizedReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device, alpha=args.per_alpha)
+    else:
+        rb = ReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device)
+    c_loss_fn, a_loss_fn = (torch.compile(critic_loss), torch.compile(actor_loss)) if args.compile else (critic_loss, actor_loss)
+    params_t, params = list(critic_t.parameters()), list(critic.parameters())
+
+    N = args.num_envs
+    store = TrajectoryStore(N, args.h_term_horizon, (obs_dim,), (act_dim,), torch.float32, args.h_term_max_episodes, device)
+    # its own Adam: log-probabilities of old actions can have large gradients that would distort
+    # the actor optimizer's moment estimates
+    h_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr)
+    h_time = loop_time = 0.0
+    num_iterations = args.total_steps // N
+    start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
+    next_obs, _ = env.reset(seed=args.seed)
+    if ckpt is not None:
+        for name, obj in (("actor", actor), ("critic", critic), ("critic_target", critic_t), ("actor_opt", actor_opt),
+                          ("critic_opt", critic_opt), ("alpha_opt", alpha_opt), ("buffer", rb), ("env", env), ("h_store", store), ("h_opt", h_opt)):
+            obj.load_state_dict(ckpt[name])
+        with torch.no_grad():
+            log_alpha.copy_(ckpt["log_alpha"])
+        next_obs = ckpt["next_obs"].to(device)
+        start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
+        set_rng_state(ckpt["rng"])
+    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
+    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
+                    resume_step=global_step if args.resume else None)
+    stats_env = find_wrapper(env, EpisodeStatistics)
+    ckpt_path = run_dir / "checkpoint.pt"
+
+    def policy():
+        norm = find_wrapper(env, NormalizeObservation)
+        return policy_from(actor, norm.rms if norm else None, to_env)
+
+    def save():
+        save_checkpoint(ckpt_path, {
+            "algo": ALGO, "env_id": args.env, "args": asdict(args),
+            "obs_shape": tuple(obs_space.shape), "action_space": repr(env.unwrapped.single_action_space),
+            "actor": actor.state_dict(), "critic": critic.state_dict(), "critic_target": critic_t.state_dict(),
+            "actor_opt": actor_opt.state_dict(), "critic_opt": critic_opt.state_dict(), "log_alpha": log_alpha.detach(),
+            "alpha_opt": alpha_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(), "h_store": store.state_dict(), "h_opt": h_opt.state_dict(),
+            "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
+            "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step, "updates": updates,
+            "seconds": logger.seconds, "rng": rng_state(),
+        })
+
+    eval_result = {}
+    c_loss = a_loss = torch.zeros((), device=device)
+    last_eval = last_save = global_step
+    last_log = time.perf_counter()
+    iteration = start_iter - 1
+    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
+        for iteration in range(start_iter, num_iterations):
+            t_iter = time.perf_counter()
+            # ---- explore: sample the policy, uniform actions before learning_starts -----------------
+            with torch.no_grad():
+                if global_step < args.learning_starts:
+                    actions = torch.rand(N, act_dim, device=device) * 2 - 1
+                else:
+                    actions = actor.sample(next_obs)[0]
+            obs = next_obs
+            next_obs, reward, terminated, truncated, info = env.step(actions)
+            rb.add(obs, actions, reward, info["final_obs"], terminated)
+            store.add(obs, actions, reward, terminated | truncated)
+            global_step += N
+
+            # ---- learn ----------------------------------------------------------------------------------
+            if global_step >= args.learning_starts:
+                beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, global_step / args.total_steps)
+                for _ in range(args.gradient_steps):
+                    b = rb.sample(args.batch_size, beta=beta)
+                    alpha = log_alpha.detach().exp()
+                    c_loss, td_abs = c_loss_fn(actor, critic, critic_t, args.gamma, b, alpha)
+                    critic_opt.zero_grad(set_to_none=True)
+                    c_loss.backward()
+                    critic_opt.step()
+                    rb.update_priorities(b.indices, td_abs)
+                    updates += 1
+                    a_loss, logp = a_loss_fn(actor, critic, b, alpha)
+                    actor_opt.zero_grad(set_to_none=True)
+                    a_loss.backward()
+                    actor_opt.step()
+                    if args.autotune:  # alpha follows the entropy target
+                        alpha_loss = -(log_alpha * (logp + target_entropy)).mean()
+                        alpha_opt.zero_grad(set_to_none=True)
+                        alpha_loss.backward()
+                        alpha_opt.step()
+                    with torch.no_grad():
+                        torch._foreach_lerp_(params_t, params, args.tau)
+
+            # ---- H-term: an extra actor-only step on trajectory windows --------------------------------
+            if global_step >= args.learning_starts and iteration % args.h_term_update_gap == 0:
+                t_h = time.perf_counter()
+                w_obs, w_act, w_mask, w_ret, _ = store.sample(args.h_term_batch, args.h_term_k_step, args.h_term_drop_rate)
+                B, K = w_mask.shape
+                logp = actor.log_prob(w_obs.reshape(B * K, obs_dim), w_act.reshape(B * K, act_dim))
+                h_loss = h_term_loss(logp.reshape(B, K), w_mask, w_ret, args.h_term_gamma, args.h_term_lambda)
+                h_opt.zero_grad(set_to_none=True)
+                h_loss.backward()
+                nn.utils.clip_grad_norm_(actor.parameters(), args.h_term_max_grad_norm)
+                h_opt.step()
+                h_time += time.perf_counter() - t_h  # host time; on CUDA the work may still be queued
+            loop_time += time.perf_counter() - t_iter
+
+            # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
+            is_last = iteration == num_iterations - 1
+            do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
+            if do_eval or time.perf_counter() - last_log > 1.0:
+                last_log = time.perf_counter()
+                ep = stats_env.pop()
+                metrics = dict(ep_length=ep["length"], critic_loss=c_loss.item(), actor_loss=a_loss.item(), updates=updates,
+                               h_term_time_share=h_time / max(loop_time, 1e-9),
+                               alpha=log_alpha.exp().item())
+                metrics["return"] = ep["return"]
+                if do_eval:
+                    last_eval = global_step
+                    with logger.paused():
+                        eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
+                    metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
+                logger.log(global_step, **metrics)
+                if do_eval:
+                    logger.write_files()
+            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
+                last_save = global_step
+                save()
+
+    logger.close()
+    env.close()
+    return {"eval_return": eval_result.get("eval_return", float("nan")),
+            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
+            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+
+
+def load_policy(path: str, device: str = "cpu") -> PolicyFn:
+    """A deterministic `obs -> action` callable from a checkpoint of this file (observation
+    normalization and action rescaling included); takes torch or numpy, batched or single obs."""
+    ckpt = load_checkpoint(path, algo=ALGO, map_location=device)
+    args = Args(**{k: tuple(v) if k == "hidden" else v for k, v in ckpt["args"].items()})
+    env = envs.make(args.env, num_envs=1)
+    obs_shape, raw_space = tuple(env.single_observation_space.shape), env.single_action_space
+    actor = Actor(int(np.prod(obs_shape)), int(np.prod(raw_space.shape)), args.hidden).to(device)
+    actor.load_state_dict(ckpt["actor"])
+    actor.eval()
+    obs_norm = None
+    if ckpt.get("obs_norm") is not None:
+        obs_norm = RunningMeanStd(obs_shape, device)
+        obs_norm.load_state_dict(ckpt["obs_norm"])
+    env.close()
+    return PolicyFn(policy_from(actor, obs_norm, ActionScaler(raw_space, device)), device, env_id=args.env,
+                    obs_shape=obs_shape)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args, description=__doc__))
