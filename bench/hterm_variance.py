@@ -28,6 +28,14 @@ SETTINGS = {
     "sac": dict(num_envs=4, hidden=(128, 128), total_steps=10_000),
     "td3": dict(num_envs=4, hidden=(128, 128), total_steps=12_000),
 }
+# the longer optional group (through the gymnasium adapter; needs `pip install mujoco`): common
+# MuJoCo settings (CleanRL's continuous PPO; SAC/TD3 as in their papers), 1M / 300k steps
+HOPPER = {
+    "ppo": dict(num_envs=16, num_steps=128, num_minibatches=32, update_epochs=10, learning_rate=3e-4, gamma=0.99,
+                norm_obs=True, norm_reward=True, total_steps=1_000_000),
+    "sac": dict(num_envs=1, gradient_steps=1, learning_starts=5_000, total_steps=300_000),
+    "td3": dict(num_envs=1, gradient_steps=1, learning_starts=25_000, total_steps=300_000),
+}
 FILES = {"ppo": ("ppo_vec", "ppo_h"), "sac": ("sac", "sac_h"), "td3": ("td3", "td3_h")}
 
 
@@ -37,7 +45,7 @@ def run_one(job):
 
     torch.set_num_threads(1)
     module = importlib.import_module(f"algos.{algo}")
-    kw = dict(SETTINGS[pair], env=env, seed=seed, save_every=0, quiet=True)
+    kw = dict((HOPPER if env.startswith("Hopper") else SETTINGS)[pair], env=env, seed=seed, save_every=0, quiet=True)
     kw["eval_every"] = kw["total_steps"] // 5
     with tempfile.TemporaryDirectory() as out:
         r = module.main(module.Args(out_dir=out, **kw))
@@ -89,10 +97,11 @@ def main() -> str:
         for algo in FILES[pair]:
             rs = [r for r in results if r[0] == algo]
             f = np.array([r[2] for r in rs])
-            lines.append(f"| {algo} | {SETTINGS[pair]['total_steps']:,} | {f.mean():.1f} | {f.std():.1f} | {f.min():.1f} | "
+            steps = (HOPPER if a.env.startswith("Hopper") else SETTINGS)[pair]["total_steps"]
+            lines.append(f"| {algo} | {steps:,} | {f.mean():.1f} | {f.std():.1f} | {f.min():.1f} | "
                          f"{np.mean([r[3] for r in rs]):.0f} | {np.mean([r[5] for r in rs]):.0%} |")
             print(algo, f.round(1).tolist(), flush=True)
-        plot(pair, results, Path(a.out) / f"hterm_{pair}.png")
+        plot(pair, results, Path(a.out) / f"hterm_{a.env.split('-')[0].lower()}_{pair}.png")
     table = "\n".join(lines)
     print("\n" + table)
     return table
