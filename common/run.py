@@ -370,7 +370,8 @@ def evaluate(policy: Callable[[torch.Tensor], torch.Tensor], env_id: str, episod
     one per sub-env of a fresh `envs.make(env_id)`, and return their mean/std return and length."""
     import envs
 
-    env = envs.make(env_id, num_envs=episodes, device=device, seed=seed)
+    # in-process sub-envs for host simulators: no worker processes spawned per evaluation
+    env = envs.make(env_id, num_envs=episodes, device=device, seed=seed, vectorization_mode="sync")
     obs, _ = env.reset(seed=seed)
     ret = torch.zeros(episodes, dtype=torch.float64, device=env.device)
     length = torch.zeros(episodes, dtype=torch.long, device=env.device)

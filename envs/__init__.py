@@ -22,10 +22,15 @@ NATIVE = {
 
 
 def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", seed: int | None = None, **kwargs):
-    """Make a vectorized env with torch tensors on `device` (see `common/vec_env.py`)."""
+    """Make a vectorized env with torch tensors on `device` (see `common/vec_env.py`).
+
+    `vectorization_mode` ("sync" / "async") picks how gymnasium ids run their host sub-envs
+    (default: async from 8 envs); torch-native envs ignore it.
+    """
     if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
         raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
     if env_id in NATIVE:
+        kwargs.pop("vectorization_mode", None)  # only meaningful for host (gymnasium) sub-envs
         return NATIVE[env_id](num_envs=num_envs, device=device, seed=seed, **kwargs)
     import gymnasium as gym
 

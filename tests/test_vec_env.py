@@ -126,3 +126,15 @@ def test_nan_action_raises():
     wrapped.reset(seed=0)
     with pytest.raises(ValueError, match="NaN"):
         wrapped.step(torch.tensor([[float("nan")], [0.0]]))
+
+
+def test_evaluate_runs_on_native_and_gymnasium_ids():
+    from common.run import evaluate
+
+    def upright(obs):  # a hand-made balancing rule
+        return (obs[:, 2] + 0.5 * obs[:, 3] > 0).long()
+
+    native = evaluate(upright, "CartPole-v1", episodes=3, seed=0)
+    host = evaluate(upright, "CartPole-v0", episodes=3, seed=0)  # gymnasium adapter, 200-step limit
+    assert native["eval_length"] == 500 and host["eval_length"] == 200
+    assert native["returns"] == [500.0] * 3 and host["returns"] == [200.0] * 3
