@@ -16,10 +16,9 @@ the device.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -230,7 +229,6 @@ def main(args: Args) -> dict:
     final_obs_buf = torch.zeros((T, N, obs_dim), device=device)
     act_shape = () if agent.discrete else act_space.shape
     actions_buf = torch.zeros((T, N, *act_shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
-    logp_buf = torch.zeros((T, N), device=device)
     rewards_buf = torch.zeros((T, N), device=device)
     dones_buf = torch.zeros((T, N), device=device)
     trunc_buf = torch.zeros((T, N), device=device)
@@ -285,7 +283,7 @@ def main(args: Args) -> dict:
                     obs_buf[t] = next_obs
                     action, logp, value = act_fn(next_obs)
                     next_obs, reward, terminated, truncated, info = env.step(action)
-                    actions_buf[t], logp_buf[t], values_buf[t] = action, logp, value
+                    actions_buf[t], values_buf[t] = action, value
                     rewards_buf[t] = reward
                     dones_buf[t] = (terminated | truncated).float()
                     trunc_buf[t] = (truncated & ~terminated).float()

@@ -16,10 +16,9 @@ The H-term's share of wall time is logged (`h_term_time_share`) so its cost can 
 
 from __future__ import annotations
 
-import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

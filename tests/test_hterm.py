@@ -1,6 +1,5 @@
 """The H-term's trajectory store and loss on hand-made trajectories whose values are computed by hand."""
 
-import math
 
 import pytest
 import torch

@@ -1,7 +1,6 @@
 """Run helpers: atomic checkpoints and their errors, RNG state, replay buffer, logger files."""
 
 import json
-import os
 
 import numpy as np
 import pytest
