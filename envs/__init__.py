@@ -1,7 +1,9 @@
 """Environment entry point: `envs.make(env_id, num_envs=..., device=..., seed=...)`.
 
-Torch-native batched implementations are used for the ids in `NATIVE`; any other gymnasium id
-goes through `gymnasium.make_vec` behind the same torch-tensor contract (`envs.gym_adapter`).
+Torch-native batched implementations are used for the ids in `NATIVE`; the MuJoCo locomotion
+tasks (`Ant-v5`, ..., short aliases `Ant`, ...) run batched in `envs.mujoco_locomotion`; any other
+gymnasium id goes through `gymnasium.make_vec` behind the same torch-tensor contract
+(`envs.gym_adapter`).
 """
 
 from __future__ import annotations
@@ -21,26 +23,44 @@ NATIVE = {
 }
 
 
+MUJOCO_IDS = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5")
+MUJOCO_ALIASES = {k.split("-")[0]: k for k in MUJOCO_IDS}
+
+
+def mujoco_id(env_id: str) -> str | None:
+    """The batched MuJoCo task an id names (`Ant` -> `Ant-v5`), or None."""
+    return env_id if env_id in MUJOCO_IDS else MUJOCO_ALIASES.get(env_id)
+
+
 def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", seed: int | None = None, **kwargs):
     """Make a vectorized env with torch tensors on `device` (see `common/vec_env.py`).
 
     `vectorization_mode` ("sync" / "async") picks how gymnasium ids run their host sub-envs
-    (default: async from 8 envs); torch-native envs ignore it.
+    (default: async from 8 envs); torch-native envs ignore it. MuJoCo tasks take
+    `backend` ("auto" | "batch" | "warp") and `nthread` (CPU threads of the batch backend).
     """
     if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
         raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
     if env_id in NATIVE:
         kwargs.pop("vectorization_mode", None)  # only meaningful for host (gymnasium) sub-envs
         return NATIVE[env_id](num_envs=num_envs, device=device, seed=seed, **kwargs)
+    if mujoco_id(env_id) is not None:
+        kwargs.pop("vectorization_mode", None)
+        from envs.mujoco_locomotion import make_mujoco
+
+        return make_mujoco(env_id, num_envs=num_envs, device=device, seed=seed, **kwargs)
+    kwargs.pop("backend", None)  # MuJoCo-only options
+    kwargs.pop("nthread", None)
     import gymnasium as gym
 
     if env_id not in gym.registry:
         # phys2d/ and tabular/ are gymnasium's JAX-only functional envs: not offered here
-        known = sorted(set(NATIVE) | {k for k in gym.registry if not k.startswith(("phys2d/", "tabular/"))})
+        known = sorted(set(NATIVE) | set(MUJOCO_ALIASES) | {k for k in gym.registry if not k.startswith(("phys2d/", "tabular/"))})
         close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise ValueError(
             f"unknown env id {env_id!r}.{hint} Torch-native ids: {', '.join(sorted(NATIVE))}; "
+            f"batched MuJoCo: {', '.join(MUJOCO_IDS)} (or {', '.join(MUJOCO_ALIASES)}); "
             f"any id registered with gymnasium also works (see gymnasium.pprint_registry())."
         )
     from envs.gym_adapter import GymnasiumVecEnv
