@@ -5,8 +5,10 @@
 #   ensemble      REDQ-style critic updates/s: one batched EnsembleMLP vs a Python loop over 10 critics
 #   offpolicy     DDPG, TD3, SAC, ModSAC, REDQ on Pendulum-v1, 3 seeds, beside RL Zoo's scores (~10 min)
 #   hterm         H-term seed-variance study: PPO/SAC/TD3 vs their -H variants on Pendulum-v1, 8 seeds (~25 min)
+#   mujoco        Ant-v5 env-steps/s: batch backend (1 and all threads), MuJoCo Warp, gymnasium sync, N = 64/1024/4096
+#   mujoco-learn  PPO on Hopper-v5 with the CPU batch backend, 3M steps, evaluated on gymnasium's Hopper (~5 min)
 #   quick         envs + ppo + ensemble (a few minutes on a laptop CPU)
-#   hterm-hopper  the same study on Hopper-v5 through the gymnasium adapter (hours; needs: pip install mujoco)
+#   hterm-hopper  the same study on Hopper-v5 (hours)
 #   offpolicy-long  SAC and TD3 on LunarLanderContinuous-v3 and BipedalWalker-v3 through the gymnasium
 #                 adapter (hours on a CPU; needs Box2D: pip install swig "gymnasium[box2d]")
 # Tables are printed and written to bench/results/<group>.md. Set PYTHON to pick the interpreter.
@@ -34,14 +36,15 @@ case "$group" in
   offpolicy) table offpolicy bench/offpolicy.py ;;
   hterm)     table hterm bench/hterm_variance.py ;;
   hterm-hopper)
-    $PY -c "import mujoco" 2>/dev/null || { echo "hterm-hopper needs MuJoCo: pip install mujoco" >&2; exit 2; }
     table hterm-hopper bench/hterm_variance.py --env Hopper-v5 ;;
+  mujoco)    table mujoco bench/mujoco_throughput.py ;;
+  mujoco-learn) table mujoco-learn bench/mujoco_learning.py --env Hopper-v5 --steps 3000000 ;;
   quick)     table envs bench/env_throughput.py; table ppo bench/ppo_time_to_threshold.py
              table ensemble bench/ensemble_speed.py ;;
   offpolicy-long)
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, envs, ppo, ensemble, offpolicy, hterm, hterm-hopper or offpolicy-long" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, hterm-hopper or offpolicy-long" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"

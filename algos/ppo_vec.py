@@ -14,13 +14,14 @@ Details that matter:
   by `common.wrappers.RescaleAction`; the log-probability is that of the unclipped sample.
 
     python algos/ppo_vec.py --env CartPole-v1 --num-envs 1024
+    python algos/ppo_vec.py --env Ant --num-envs 4096      # MuJoCo defaults (see MUJOCO_DEFAULTS)
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -29,11 +30,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
-import tyro
 from torch.distributions import Categorical, Normal
 
 import envs
-from common.run import (Logger, PolicyFn, evaluate, load_checkpoint, make_run_dir, resolve_device,
+from common.run import (Logger, PolicyFn, cli, evaluate, load_checkpoint, make_run_dir, resolve_device,
                         resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -50,6 +50,8 @@ class Args:
     """seed of torch, numpy, python and the environments"""
     device: str = "auto"
     """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
+    mujoco_backend: str = "auto"
+    """MuJoCo tasks: `auto` (MuJoCo Warp on CUDA, else the CPU batch), `batch` or `warp`"""
     total_steps: int = 1_000_000
     """total environment steps (summed over sub-envs)"""
     track: bool = False
@@ -108,6 +110,23 @@ class Args:
     """scale rewards by the running std of the discounted return"""
     init_log_std: float = 0.0
     """initial log-std of the Gaussian policy (continuous actions)"""
+
+
+# Massively parallel locomotion (many envs, short horizon, few large minibatches, normalized
+# observations and rewards), as in Rudin et al. 2021 (arXiv:2109.11978) and Brax's PPO: the defaults
+# for the batched MuJoCo tasks, so that `--env Ant --num-envs 4096` needs no other flag on a GPU.
+MUJOCO_DEFAULTS = dict(
+    num_envs=4096, num_steps=16, num_minibatches=4, update_epochs=5, learning_rate=3e-4, max_grad_norm=1.0,
+    hidden=(256, 128, 64), norm_obs=True, norm_reward=True, total_steps=50_000_000, eval_every=5_000_000,
+    save_every=5_000_000,
+)
+
+
+def default_args(env_id: str) -> Args:
+    """The defaults for a task: `Args()` for most, `MUJOCO_DEFAULTS` for the batched MuJoCo tasks."""
+    if envs.mujoco_id(env_id) is not None:
+        return replace(Args(env=env_id), **MUJOCO_DEFAULTS)
+    return Args(env=env_id)
 
 
 def check_args(args: Args, envs_) -> None:
@@ -218,7 +237,7 @@ def compute_gae(rewards, values, dones, next_value, gamma: float, lam: float):
 
 
 def make_env(args: Args, device, seed: int):
-    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed)
+    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed, backend=args.mujoco_backend)
     return wrap_env(env, norm_obs=args.norm_obs, norm_reward=args.norm_reward, gamma=args.gamma)
 
 
@@ -239,7 +258,7 @@ def main(args: Args) -> dict:
     ckpt = None
     if args.resume:  # continue with the saved settings (see common.run.resume_args)
         ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
-        args = resume_args(args, ckpt, args.resume)
+        args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env))
     seed_everything(args.seed)
     env = make_env(args, device, args.seed)
     check_args(args, env)
@@ -393,4 +412,4 @@ def load_policy(path: str, device: str = "cpu") -> PolicyFn:
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args, description=__doc__))
+    main(cli(Args, description=__doc__, defaults_for=default_args))

@@ -51,6 +51,8 @@ class Args:
     """seed of torch, numpy, python and the environments"""
     device: str = "auto"
     """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
+    mujoco_backend: str = "auto"
+    """MuJoCo tasks: `auto` (MuJoCo Warp on CUDA, else the CPU batch), `batch` or `warp`"""
     total_steps: int = 40_000
     """total environment steps (summed over sub-envs)"""
     track: bool = False
@@ -204,7 +206,7 @@ def actor_loss(actor: Actor, critic: Critic, b, alpha: torch.Tensor):
 
 
 def make_env(args: Args, device, seed: int):
-    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed)
+    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed, backend=args.mujoco_backend)
     return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
 
 

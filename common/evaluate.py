@@ -48,6 +48,9 @@ def gym_rollouts(policy, env_id: str, episodes: int = 10, seed: int = 0, video: 
     """
     import gymnasium as gym
 
+    import envs
+
+    env_id = envs.mujoco_id(env_id) or env_id  # `Ant` -> gymnasium's `Ant-v5`
     env = gym.make(env_id, render_mode="rgb_array" if video else None)
     returns, lengths, frames = [], [], []
     for ep in range(episodes):

@@ -337,11 +337,12 @@ RESUME_MAY_CHANGE = {"resume", "total_steps", "quiet", "track", "wandb_project",
                      "eval_episodes", "save_every", "out_dir", "compile"}
 
 
-def resume_args(args, ckpt: dict, path: str = "the checkpoint"):
+def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
     """The arguments a resumed run continues with: the saved ones, except the flags in
-    `RESUME_MAY_CHANGE`. A flag left at its default takes the saved value; a flag set to another
-    value than the saved one is refused with a message naming both."""
-    saved, defaults, changes = ckpt["args"], type(args)(), {}
+    `RESUME_MAY_CHANGE`. A flag left at its default (`defaults`, else the dataclass's own) takes the
+    saved value; a flag set to another value than the saved one is refused with a message naming both."""
+    saved, changes = ckpt["args"], {}
+    defaults = type(args)() if defaults is None else defaults
     for f in dataclasses.fields(args):
         if f.name in RESUME_MAY_CHANGE or f.name not in saved:
             continue
@@ -358,6 +359,24 @@ def resume_args(args, ckpt: dict, path: str = "the checkpoint"):
             raise ValueError(f"{path} was trained with {flag} {theirs}, not {mine}: a resumed run keeps its "
                              f"settings (drop {flag}); only {', '.join(sorted(RESUME_MAY_CHANGE))} may change")
     return dataclasses.replace(args, **changes)
+
+
+def cli(args_cls, description: str | None = None, defaults_for=None):
+    """`tyro.cli(args_cls)`, where the defaults may depend on the task: `defaults_for(env_id)`
+    returns the `args_cls` instance to start from for the `--env` on the command line (so that
+    `--env Ant --help` shows the MuJoCo defaults)."""
+    import tyro
+
+    if defaults_for is None:
+        return tyro.cli(args_cls, description=description)
+    env_id = args_cls().env
+    argv = sys.argv[1:]
+    for i, a in enumerate(argv):
+        if a == "--env" and i + 1 < len(argv):
+            env_id = argv[i + 1]
+        elif a.startswith("--env="):
+            env_id = a.split("=", 1)[1]
+    return tyro.cli(args_cls, default=defaults_for(env_id), description=description)
 
 
 # ---------------------------------------------------------------------------------------------

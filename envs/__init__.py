@@ -41,9 +41,9 @@ def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", see
     """
     if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
         raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
-    if env_id in NATIVE:
-        kwargs.pop("vectorization_mode", None)  # only meaningful for host (gymnasium) sub-envs
-        return NATIVE[env_id](num_envs=num_envs, device=device, seed=seed, **kwargs)
+    backend = kwargs.get("backend", "auto")
+    if backend not in ("auto", "batch", "warp"):
+        raise ValueError(f"unknown MuJoCo backend {backend!r}: choose auto, batch or warp")
     if mujoco_id(env_id) is not None:
         kwargs.pop("vectorization_mode", None)
         from envs.mujoco_locomotion import make_mujoco
@@ -51,6 +51,9 @@ def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", see
         return make_mujoco(env_id, num_envs=num_envs, device=device, seed=seed, **kwargs)
     kwargs.pop("backend", None)  # MuJoCo-only options
     kwargs.pop("nthread", None)
+    if env_id in NATIVE:
+        kwargs.pop("vectorization_mode", None)  # only meaningful for host (gymnasium) sub-envs
+        return NATIVE[env_id](num_envs=num_envs, device=device, seed=seed, **kwargs)
     import gymnasium as gym
 
     if env_id not in gym.registry:

@@ -15,12 +15,11 @@ gymnasium's `<Task>-v5` computes from the same `MjModel` (the XML files shipped 
 same frame skip, observation layout, reward terms, healthy ranges, 1000-step time limit and reset
 noise. `tests/test_mujoco_parity.py` checks this against `gymnasium.make(id)` step by step.
 
-One difference is documented rather than hidden: Ant and Humanoid observe `cfrc_ext` (external
-contact forces per body). gymnasium computes it with `mj_rnePostConstraint` after `mj_step`, i.e. at
-the last intermediate state of the RK4 integrator; `mujoco.batch.Batch` cannot call that function,
-so the `batch` backend reads the same quantity from the acceleration stage of the last substep
-(the model gets one accelerometer-type sensor, which makes MuJoCo compute it). See
-`Locomotion.contact_forces_semantics` and the parity test for the measured effect.
+Ant and Humanoid observe `cfrc_ext` (external contact forces per body), which gymnasium computes
+with `mj_rnePostConstraint` after `mj_step`, i.e. at the RK4 integrator's last intermediate state.
+`mujoco.batch.Batch` has no such call; the `batch` backend recovers that state from the fields the
+step leaves behind (`envs/mujoco_stage.py`) and runs one `mj_forward` there, so its contact forces
+match gymnasium's too (see `_BatchBackend`).
 """
 
 from __future__ import annotations
@@ -100,12 +99,19 @@ def _gib(n: float) -> str:
 # physics backends: both expose torch views of the fields the tasks read
 # ---------------------------------------------------------------------------------------------------
 class _BatchBackend:
-    """`mujoco.batch.Batch` on `nthread` CPU threads; fields are float64 torch views of its arrays."""
+    """`mujoco.batch.Batch` on `nthread` CPU threads; fields are float64 torch views of its arrays.
+
+    With `contact_forces`, `cfrc_ext` is computed as gymnasium does (after `mj_step`, at the RK4
+    integrator's last intermediate state X3): the step is split as (frame_skip - 1) + 1 substeps
+    to keep the solver warm start of the last one, X3 is recovered from the derived fields the step
+    leaves behind (`envs.mujoco_stage`), one `mj_forward` runs there (the model's extra sensor makes
+    it compute `cfrc_ext`), and the new state is put back. Cost: about 10% of a step.
+    """
 
     name = "batch"
     dtype = torch.float64
 
-    def __init__(self, model, num_envs: int, fields: tuple[str, ...], nthread: int):
+    def __init__(self, model, num_envs: int, fields: tuple[str, ...], nthread: int, contact_forces: bool):
         import mujoco.batch
 
         self.model = model
@@ -113,12 +119,21 @@ class _BatchBackend:
         self.batch = mujoco.batch.Batch(model, num_envs, nthread=nthread)
         self.nthread = self.batch.nthread
         self.state_rows = torch.from_numpy(self.batch.state)  # every world's full integration state
+        self.contact_forces = contact_forces
+        extra = ()
+        if contact_forces:
+            from envs.mujoco_stage import REQUIRED_FIELDS, StageStateReconstructor
+
+            self.x3 = StageStateReconstructor(model)
+            extra = REQUIRED_FIELDS + ("qacc_warmstart",)
+        self.np = {}
         self.f = {}
-        for name in ("qpos", "qvel", "ctrl", *fields):
+        for name in dict.fromkeys(("qpos", "qvel", "ctrl", *fields, *extra)):  # bound before the first call
             arr = self.batch.bind(name)
             if not arr.flags.writeable:  # outputs are read-only views; torch wants writeable memory
                 arr = arr.view()
                 arr.flags.writeable = True
+            self.np[name] = arr
             self.f[name] = torch.from_numpy(arr)
 
     @staticmethod
@@ -126,10 +141,24 @@ class _BatchBackend:
         import mujoco
 
         nstate = mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_INTEGRATION)
-        return 8 * (nstate + 2 * model.nbody * 22)  # state row + the bound derived fields
+        return 8 * (nstate + 2 * model.nbody * 22 + 6 * model.nv)  # state row + the bound derived fields
 
     def step(self, nstep: int) -> None:
-        self.batch.step(nstep=nstep)
+        if not self.contact_forces:
+            self.batch.step(nstep=nstep)
+            return
+        b, a = self.batch, self.np
+        if nstep > 1:
+            b.step(nstep=nstep - 1)
+        warmstart = a["qacc_warmstart"].copy()  # what the last substep's solver starts from
+        b.step(nstep=1)
+        saved = self.batch.state.copy()
+        qpos3, qvel3 = self.x3(a, qpos_ref=a["qpos"])
+        a["qpos"][:] = qpos3
+        a["qvel"][:] = qvel3
+        a["qacc_warmstart"][:] = warmstart
+        b.forward()  # at X3: the derived fields as after mj_step, plus cfrc_ext
+        self.batch.state[:] = saved
 
     def reset(self, done: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
         ids = done.nonzero().squeeze(-1).numpy()  # CPU backend: no device sync involved
@@ -171,6 +200,14 @@ class _WarpBackend:
         self._reset_mask = torch.zeros(num_envs, dtype=torch.bool, device=device)
         self._reset_mask_wp = wp.from_torch(self._reset_mask)
         self._graph = None
+        self._use_graph = device.type == "cuda"
+        self._warm = False
+
+    def _scope(self):
+        """Warp launches go to torch's current stream, so that torch and Warp work stays ordered."""
+        if self.sim_device.type == "cuda":
+            return self.wp.ScopedStream(self.wp.stream_from_torch(torch.cuda.current_stream(self.sim_device)))
+        return self.wp.ScopedDevice(self.wp_device)
 
     def _substeps(self) -> None:
         for _ in range(self.frame_skip):
@@ -180,23 +217,30 @@ class _WarpBackend:
 
     def step(self, nstep: int) -> None:
         wp = self.wp
-        with wp.ScopedDevice(self.wp_device):
-            if self.sim_device.type != "cuda":
+        with self._scope():
+            if self._graph is None and self._use_graph and self._warm:
+                # kernels are loaded by now: record the frame-skip loop once as a CUDA graph (recording
+                # runs nothing), then replay it every step
+                try:
+                    with wp.ScopedCapture() as capture:
+                        self._substeps()
+                    self._graph = capture.graph
+                except Exception as e:  # pragma: no cover - CUDA only
+                    import warnings
+
+                    warnings.warn(f"MuJoCo Warp: CUDA graph capture failed ({e}); launching kernels one by one")
+                    self._use_graph = False
+            if self._graph is not None:
+                wp.capture_launch(self._graph)
+            else:
                 self._substeps()
-                return
-            if self._graph is None:  # capture the frame-skip loop once, replay it as one CUDA graph
-                self._substeps()  # compiles the kernels (a capture may not load modules)
-                with wp.ScopedCapture() as capture:
-                    self._substeps()
-                self._graph = capture.graph
-                return
-            wp.capture_launch(self._graph)
+                self._warm = True
 
     def reset(self, done: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
         # masked on the device: no host sync, whatever the number of finished worlds
         self._reset_mask.copy_(done)
         keep_ws = self.warmstart.clone()
-        with self.wp.ScopedDevice(self.wp_device):
+        with self._scope():
             self.mjw.reset_data(self.m, self.d, reset=self._reset_mask_wp)
             m = done[:, None]
             self.f["qpos"].copy_(torch.where(m, qpos.to(self.dtype), self.f["qpos"]))
@@ -214,7 +258,7 @@ class _WarpBackend:
         self.f["qpos"].copy_(qpos)
         self.f["qvel"].copy_(qvel)
         self.f["ctrl"].copy_(ctrl)
-        with self.wp.ScopedDevice(self.wp_device):
+        with self._scope():
             self.mjw.forward(self.m, self.d)
         self.warmstart.copy_(ws)
 
@@ -241,7 +285,6 @@ class Locomotion(gym.vector.VectorEnv):
     exclude_qpos = 1  # leading qpos entries left out of the observation (x, or x and y)
     fields: tuple[str, ...] = ()  # derived MjData fields the task reads
     nconmax = 16
-    contact_forces_semantics = None
 
     def __init__(self, num_envs: int = 1, device="cpu", seed: int | None = None, backend: str = "auto",
                  nthread: int | None = None, dtype: torch.dtype = torch.float32, validate_actions: bool = True,
@@ -268,7 +311,7 @@ class Locomotion(gym.vector.VectorEnv):
             if nthread <= 0:
                 raise ValueError(f"nthread must be positive, got {nthread}")
             self._check_memory(_BatchBackend.bytes_per_world(model), "RAM", _mem_available_bytes())
-            self.sim = _BatchBackend(model, num_envs, fields, nthread)
+            self.sim = _BatchBackend(model, num_envs, fields, nthread, self.contact_forces)
         elif backend == "warp":
             if self.device.type not in ("cuda", "cpu"):
                 raise ValueError(f"the warp backend runs on CUDA or CPU devices, not {self.device}")

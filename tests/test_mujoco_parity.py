@@ -1,8 +1,8 @@
 """Batched MuJoCo tasks against gymnasium's `<Task>-v5` from identical states and actions.
 
 * `batch` backend (float64, like gymnasium): whole trajectories of 120 steps, with the states
-  re-synchronised only when gymnasium's episode ends; observations, rewards and terminations agree
-  to float64 round-off (`contact forces` of Ant/Humanoid: see `test_contact_force_semantics`).
+  re-synchronised only when gymnasium's episode ends; observations (contact forces included),
+  rewards and terminations agree to float64 round-off.
 * `warp` backend on Warp's CPU device (float32 physics): each step starts from gymnasium's state
   (teacher forcing, since float32 and float64 contact dynamics drift apart within a few steps) and
   must agree to float32-level tolerances.
@@ -32,11 +32,12 @@ def random_actions(space, n, rng):
     return rng.uniform(space.low, space.high, size=(n, *space.shape)).astype(np.float64)
 
 
-def sync(env, world_states):
-    """Put each world of `env` into the (qpos, qvel) of the matching gymnasium env."""
+def sync(env, world_states, mask=None):
+    """Put the worlds of `env` in `mask` (default: all) into the (qpos, qvel) of the matching
+    gymnasium env, as a reset does."""
     qpos = torch.as_tensor(np.stack([q for q, _ in world_states]))
     qvel = torch.as_tensor(np.stack([v for _, v in world_states]))
-    mask = torch.ones(env.num_envs, dtype=torch.bool)
+    mask = torch.ones(env.num_envs, dtype=torch.bool) if mask is None else mask
     env.set_worlds(mask, qpos, qvel)
     return env._out(env._observe(fresh=mask))
 
@@ -48,9 +49,6 @@ def test_batch_backend_matches_gymnasium(env_id):
     ref_obs = [g.reset(seed=10 + i)[0] for i, g in enumerate(refs)]
     env = envs.make(env_id, num_envs=n, seed=0, backend="batch", nthread=1, dtype=torch.float64)
     obs = sync(env, [(g.data.qpos.copy(), g.data.qvel.copy()) for g in refs])
-    keep = np.ones(obs.shape[1], dtype=bool)
-    if env_id in CONTACT_SLICE:
-        keep[CONTACT_SLICE[env_id]] = False  # compared in test_contact_force_semantics
     np.testing.assert_allclose(obs.numpy(), np.stack(ref_obs), rtol=0, atol=1e-12)
     rng = np.random.default_rng(0)
     terminations = 0
@@ -61,11 +59,8 @@ def test_batch_backend_matches_gymnasium(env_id):
         for i, g in enumerate(refs):
             o, r, te, tr, _ = g.step(actions[i])
             final = info["final_obs"][i].numpy()
-            np.testing.assert_allclose(final[keep], o[keep], rtol=1e-9, atol=1e-9, err_msg=f"obs, step {t}, world {i}")
-            if env_id not in CONTACT_SLICE:
-                np.testing.assert_allclose(reward[i].item(), r, rtol=1e-9, atol=1e-9, err_msg=f"reward, step {t}")
-            else:  # the contact cost is the only term that may differ, by at most 5e-4 * 78 for Ant
-                assert abs(reward[i].item() - r) < (0.04 if env_id == "Ant-v5" else 1e-3), (t, i)
+            np.testing.assert_allclose(final, o, rtol=1e-9, atol=1e-9, err_msg=f"obs, step {t}, world {i}")
+            np.testing.assert_allclose(reward[i].item(), r, rtol=1e-9, atol=1e-9, err_msg=f"reward, step {t}")
             assert bool(term[i]) == te, f"terminated differs at step {t}, world {i}"
             assert not bool(trunc[i]) and not tr
             if te:
@@ -73,36 +68,22 @@ def test_batch_backend_matches_gymnasium(env_id):
                 g.reset(seed=1000 * i + t)
             resync.append((g.data.qpos.copy(), g.data.qvel.copy()))
         if bool(term.any()):  # gymnasium reset the finished ones its own way: copy them over
-            sync(env, resync)
+            sync(env, resync, mask=term)
     if env_id in ("Hopper-v5", "Walker2d-v5", "Ant-v5"):
         assert terminations > 0, "random actions should topple these within 120 steps"
 
 
 @pytest.mark.parametrize("env_id", ["Ant-v5", "Humanoid-v5"])
-def test_contact_force_semantics(env_id):
-    """The batch backend's cfrc_ext is MuJoCo's own, from the last substep's acceleration stage;
-    gymnasium's comes from the RK4 integrator's last intermediate stage. Both are contact forces of
-    the same step: they agree wherever the contact set does not change within the substep."""
-    n, steps = 2, 200
-    refs = [gym_env(env_id) for _ in range(n)]
-    for i, g in enumerate(refs):
-        g.reset(seed=i)
-    env = envs.make(env_id, num_envs=n, seed=0, backend="batch", nthread=1, dtype=torch.float64)
-    sync(env, [(g.data.qpos.copy(), g.data.qvel.copy()) for g in refs])
-    rng = np.random.default_rng(1)
-    sl = CONTACT_SLICE[env_id]
-    same = total = 0
-    for t in range(steps):
-        actions = random_actions(env.single_action_space, n, rng)
-        _, _, term, _, info = env.step(torch.as_tensor(actions))
-        for i, g in enumerate(refs):
-            o, *_ = g.step(actions[i])
-            ours = info["final_obs"][i].numpy()[sl]
-            same += int(np.isclose(ours, o[sl], rtol=1e-6, atol=1e-6).sum())
-            total += ours.size
-        if bool(term.any()):
-            break
-    assert same / total > 0.9, f"only {same}/{total} contact-force entries agree"
+def test_contact_forces_are_exercised(env_id):
+    """The parity above covers contact forces only if there are some: check the run has them."""
+    env = envs.make(env_id, num_envs=4, seed=0, backend="batch", nthread=1, dtype=torch.float64)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    seen = 0
+    for _ in range(60):
+        _, _, _, _, info = env.step(torch.as_tensor(random_actions(env.single_action_space, 4, rng)))
+        seen += int((info["final_obs"][:, CONTACT_SLICE[env_id]].abs() > 1e-3).any(1).sum())
+    assert seen > 20
 
 
 @pytest.mark.parametrize("env_id", list(MUJOCO_TASKS))

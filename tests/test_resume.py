@@ -33,6 +33,10 @@ IDS = [m.ALGO for m in ALL]
 PENDULUM = dict(env="Pendulum-v1", num_envs=8, num_steps=8, num_minibatches=2, total_steps=8 * 8 * 6,
                 eval_every=0, save_every=8 * 8 * 2, eval_episodes=2, quiet=True, norm_obs=True, norm_reward=True)
 
+# batched MuJoCo (CPU batch backend): the simulator state travels in the checkpoint too
+HOPPER = dict(PENDULUM, env="Hopper-v5", mujoco_backend="batch", hidden=(32, 32))
+HOPPER_SAC = dict(_AC, env="Hopper-v5", mujoco_backend="batch")
+
 
 def _params(ckpt_path):
     ck = torch.load(ckpt_path, weights_only=False)
@@ -58,8 +62,9 @@ def _run_with_snapshots(module, args, monkeypatch):
     return result, snapshots
 
 
-@pytest.mark.parametrize("module,kw", [(m, SMALL[m]) for m in ALL] + [(ppo_vec, PENDULUM)],
-                         ids=IDS + ["ppo_vec-pendulum-normalized"])
+@pytest.mark.parametrize("module,kw", [(m, SMALL[m]) for m in ALL] + [(ppo_vec, PENDULUM), (ppo_vec, HOPPER),
+                                                                    (sac, HOPPER_SAC)],
+                         ids=IDS + ["ppo_vec-pendulum-normalized", "ppo_vec-hopper", "sac-hopper"])
 def test_resume_continues_exactly(module, kw, tmp_path, monkeypatch):
     full, snaps = _run_with_snapshots(module, module.Args(out_dir=str(tmp_path / "full"), **kw), monkeypatch)
     assert len(snaps) >= 2
