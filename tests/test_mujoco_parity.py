@@ -213,3 +213,11 @@ def test_warp_backend_matches_gymnasium_per_step(env_id):
             np.testing.assert_allclose(reward[i].item(), r, rtol=1e-4, atol=1e-4, err_msg=f"reward, step {t}")
             assert bool(term[i]) == te
     assert compared >= 6, f"only {compared} contact-free steps compared"
+
+
+def test_missing_mujoco_warp_names_the_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "mujoco_warp", None)  # as if not installed
+    with pytest.raises(ImportError, match="pip install mujoco-warp"):
+        envs.make("Hopper", num_envs=1, backend="warp")

@@ -4,6 +4,7 @@ algorithm files, on short CPU runs; plus the algorithm files' own bad-input erro
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import torch
@@ -154,3 +155,27 @@ def test_resume_takes_saved_settings_and_refuses_changed_ones(tmp_path, monkeypa
                                         total_steps=kw["total_steps"]))
     a, b = _params(full["checkpoint"]), _params(resumed["checkpoint"])
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_mujoco_defaults_follow_env_on_the_command_line():
+    assert ppo_vec.default_args("Ant").num_envs == 4096 and ppo_vec.default_args("Ant").norm_obs
+    assert ppo_vec.default_args("CartPole-v1") == ppo_vec.Args()
+    out = subprocess.run([sys.executable, "algos/ppo_vec.py", "--env", "Ant", "--help"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "4096" in out.stdout and "--mujoco-backend" in out.stdout
+    bad = subprocess.run([sys.executable, "algos/ppo_vec.py", "--env", "Hopper", "--mujoco-backend", "gpu",
+                          "--total-steps", "100"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode != 0 and "choose auto, batch or warp" in bad.stderr
+
+
+def test_resume_with_mujoco_defaults_keeps_saved_settings(tmp_path):
+    """`--env Hopper --resume CK` starts from the MuJoCo defaults; those count as "not set"."""
+    kw = dict(HOPPER, total_steps=8 * 8 * 2, save_every=0)
+    full = ppo_vec.main(ppo_vec.Args(out_dir=str(tmp_path), **kw))
+    resumed_args = replace(ppo_vec.default_args("Hopper-v5"), resume=full["checkpoint"], quiet=True,
+                           total_steps=8 * 8 * 3, eval_episodes=2, eval_every=0, save_every=0)
+    res = ppo_vec.main(resumed_args)
+    assert res["steps"] == 8 * 8 * 3
+    ck = torch.load(res["checkpoint"], weights_only=False)
+    assert ck["args"]["num_envs"] == 8 and tuple(ck["args"]["hidden"]) == (32, 32)
