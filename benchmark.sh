@@ -6,7 +6,7 @@
 #   offpolicy     DDPG, TD3, SAC, ModSAC, REDQ on Pendulum-v1, 3 seeds, beside RL Zoo's scores (~10 min)
 #   hterm         H-term seed-variance study: PPO/SAC/TD3 vs their -H variants on Pendulum-v1, 8 seeds (~25 min)
 #   mujoco        Ant-v5 env-steps/s: batch backend (1 and all threads), MuJoCo Warp, gymnasium sync, N = 64/1024/4096
-#   mujoco-learn  PPO on Hopper-v5 with the CPU batch backend, 3M steps, evaluated on gymnasium's Hopper (~5 min)
+#   mujoco-learn  PPO on Hopper-v5 with the CPU batch backend, 2M steps, evaluated on gymnasium's Hopper (~6 min)
 #   quick         envs + ppo + ensemble (a few minutes on a laptop CPU)
 #   hterm-hopper  the same study on Hopper-v5 (hours)
 #   offpolicy-long  SAC and TD3 on LunarLanderContinuous-v3 and BipedalWalker-v3 through the gymnasium
@@ -38,7 +38,8 @@ case "$group" in
   hterm-hopper)
     table hterm-hopper bench/hterm_variance.py --env Hopper-v5 ;;
   mujoco)    table mujoco bench/mujoco_throughput.py ;;
-  mujoco-learn) table mujoco-learn bench/mujoco_learning.py --env Hopper-v5 --steps 3000000 ;;
+  mujoco-learn) table mujoco-learn bench/mujoco_learning.py --env Hopper-v5 --steps 2000000 --num-envs 64 \
+                  --num-steps 64 --num-minibatches 16 --update-epochs 10 ;;
   quick)     table envs bench/env_throughput.py; table ppo bench/ppo_time_to_threshold.py
              table ensemble bench/ensemble_speed.py ;;
   offpolicy-long)

@@ -46,6 +46,8 @@ def main() -> str:
     p.add_argument("--steps", type=int, default=3_000_000)
     p.add_argument("--num-envs", type=int, default=256)
     p.add_argument("--num-steps", type=int, default=32)
+    p.add_argument("--num-minibatches", type=int, default=4)
+    p.add_argument("--update-epochs", type=int, default=5)
     p.add_argument("--seeds", type=int, nargs="+", default=[1])
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--out", default="bench/results")
@@ -54,6 +56,7 @@ def main() -> str:
     rows = []
     for seed in a.seeds:
         args = replace(ppo_vec.default_args(a.env), num_envs=a.num_envs, num_steps=a.num_steps, seed=seed,
+                       num_minibatches=a.num_minibatches, update_epochs=a.update_epochs,
                        total_steps=a.steps, eval_every=a.steps // 6, save_every=0, quiet=True,
                        out_dir="runs/bench-mujoco", mujoco_backend="batch")
         res = ppo_vec.main(args)
@@ -63,7 +66,8 @@ def main() -> str:
         shutil.copy(Path(res["run_dir"]) / "curves.png", png)
         rows.append((seed, res, ref, png))
     lines = [f"# PPO on {a.env}: batched CPU env (`batch` backend), {a.steps:,} steps, "
-             f"{a.num_envs} envs x {a.num_steps} steps per rollout", "",
+             f"{a.num_envs} envs x {a.num_steps} steps per rollout, {a.num_minibatches} minibatches x "
+             f"{a.update_epochs} epochs", "",
              "| seed | eval on our env | eval on gymnasium's env | wall time | env-steps/s | curve |",
              "|---|---:|---:|---:|---:|---|"]
     for seed, res, ref, png in rows:

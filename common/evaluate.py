@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,8 @@ def gym_rollouts(policy, env_id: str, episodes: int = 10, seed: int = 0, video: 
     import envs
 
     env_id = envs.mujoco_id(env_id) or env_id  # `Ant` -> gymnasium's `Ant-v5`
+    if video and not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")  # headless MuJoCo rendering (set MUJOCO_GL=osmesa to override)
     env = gym.make(env_id, render_mode="rgb_array" if video else None)
     returns, lengths, frames = [], [], []
     for ep in range(episodes):

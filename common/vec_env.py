@@ -32,7 +32,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-__all__ = ["TorchVecEnv", "VecEnvWrapper", "check_actions", "unwrap_chain", "AutoresetMode"]
+__all__ = ["ActionChecks", "TorchVecEnv", "VecEnvWrapper", "check_actions", "unwrap_chain", "AutoresetMode"]
 
 
 def _describe_space(space: gym.Space) -> str:
@@ -82,7 +82,43 @@ def check_actions(actions: Any, space: gym.Space, num_envs: int, device: torch.d
     return actions
 
 
-class TorchVecEnv(gym.vector.VectorEnv):
+class ActionChecks:
+    """Action validation shared by the batched envs (`TorchVecEnv`, the MuJoCo tasks).
+
+    Needs `single_action_space`, `num_envs`, `device`, `_discrete` and a device flag
+    `_invalid_action`. Values are checked at once on CPU and at the next logging tick elsewhere.
+    """
+
+    def _validate(self, actions) -> torch.Tensor:
+        actions = check_actions(actions, self.single_action_space, self.num_envs, self.device)
+        if self._discrete:
+            bad = ((actions < 0) | (actions >= self.single_action_space.n)).any()
+        else:
+            bad = ~torch.isfinite(actions).all()
+        if self.device.type == "cpu":
+            if bool(bad):
+                raise ValueError(self._invalid_message(actions))
+        else:  # accumulate on the device; raised at the next logging tick
+            self._invalid_action |= bad
+        return actions
+
+    def _invalid_message(self, actions=None) -> str:
+        if self._discrete:
+            what = f"integers in [0, {self.single_action_space.n})"
+        else:
+            what = "finite floats (no NaN/Inf)"
+        found = ""
+        if actions is not None:
+            found = f"; found e.g. {actions.flatten()[:8].tolist()}"
+        return f"{self.env_id}: invalid action values, expected {what}{found}"
+
+    def raise_deferred_errors(self) -> None:
+        """Raise an invalid-action error recorded on the device (a host sync: logging ticks only)."""
+        if bool(self._invalid_action):
+            raise ValueError(self._invalid_message())
+
+
+class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
     """Base class of torch-native batched environments (see the module docstring).
 
     Subclasses set the spaces and `max_episode_steps` and implement three tensor functions:
@@ -149,34 +185,6 @@ class TorchVecEnv(gym.vector.VectorEnv):
         self.elapsed.zero_()
         self._invalid_action.zero_()
         return self._observe(self.state), {}
-
-    def _validate(self, actions) -> torch.Tensor:
-        actions = check_actions(actions, self.single_action_space, self.num_envs, self.device)
-        if self._discrete:
-            bad = ((actions < 0) | (actions >= self.single_action_space.n)).any()
-        else:
-            bad = ~torch.isfinite(actions).all()
-        if self.device.type == "cpu":
-            if bool(bad):
-                raise ValueError(self._invalid_message(actions))
-        else:  # accumulate on the device; raised at the next logging tick
-            self._invalid_action |= bad
-        return actions
-
-    def _invalid_message(self, actions=None) -> str:
-        if self._discrete:
-            what = f"integers in [0, {self.single_action_space.n})"
-        else:
-            what = "finite floats (no NaN/Inf)"
-        found = ""
-        if actions is not None:
-            found = f"; found e.g. {actions.flatten()[:8].tolist()}"
-        return f"{self.env_id}: invalid action values, expected {what}{found}"
-
-    def raise_deferred_errors(self) -> None:
-        """Raise an invalid-action error recorded on the device (a host sync: logging ticks only)."""
-        if bool(self._invalid_action):
-            raise ValueError(self._invalid_message())
 
     def step(self, actions):
         if self.validate_actions:

@@ -34,7 +34,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from common.vec_env import check_actions
+from common.vec_env import ActionChecks
 
 __all__ = ["MUJOCO_TASKS", "ALIASES", "make_mujoco", "Locomotion", "canonical_id", "BACKENDS"]
 
@@ -266,7 +266,7 @@ class _WarpBackend:
 # ---------------------------------------------------------------------------------------------------
 # the env
 # ---------------------------------------------------------------------------------------------------
-class Locomotion(gym.vector.VectorEnv):
+class Locomotion(ActionChecks, gym.vector.VectorEnv):
     """Base of the batched MuJoCo tasks; a subclass sets the model, frame skip and task terms.
 
     Follows the vec-env contract of `common/vec_env.py`: torch tensors on `device`, same-step
@@ -337,6 +337,7 @@ class Locomotion(gym.vector.VectorEnv):
         self.rng.manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]) if seed is None else seed)
         self.elapsed = torch.zeros(num_envs, dtype=torch.long, device=self.sim.sim_device)
         self._invalid_action = torch.zeros((), dtype=torch.bool, device=self.device)
+        self._discrete = False
         self._all = torch.ones(num_envs, dtype=torch.bool, device=self.sim.sim_device)
         self._com_before = torch.zeros(num_envs, 2, dtype=torch.float64, device=self.sim.sim_device)
         del f
@@ -425,25 +426,6 @@ class Locomotion(gym.vector.VectorEnv):
         return self._out(self._observe(fresh=self._all)), {}
 
     # ---- step --------------------------------------------------------------------------------------------
-    def _validate(self, actions) -> torch.Tensor:
-        actions = check_actions(actions, self.single_action_space, self.num_envs, self.device)
-        bad = ~torch.isfinite(actions).all()
-        if self.device.type == "cpu":
-            if bool(bad):
-                raise ValueError(self._invalid_message(actions))
-        else:  # accumulated on the device, raised at the next logging tick
-            self._invalid_action |= bad
-        return actions
-
-    def _invalid_message(self, actions=None) -> str:
-        found = f"; found e.g. {actions.flatten()[:8].tolist()}" if actions is not None else ""
-        return f"{self.env_id}: invalid action values, expected finite floats (no NaN/Inf){found}"
-
-    def raise_deferred_errors(self) -> None:
-        """Raise an invalid-action error recorded on the device (a host sync: logging ticks only)."""
-        if bool(self._invalid_action):
-            raise ValueError(self._invalid_message())
-
     def step(self, actions):
         if self.validate_actions:
             actions = self._validate(actions)
