@@ -7,6 +7,7 @@
 #   hterm         H-term seed-variance study: PPO/SAC/TD3 vs their -H variants on Pendulum-v1, 8 seeds (~25 min)
 #   mujoco        Ant-v5 env-steps/s: batch backend (1 and all threads), MuJoCo Warp, gymnasium sync, N = 64/1024/4096
 #   mujoco-learn  PPO on Hopper-v5 with the CPU batch backend, 2M steps, evaluated on gymnasium's Hopper (~6 min)
+#   marl          MAPPO, QMIX, VDN, MADDPG, MATD3 on MPE simple_spread, 3 seeds, curves PNG (~30 min)
 #   quick         envs + ppo + ensemble (a few minutes on a laptop CPU)
 #   hterm-hopper  the same study on Hopper-v5 (hours)
 #   offpolicy-long  SAC and TD3 on LunarLanderContinuous-v3 and BipedalWalker-v3 through the gymnasium
@@ -40,12 +41,13 @@ case "$group" in
   mujoco)    table mujoco bench/mujoco_throughput.py ;;
   mujoco-learn) table mujoco-learn bench/mujoco_learning.py --env Hopper-v5 --steps 2000000 --num-envs 64 \
                   --num-steps 64 --num-minibatches 16 --update-epochs 10 ;;
+  marl)      table marl bench/marl.py ;;
   quick)     table envs bench/env_throughput.py; table ppo bench/ppo_time_to_threshold.py
              table ensemble bench/ensemble_speed.py ;;
   offpolicy-long)
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, hterm-hopper or offpolicy-long" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, hterm-hopper or offpolicy-long" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"

@@ -83,11 +83,14 @@ def make_run_dir(out_dir: str, algo: str, env_id: str, seed: int, resume: str | 
     if resume:
         return Path(resume).resolve().parent
     base = Path(out_dir) / run_name(algo, env_id, seed)
+    base.parent.mkdir(parents=True, exist_ok=True)
     path, k = base, 1
-    while path.exists():
-        path, k = base.with_name(f"{base.name}-{k}"), k + 1
-    path.mkdir(parents=True)
-    return path
+    while True:  # mkdir is the atomic claim: runs started in the same second get -1, -2, ...
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            path, k = base.with_name(f"{base.name}-{k}"), k + 1
 
 
 def _fmt_time(seconds: float) -> str:

@@ -43,11 +43,17 @@ def _describe_space(space: gym.Space) -> str:
     return repr(space)
 
 
-def check_actions(actions: Any, space: gym.Space, num_envs: int, device: torch.device) -> torch.Tensor:
+def check_actions(
+    actions: Any, space: gym.Space, num_envs: int, device: torch.device, n_agents: int | None = None
+) -> torch.Tensor:
     """Validate a batch of actions against `space` (metadata only: shape, dtype, device).
 
+    `space` is the action space of one agent of one sub-env; with `n_agents` (multi-agent envs,
+    `common/ma_vec_env.py`) the batch is `[num_envs, n_agents, ...]` instead of `[num_envs, ...]`.
     Returns the actions as a tensor; raises `ValueError`/`TypeError` with the expected form.
     """
+    lead = (num_envs,) if n_agents is None else (num_envs, n_agents)
+    batch = f"{num_envs} sub-envs" if n_agents is None else f"{num_envs} sub-envs x {n_agents} agents"
     if not isinstance(actions, torch.Tensor):
         raise TypeError(
             f"actions must be a torch.Tensor on {device}, got {type(actions).__name__}; "
@@ -59,14 +65,14 @@ def check_actions(actions: Any, space: gym.Space, num_envs: int, device: torch.d
             f"move them with actions.to(env.device)"
         )
     if isinstance(space, gym.spaces.Discrete):
-        expected = (num_envs,)
+        expected = lead
         if actions.dtype.is_floating_point or actions.dtype.is_complex or actions.dtype == torch.bool:
             raise TypeError(
                 f"{_describe_space(space)} actions must be an integer tensor of shape {expected}, "
                 f"got dtype {actions.dtype}; pass e.g. logits.argmax(-1) or actions.long()"
             )
     elif isinstance(space, gym.spaces.Box):
-        expected = (num_envs, *space.shape)
+        expected = (*lead, *space.shape)
         if not actions.dtype.is_floating_point:
             raise TypeError(
                 f"{_describe_space(space)} actions must be a floating-point tensor of shape "
@@ -76,7 +82,7 @@ def check_actions(actions: Any, space: gym.Space, num_envs: int, device: torch.d
         raise TypeError(f"unsupported action space {space}")
     if tuple(actions.shape) != expected:
         raise ValueError(
-            f"actions have shape {tuple(actions.shape)} but this env ({num_envs} sub-envs, "
+            f"actions have shape {tuple(actions.shape)} but this env ({batch}, "
             f"{_describe_space(space)} actions) expects shape {expected}"
         )
     return actions
@@ -86,11 +92,15 @@ class ActionChecks:
     """Action validation shared by the batched envs (`TorchVecEnv`, the MuJoCo tasks).
 
     Needs `single_action_space`, `num_envs`, `device`, `_discrete` and a device flag
-    `_invalid_action`. Values are checked at once on CPU and at the next logging tick elsewhere.
+    `_invalid_action`; multi-agent envs set `_batch_agents` to their number of agents (actions
+    `[num_envs, n_agents, ...]`). Values are checked at once on CPU and at the next logging tick
+    elsewhere.
     """
 
+    _batch_agents: int | None = None
+
     def _validate(self, actions) -> torch.Tensor:
-        actions = check_actions(actions, self.single_action_space, self.num_envs, self.device)
+        actions = check_actions(actions, self.single_action_space, self.num_envs, self.device, self._batch_agents)
         if self._discrete:
             bad = ((actions < 0) | (actions >= self.single_action_space.n)).any()
         else:

@@ -64,8 +64,15 @@ class EpisodeStatistics(VecEnvWrapper):
 
     `info["episode"] = {"r": returns, "l": lengths}` with rows valid where `info["_episode"]`.
     On-device accumulators gather every episode finished since the last `pop()`; `pop()` (call it
-    at logging ticks only: it syncs with the host) returns their mean return/length and count.
+    at logging ticks only: it syncs with the host) returns their mean return/length and count
+    (when none finished: the previous means, or nan with `hold_last = False`).
     """
+
+    hold_last = True
+
+    def _step_reward(self, reward: torch.Tensor) -> torch.Tensor:
+        """The per-world reward an episode return sums (multi-agent subclasses reduce over agents)."""
+        return reward
 
     def __init__(self, env):
         super().__init__(env)
@@ -83,7 +90,7 @@ class EpisodeStatistics(VecEnvWrapper):
 
     def step(self, actions):
         obs, reward, terminated, truncated, info = self.env.step(actions)
-        self.ep_return += reward
+        self.ep_return += self._step_reward(reward)
         self.ep_length += 1
         done = terminated | truncated
         d = done.to(self._acc.dtype)
@@ -106,6 +113,8 @@ class EpisodeStatistics(VecEnvWrapper):
         if n > 0:
             self.last_return_mean = s_ret / n
             self.last_length_mean = s_len / n
+        elif not self.hold_last:
+            self.last_return_mean = self.last_length_mean = float("nan")
         return {"return": self.last_return_mean, "length": self.last_length_mean, "episodes": int(n)}
 
     def own_state_dict(self):

@@ -3,7 +3,8 @@
 Torch-native batched implementations are used for the ids in `NATIVE`; the MuJoCo locomotion
 tasks (`Ant-v5`, ..., short aliases `Ant`, ...) run batched in `envs.mujoco_locomotion`; any other
 gymnasium id goes through `gymnasium.make_vec` behind the same torch-tensor contract
-(`envs.gym_adapter`).
+(`envs.gym_adapter`). The multi-agent MPE tasks in `MULTI_AGENT` (`simple_spread`, `simple_tag`,
+also under mpe2's names `simple_spread_v3`, `simple_tag_v3`) follow `common/ma_vec_env.py`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import difflib
 import torch
 
 from envs.classic_control import Acrobot, CartPole, MountainCar, MountainCarContinuous, Pendulum
+from envs.mpe import SimpleSpread, SimpleTag
 
 NATIVE = {
     "CartPole-v1": CartPole,
@@ -22,6 +24,13 @@ NATIVE = {
     "Pendulum-v1": Pendulum,
 }
 
+# multi-agent tasks (`common/ma_vec_env.py` contract), under our ids and mpe2's
+MULTI_AGENT = {
+    "simple_spread": SimpleSpread,
+    "simple_spread_v3": SimpleSpread,
+    "simple_tag": SimpleTag,
+    "simple_tag_v3": SimpleTag,
+}
 
 MUJOCO_IDS = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5")
 MUJOCO_ALIASES = {k.split("-")[0]: k for k in MUJOCO_IDS}
@@ -38,6 +47,8 @@ def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", see
     `vectorization_mode` ("sync" / "async") picks how gymnasium ids run their host sub-envs
     (default: async from 8 envs); torch-native envs ignore it. MuJoCo tasks take
     `backend` ("auto" | "batch" | "warp") and `nthread` (CPU threads of the batch backend).
+    Multi-agent MPE tasks take their mpe2 options (`continuous_actions`, `max_cycles`, `N`,
+    `local_ratio`, `num_good`, ...) and return a `MultiAgentTorchVecEnv`.
     """
     if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
         raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
@@ -51,19 +62,21 @@ def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", see
         return make_mujoco(env_id, num_envs=num_envs, device=device, seed=seed, **kwargs)
     kwargs.pop("backend", None)  # MuJoCo-only options
     kwargs.pop("nthread", None)
-    if env_id in NATIVE:
+    if env_id in NATIVE or env_id in MULTI_AGENT:
         kwargs.pop("vectorization_mode", None)  # only meaningful for host (gymnasium) sub-envs
-        return NATIVE[env_id](num_envs=num_envs, device=device, seed=seed, **kwargs)
+        cls = NATIVE.get(env_id) or MULTI_AGENT[env_id]
+        return cls(num_envs=num_envs, device=device, seed=seed, **kwargs)
     import gymnasium as gym
 
     if env_id not in gym.registry:
         # phys2d/ and tabular/ are gymnasium's JAX-only functional envs: not offered here
-        known = sorted(set(NATIVE) | set(MUJOCO_ALIASES) | {k for k in gym.registry if not k.startswith(("phys2d/", "tabular/"))})
+        known = sorted(set(NATIVE) | set(MULTI_AGENT) | set(MUJOCO_ALIASES) | {k for k in gym.registry if not k.startswith(("phys2d/", "tabular/"))})
         close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise ValueError(
             f"unknown env id {env_id!r}.{hint} Torch-native ids: {', '.join(sorted(NATIVE))}; "
             f"batched MuJoCo: {', '.join(MUJOCO_IDS)} (or {', '.join(MUJOCO_ALIASES)}); "
+            f"multi-agent (MPE): {', '.join(MULTI_AGENT)}; "
             f"any id registered with gymnasium also works (see gymnasium.pprint_registry())."
         )
     from envs.gym_adapter import GymnasiumVecEnv

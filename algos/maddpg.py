@@ -1,0 +1,346 @@
+"""MADDPG on vectorized multi-agent environments.
+
+Multi-Agent DDPG (Lowe et al., 2017, "Multi-Agent Actor-Critic for Mixed Cooperative-Competitive
+Environments", arXiv:1706.02275): centralized training, decentralized execution. Each agent i has
+a deterministic actor mu_i(o_i) on its own observation and a centralized critic
+Q_i(s, a_1, ..., a_A) that sees the global state and every agent's action, regressed on its own
+reward with target copies of all actors and critics (Polyak rate `tau`):
+
+    y_i = r_i + gamma * (1 - terminated) * Q'_i(s', mu'_1(o'_1), ..., mu'_A(o'_A))
+
+and actor i ascends Q_i(s, a_1, ..., mu_i(o_i), ..., a_A), where the other agents' actions a_j
+are the ones stored in the replay buffer (the paper's eq. 5): only agent i's own action is
+replaced, so each actor's gradient is the sampled policy gradient of its own critic, exactly as
+in the paper. (`--others-from-policy` feeds the other agents' *current* actions mu_j(o_j)
+instead, a common variant for cooperative tasks: it removes the stale/noisy partners' actions
+from the actor's objective at the price of no longer matching the paper's estimator.)
+
+Details that matter:
+* the A actors are one `common.ensemble.EnsembleMLP` with A members (one batched matmul per
+  layer for all agents), the A critics another; one Adam each, one `_foreach_lerp_` target update;
+* actions live in [-1, 1] (tanh) with Gaussian exploration noise, as in `algos/ddpg.py`, and are
+  mapped affinely onto the env's Box (MPE's [0, 1]^5) only at the env boundary;
+* each critic learns its own agent's reward; replay is `common.buffers.ReplayBuffer` on the device
+  with one row per world and step: (all agents' observations, global state) as the row's "obs",
+  the joint action [A, act], and its reward field widened to one reward per agent;
+* truncation (the 25-step time limit of MPE) bootstraps from `final_obs` / `final_state`;
+  termination does not;
+* defaults follow the paper's MPE settings (two 64-unit hidden layers, batch 1024, gamma 0.95,
+  tau 0.01), with Adam at 1e-3 rather than the paper's 1e-2.
+
+The diff `algos/maddpg.py` -> `algos/matd3.py` shows TD3's three changes and little else.
+
+    python algos/maddpg.py --env simple_spread
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gymnasium as gym
+import torch
+import torch.nn as nn
+import tyro
+
+import envs
+from common.buffers import ReplayBuffer
+from common.ensemble import EnsembleMLP
+from common.ma_vec_env import MAEpisodeStatistics, ma_evaluate
+from common.run import (Logger, PolicyFn, load_checkpoint, make_run_dir, resolve_device, resume_args, resume_hint,
+                        rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.wrappers import ActionScaler
+
+ALGO = "maddpg"
+
+
+@dataclass
+class Args:
+    env: str = "simple_spread"
+    """multi-agent environment id (made with continuous actions)"""
+    num_envs: int = 16
+    """number of parallel worlds"""
+    seed: int = 1
+    """seed of torch, numpy, python and the environments"""
+    device: str = "auto"
+    """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
+    total_steps: int = 200_000
+    """total environment steps (vectorized steps x worlds; one step moves every agent of a world)"""
+    track: bool = False
+    """log to Weights & Biases (works with WANDB_MODE=offline)"""
+    wandb_project: str = "torch-podracer"
+    """wandb project name"""
+    out_dir: str = "runs"
+    """where run directories (metrics, curves, checkpoints) are created"""
+    eval_every: int = 50_000
+    """evaluate the deterministic policy every this many environment steps (0: only at the end)"""
+    eval_episodes: int = 32
+    """episodes per evaluation (run in parallel on a separate env)"""
+    save_every: int = 100_000
+    """write the checkpoint every this many environment steps (0: only at the end)"""
+    resume: str | None = None
+    """path of a checkpoint.pt to continue from"""
+    compile: bool = False
+    """torch.compile the critic and actor updates"""
+    quiet: bool = False
+    """no console progress line"""
+
+    # MADDPG
+    buffer_size: int = 1_000_000
+    """replay buffer capacity (joint transitions: one per world and step)"""
+    batch_size: int = 1024
+    """minibatch size of each update"""
+    actor_lr: float = 1e-3
+    """Adam learning rate of the actors"""
+    critic_lr: float = 1e-3
+    """Adam learning rate of the critics"""
+    gamma: float = 0.95
+    """discount factor"""
+    tau: float = 0.01
+    """target networks' Polyak rate"""
+    exploration_noise: float = 0.1
+    """std of the Gaussian exploration noise (actions in [-1, 1])"""
+    learning_starts: int = 5_000
+    """environment steps of uniformly random actions before learning"""
+    gradient_steps: int = 1
+    """updates after each vectorized step (update-to-data ratio = gradient_steps / num_envs)"""
+    hidden: tuple[int, ...] = (64, 64)
+    """hidden layer sizes of every actor and critic"""
+    others_from_policy: bool = False
+    """actor update: other agents' actions from their current policies instead of the buffer (paper)"""
+
+
+def check_args(args: Args, env) -> None:
+    if not isinstance(env.single_action_space, gym.spaces.Box):
+        raise ValueError(f"{ALGO} needs a continuous (Box) action space; {args.env} has {env.single_action_space}")
+    if args.batch_size <= 0 or args.gradient_steps <= 0:
+        raise ValueError("--batch-size and --gradient-steps must be positive")
+    if args.buffer_size < args.num_envs:
+        raise ValueError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
+    if not 0.0 < args.tau <= 1.0:
+        raise ValueError(f"--tau must be in (0, 1], got {args.tau}")
+    if args.learning_starts >= args.total_steps:
+        raise ValueError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
+
+
+class Actors(nn.Module):
+    """A deterministic actors, one per agent, each on its own observation: `[B, A, obs] -> [B, A, act]` in [-1, 1]."""
+
+    def __init__(self, n_agents: int, obs_dim: int, act_dim: int, hidden=(64, 64)):
+        super().__init__()
+        self.net = EnsembleMLP(n_agents, obs_dim, hidden, act_dim)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.net(obs.transpose(0, 1))).transpose(0, 1)
+
+
+class Critics(nn.Module):
+    """K centralized critics per agent, Q_{k,i}(s, a_1..a_A), evaluated in one call: returns `[K, A, B]`.
+
+    `state` [B, S] and `actions` [B, A, act] give every critic the same input; `state` [A, B, S] and
+    `actions` [A, B, A, act] give critic i (of every k) its own row i (the actor update).
+    """
+
+    def __init__(self, n_agents: int, state_dim: int, act_dim: int, hidden=(64, 64), num_critics: int = 1):
+        super().__init__()
+        self.k, self.n = num_critics, n_agents
+        self.q = EnsembleMLP(num_critics * n_agents, state_dim + n_agents * act_dim, hidden, 1)
+
+    def forward(self, state: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([state, actions.flatten(-2)], -1)
+        if x.dim() == 3:  # per-agent inputs: member k * A + i reads row i
+            x = x.expand(self.k, *x.shape).reshape(self.k * self.n, *x.shape[1:])
+        return self.q(x).view(self.k, self.n, -1)
+
+
+def unpack(x: torch.Tensor, n_agents: int, state_dim: int):
+    """A buffer row (all agents' observations, then the global state) -> obs [B, A, obs], state [B, S]."""
+    return x[:, :-state_dim].unflatten(1, (n_agents, -1)), x[:, -state_dim:]
+
+
+def critic_loss(actors_t: Actors, critics: Critics, critics_t: Critics, gamma: float, b, n_agents: int, state_dim: int):
+    """Each agent's critic against its own target r_i + gamma * (1 - terminated) * Q'_i(s', mu'(o'))."""
+    state, (next_obs, next_state) = unpack(b.obs, n_agents, state_dim)[1], unpack(b.next_obs, n_agents, state_dim)
+    with torch.no_grad():
+        next_q = critics_t(next_state, actors_t(next_obs))[0]  # [A, B]
+        target = b.rewards.T + gamma * (1.0 - b.terminated) * next_q
+    q = critics(state, b.actions)[0]
+    td = q - target
+    return td.square().mean(1).sum()
+
+
+def actor_loss(actors: Actors, critics: Critics, b, n_agents: int, state_dim: int, others_from_policy: bool):
+    """-sum_i mean Q_i(s, a_1, ..., mu_i(o_i), ..., a_A): row i of the joint action swaps in agent i's own."""
+    obs, state = unpack(b.obs, n_agents, state_dim)
+    mu = actors(obs)  # [B, A, act]
+    others = mu.detach() if others_from_policy else b.actions
+    own = torch.eye(n_agents, dtype=torch.bool, device=mu.device)[:, None, :, None]  # [A, 1, A, 1]
+    joint = torch.where(own, mu.unsqueeze(0), others.unsqueeze(0))  # [A, B, A, act]
+    q = critics(state.expand(n_agents, *state.shape), joint)[0]  # [A, B]
+    return -q.mean(1).sum()
+
+
+def make_env(args: Args, device, seed: int):
+    if args.env not in envs.MULTI_AGENT:
+        raise ValueError(f"{ALGO} needs a multi-agent env ({', '.join(envs.MULTI_AGENT)}); {args.env!r} is not one "
+                         f"(single-agent continuous control: algos/ddpg.py, algos/td3.py)")
+    return MAEpisodeStatistics(envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed,
+                                         continuous_actions=True))
+
+
+def policy_from(actors: Actors, to_env) -> "callable":
+    """obs [N, A, obs_dim] (, info) -> deterministic env-native actions [N, A, act_dim]."""
+
+    def core(obs, info=None):
+        return to_env(actors(obs))
+
+    return core
+
+
+def main(args: Args) -> dict:
+    device = resolve_device(args.device)
+    ckpt = None
+    if args.resume:  # continue with the saved settings (see common.run.resume_args)
+        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
+        args = resume_args(args, ckpt, args.resume)
+    seed_everything(args.seed)
+    env = make_env(args, device, args.seed)
+    check_args(args, env)
+    A, obs_dim, state_dim = env.n_agents, env.single_observation_space.shape[0], env.state_dim
+    act_dim = env.single_action_space.shape[0]
+    actors = Actors(A, obs_dim, act_dim, args.hidden).to(device)
+    critics = Critics(A, state_dim, act_dim, args.hidden).to(device)
+    actors_t = Actors(A, obs_dim, act_dim, args.hidden).to(device)
+    critics_t = Critics(A, state_dim, act_dim, args.hidden).to(device)
+    actors_t.load_state_dict(actors.state_dict())
+    critics_t.load_state_dict(critics.state_dict())
+    actor_opt = torch.optim.Adam(actors.parameters(), lr=args.actor_lr)
+    critic_opt = torch.optim.Adam(critics.parameters(), lr=args.critic_lr)
+    to_env = ActionScaler(env.single_action_space, device)
+    # common.buffers.ReplayBuffer with a row = (all agents' observations, global state) and one reward per agent
+    rb = ReplayBuffer(args.buffer_size, (A * obs_dim + state_dim,), (A, act_dim), torch.float32, device)
+    rb.rewards = torch.zeros(args.buffer_size, A, device=device)
+    c_loss_fn, a_loss_fn = (torch.compile(critic_loss), torch.compile(actor_loss)) if args.compile else (critic_loss, actor_loss)
+    params_t = list(actors_t.parameters()) + list(critics_t.parameters())
+    params = list(actors.parameters()) + list(critics.parameters())
+
+    N = args.num_envs
+    num_iterations = args.total_steps // N
+    start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
+    next_obs, info = env.reset(seed=args.seed)
+    next_state = info["state"]
+    if ckpt is not None:
+        for name, obj in (("actor", actors), ("critic", critics), ("actor_target", actors_t), ("critic_target", critics_t),
+                          ("actor_opt", actor_opt), ("critic_opt", critic_opt), ("buffer", rb), ("env", env)):
+            obj.load_state_dict(ckpt[name])
+        next_obs, next_state = ckpt["next_obs"].to(device), ckpt["next_state"].to(device)
+        start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
+        set_rng_state(ckpt["rng"])
+    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
+    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
+                    resume_step=global_step if args.resume else None)
+    ckpt_path = run_dir / "checkpoint.pt"
+
+    def save():
+        save_checkpoint(ckpt_path, {
+            "algo": ALGO, "env_id": args.env, "args": asdict(args),
+            "n_agents": A, "obs_dim": obs_dim, "state_dim": state_dim, "action_space": repr(env.single_action_space),
+            "actor": actors.state_dict(), "critic": critics.state_dict(), "actor_target": actors_t.state_dict(),
+            "critic_target": critics_t.state_dict(), "actor_opt": actor_opt.state_dict(),
+            "critic_opt": critic_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(),
+            "next_obs": next_obs, "next_state": next_state, "iteration": iteration + 1, "global_step": global_step,
+            "updates": updates, "seconds": logger.seconds, "rng": rng_state(),
+        })
+
+    eval_result = {}
+    c_loss = a_loss = torch.zeros((), device=device)
+    last_eval = last_save = global_step
+    last_log = time.perf_counter()
+    iteration = start_iter - 1
+    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
+        for iteration in range(start_iter, num_iterations):
+            # ---- explore: mu_i(o_i) + Gaussian noise, uniform actions before learning_starts ------------
+            with torch.no_grad():
+                if global_step < args.learning_starts:
+                    actions = torch.rand(N, A, act_dim, device=device) * 2 - 1
+                else:
+                    actions = actors(next_obs)
+                    actions = (actions + args.exploration_noise * torch.randn_like(actions)).clamp(-1, 1)
+            obs, state = next_obs, next_state
+            next_obs, reward, terminated, truncated, info = env.step(to_env(actions))
+            next_state = info["state"]
+            rb.add(torch.cat([obs.flatten(1), state], 1), actions, reward,
+                   torch.cat([info["final_obs"].flatten(1), info["final_state"]], 1), terminated)
+            global_step += N
+
+            # ---- learn ----------------------------------------------------------------------------------
+            if global_step >= args.learning_starts:
+                for _ in range(args.gradient_steps):
+                    b = rb.sample(args.batch_size)
+                    c_loss = c_loss_fn(actors_t, critics, critics_t, args.gamma, b, A, state_dim)
+                    critic_opt.zero_grad(set_to_none=True)
+                    c_loss.backward()
+                    critic_opt.step()
+                    a_loss = a_loss_fn(actors, critics, b, A, state_dim, args.others_from_policy)
+                    actor_opt.zero_grad(set_to_none=True)
+                    a_loss.backward()
+                    actor_opt.step()
+                    with torch.no_grad():
+                        torch._foreach_lerp_(params_t, params, args.tau)
+                    updates += 1
+
+            # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
+            is_last = iteration == num_iterations - 1
+            do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
+            if do_eval or time.perf_counter() - last_log > 1.0:
+                last_log = time.perf_counter()
+                ep = env.pop()
+                metrics = dict(ep_length=ep["length"], critic_loss=c_loss.item(), actor_loss=a_loss.item(), updates=updates)
+                metrics["return"] = ep["return"]
+                if do_eval:
+                    last_eval = global_step
+                    with logger.paused():
+                        eval_result = ma_evaluate(policy_from(actors, to_env), args.env, args.eval_episodes,
+                                                  seed=args.seed + 10_000, device=device, continuous_actions=True)
+                    metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
+                logger.log(global_step, **metrics)
+                if do_eval:
+                    logger.write_files()
+            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
+                last_save = global_step
+                save()
+
+    logger.close()
+    env.close()
+    return {"eval_return": eval_result.get("eval_return", float("nan")),
+            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
+            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+
+
+def load_policy(path: str, device: str = "cpu"):
+    """A deterministic `policy(obs, info=None) -> actions` from a checkpoint of this file: obs
+    `[N, A, obs_dim]` (or one world's `[A, obs_dim]`, torch or numpy) -> actions in the env's Box,
+    each agent acting on its own observation only; plugs into `common.ma_vec_env.ma_evaluate`."""
+    ckpt = load_checkpoint(path, algo=ALGO, map_location=device)
+    args = Args(**{k: tuple(v) if k == "hidden" else v for k, v in ckpt["args"].items()})
+    env = envs.make(args.env, num_envs=1, continuous_actions=True)
+    A, obs_dim = env.n_agents, env.single_observation_space.shape[0]
+    actors = Actors(A, obs_dim, env.single_action_space.shape[0], args.hidden).to(device)
+    actors.load_state_dict(ckpt["actor"])
+    actors.eval()
+    fn = PolicyFn(policy_from(actors, ActionScaler(env.single_action_space, device)), device, env_id=args.env,
+                  obs_shape=(A, obs_dim))
+    env.close()
+
+    def policy(obs, info=None):
+        return fn(obs)
+
+    return policy
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args, description=__doc__))

@@ -1,0 +1,457 @@
+"""MAPPO: PPO-Clip with decentralized actors and a centralized critic, on massively parallel
+multi-agent environments.
+
+Multi-Agent PPO (Yu et al., 2022, "The Surprising Effectiveness of PPO in Cooperative Multi-Agent
+Games", arXiv:2103.01955): every agent acts on its own observation with a stochastic actor; one
+critic sees the global state (centralized training, decentralized execution). The update is
+PPO-Clip (Schulman et al., 2017, arXiv:1707.06347) with GAE (Schulman et al., 2016, arXiv:1506.02438),
+applied to every agent's ratio separately. N parallel worlds x A agents step in one batched call;
+rollout storage, GAE and the minibatch updates stay on the training device.
+
+Details that matter:
+* actors: with `--share-actor` (default; the paper's choice for homogeneous agents) one network
+  whose input is the agent's observation with a one-hot agent id appended; with `--no-share-actor`
+  one network per agent, all A evaluated in one batched call (`common.ensemble.EnsembleMLP`).
+  Unavailable actions (`info["avail_actions"]`) are masked out of the logits.
+* critic: V(global state) with one value head per agent, `[N, state_dim] -> [N, A]`. Chosen over a
+  shared value with the agent id appended because every agent of a world sees the same state: the
+  heads run the trunk once per world instead of A times (the id variant feeds A copies of the same
+  state through it), and each head fits its own agent's return (rewards are per agent: spread's
+  collision penalties differ between agents). The critic's input is the state alone.
+* value normalization (the paper's ValueNorm, sec. 4.1 and appendix): the critic predicts returns
+  standardized by running statistics of the GAE returns, updated once per rollout before the epochs;
+  GAE itself runs on de-normalized values. It matters here: spread's returns are large negative
+  numbers (tens per episode) whose scale drifts as the agents improve.
+* truncation bootstraps: the reward of a truncated step gets `gamma * V(final_state)`; termination
+  does not. All `final_state` values are computed in one batched forward after the rollout.
+* advantages normalized per minibatch (over worlds x agents); optional value clipping; global
+  grad-norm clipping; linear learning-rate annealing; entropy bonus (the paper uses 0.01 on MPE).
+* steps count worlds: `--total-steps` and the batch are in world steps (each is A agent steps).
+
+    python algos/mappo.py --env simple_spread --num-envs 128
+    python algos/mappo.py --no-share-actor --total-steps 2000000
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.distributions import Categorical
+
+import envs
+from common.ensemble import EnsembleLinear, EnsembleMLP
+from common.ma_vec_env import MAEpisodeStatistics, ma_evaluate
+from common.run import (Logger, cli, load_checkpoint, make_run_dir, resolve_device, resume_args, resume_hint,
+                        rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.wrappers import RunningMeanStd
+
+ALGO = "mappo"
+
+
+@dataclass
+class Args:
+    env: str = "simple_spread"
+    """multi-agent environment id (torch-native, discrete actions)"""
+    num_envs: int = 128
+    """number of parallel worlds (each holds all agents)"""
+    seed: int = 1
+    """seed of torch, numpy, python and the environments"""
+    device: str = "auto"
+    """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
+    total_steps: int = 2_000_000
+    """total environment steps (world steps, summed over worlds)"""
+    track: bool = False
+    """log to Weights & Biases (works with WANDB_MODE=offline)"""
+    wandb_project: str = "torch-podracer"
+    """wandb project name"""
+    out_dir: str = "runs"
+    """where run directories (metrics, curves, checkpoints) are created"""
+    eval_every: int = 200_000
+    """evaluate the deterministic policy every this many environment steps (0: only at the end)"""
+    eval_episodes: int = 32
+    """episodes per evaluation (run in parallel on a separate env)"""
+    save_every: int = 500_000
+    """write the checkpoint every this many environment steps (0: only at the end)"""
+    resume: str | None = None
+    """path of a checkpoint.pt to continue from"""
+    compile: bool = False
+    """torch.compile the policy step and the PPO loss"""
+    quiet: bool = False
+    """no console progress line"""
+
+    # MAPPO
+    num_steps: int = 25
+    """rollout horizon per world per iteration"""
+    learning_rate: float = 1e-3
+    """Adam learning rate (actor and critic)"""
+    anneal_lr: bool = True
+    """anneal the learning rate linearly to 0"""
+    gamma: float = 0.99
+    """discount factor"""
+    gae_lambda: float = 0.95
+    """GAE lambda"""
+    num_minibatches: int = 4
+    """minibatches per epoch (a minibatch holds whole world steps, all agents of each)"""
+    update_epochs: int = 10
+    """epochs over each rollout"""
+    norm_adv: bool = True
+    """normalize advantages per minibatch"""
+    clip_coef: float = 0.2
+    """policy ratio clip"""
+    clip_vloss: bool = False
+    """clip the (normalized) value loss around the old values"""
+    ent_coef: float = 0.01
+    """entropy bonus coefficient"""
+    vf_coef: float = 0.5
+    """value loss coefficient"""
+    max_grad_norm: float = 10.0
+    """global gradient-norm clip"""
+    target_kl: float | None = None
+    """stop the epochs early when the approximate KL exceeds this (one host sync per epoch)"""
+    hidden: tuple[int, ...] = (64, 64)
+    """hidden layer sizes of actor and critic"""
+    share_actor: bool = True
+    """one actor for all agents (agent id one-hot appended to its input); off: one actor per agent"""
+    value_norm: bool = True
+    """the critic predicts returns standardized by running statistics (ValueNorm)"""
+
+
+def check_args(args: Args, env) -> None:
+    batch = args.num_envs * args.num_steps
+    if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0:
+        raise ValueError("--num-steps, --num-minibatches and --update-epochs must be positive")
+    if batch % args.num_minibatches:
+        raise ValueError(
+            f"num_envs * num_steps = {batch} is not divisible by --num-minibatches {args.num_minibatches}; "
+            f"pick a divisor of {batch}"
+        )
+    if args.total_steps < batch:
+        raise ValueError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
+    if not hasattr(env, "n_agents") or not hasattr(env, "state_dim"):
+        raise ValueError(f"mappo needs a multi-agent env (n_agents, info['state']); {args.env} is single-agent: "
+                         f"use algos/ppo_vec.py for it")
+    if not isinstance(env.single_action_space, gym.spaces.Discrete):
+        raise ValueError(f"mappo needs a Discrete action space per agent, {args.env} has "
+                         f"{env.single_action_space}; make the env with discrete actions")
+    if len(env.single_observation_space.shape) != 1:
+        raise ValueError(f"mappo's MLPs need flat per-agent observations, {args.env} has shape "
+                         f"{env.single_observation_space.shape}")
+
+
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias: float = 0.0) -> nn.Linear:
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+def mlp(sizes, out_std: float) -> nn.Sequential:
+    layers = []
+    for a, b in zip(sizes[:-2], sizes[1:-1]):
+        layers += [layer_init(nn.Linear(a, b)), nn.Tanh()]
+    layers.append(layer_init(nn.Linear(sizes[-2], sizes[-1]), std=out_std))
+    return nn.Sequential(*layers)
+
+
+def ensemble_mlp(k: int, sizes, out_std: float) -> EnsembleMLP:
+    """K tanh MLPs in one batched module, each member initialized as `mlp` initializes its layers."""
+    net = EnsembleMLP(k, sizes[0], tuple(sizes[1:-1]), sizes[-1], activation=nn.Tanh)
+    linears = [m for m in net.net if isinstance(m, EnsembleLinear)]
+    with torch.no_grad():
+        for j, lin in enumerate(linears):
+            std = out_std if j == len(linears) - 1 else np.sqrt(2)
+            for i in range(k):
+                nn.init.orthogonal_(lin.weight[i].T, std)  # [in, out] stored; init as a Linear's [out, in]
+            lin.bias.zero_()
+    return net
+
+
+class Agent(nn.Module):
+    """Decentralized actors pi(a_i | o_i) and a centralized critic V(s) -> one value per agent."""
+
+    def __init__(self, obs_dim: int, state_dim: int, n_agents: int, n_actions: int, hidden=(64, 64),
+                 share_actor: bool = True):
+        super().__init__()
+        self.n_agents, self.share_actor = n_agents, share_actor
+        if share_actor:
+            self.actor = mlp([obs_dim + n_agents, *hidden, n_actions], out_std=0.01)
+        else:
+            self.actor = ensemble_mlp(n_agents, [obs_dim, *hidden, n_actions], out_std=0.01)
+        self.critic = mlp([state_dim, *hidden, n_agents], out_std=1.0)
+        self.register_buffer("agent_ids", torch.eye(n_agents), persistent=False)
+
+    def value(self, state: torch.Tensor) -> torch.Tensor:
+        """[..., state_dim] -> [..., A] (normalized when value normalization is on)."""
+        return self.critic(state)
+
+    def logits(self, obs: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
+        """[..., A, obs_dim] -> [..., A, n_actions], unavailable actions masked out."""
+        if self.share_actor:
+            ids = self.agent_ids.expand(*obs.shape[:-1], self.n_agents)
+            out = self.actor(torch.cat((obs, ids), -1))
+        else:  # members are agents: [A, B, obs_dim] through one batched matmul per layer
+            lead = obs.shape[:-2]
+            x = obs.reshape(-1, self.n_agents, obs.shape[-1]).transpose(0, 1)
+            out = self.actor(x).transpose(0, 1).reshape(*lead, self.n_agents, -1)
+        if avail is not None:
+            out = out.masked_fill(~avail, -1e8)
+        return out
+
+    def act(self, obs: torch.Tensor, avail: torch.Tensor | None):
+        """Sample every agent's action; return (action [.., A], log_prob [.., A])."""
+        d = Categorical(logits=self.logits(obs, avail))
+        action = d.sample()
+        return action, d.log_prob(action)
+
+    def evaluate_actions(self, obs, avail, action, state):
+        d = Categorical(logits=self.logits(obs, avail))
+        return d.log_prob(action), d.entropy(), self.value(state)
+
+    def deterministic(self, obs: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:
+        return self.logits(obs, avail).argmax(-1)
+
+
+def ppo_loss(agent: Agent, args: Args, obs, avail, state, actions, old_logp, advantages, returns, old_values):
+    """Clipped surrogate (per agent) + value + entropy loss on one minibatch of world steps;
+    `returns` / `old_values` are in the critic's (normalized) units. Returns (loss, stats tensor)."""
+    logp, entropy, value = agent.evaluate_actions(obs, avail, actions, state)
+    log_ratio = logp - old_logp
+    ratio = log_ratio.exp()
+    if args.norm_adv:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    pg_loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)).mean()
+    if args.clip_vloss:
+        v_clipped = old_values + (value - old_values).clamp(-args.clip_coef, args.clip_coef)
+        v_loss = 0.5 * torch.max((value - returns).square(), (v_clipped - returns).square()).mean()
+    else:
+        v_loss = 0.5 * (value - returns).square().mean()
+    ent = entropy.mean()
+    loss = pg_loss - args.ent_coef * ent + args.vf_coef * v_loss
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - log_ratio).mean()
+        clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
+    return loss, torch.stack((pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl, clipfrac))
+
+
+@torch.no_grad()
+def compute_gae(rewards, values, dones, next_value, gamma: float, lam: float):
+    """GAE over a [T, N, A] rollout; `dones[t]` ([T, N, 1]) marks that the episode ended at step t."""
+    advantages = torch.zeros_like(rewards)
+    last = torch.zeros_like(next_value)
+    for t in reversed(range(rewards.shape[0])):
+        next_v = next_value if t == rewards.shape[0] - 1 else values[t + 1]
+        not_done = 1.0 - dones[t]
+        delta = rewards[t] + gamma * next_v * not_done - values[t]
+        last = delta + gamma * lam * not_done * last
+        advantages[t] = last
+    return advantages, advantages + values
+
+
+class ValueNorm:
+    """Standardizes value targets by running mean/std of the returns (identity when disabled)."""
+
+    def __init__(self, enabled: bool, device):
+        self.enabled = enabled
+        self.rms = RunningMeanStd((), device)
+
+    def update(self, returns: torch.Tensor) -> None:
+        if self.enabled:
+            self.rms.update(returns.reshape(-1))
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.enabled:
+            return x
+        return ((x - self.rms.mean) / torch.sqrt(self.rms.var + 1e-8)).to(x.dtype)
+
+    def denormalize(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.enabled:
+            return x
+        return (x * torch.sqrt(self.rms.var + 1e-8) + self.rms.mean).to(x.dtype)
+
+
+def make_env(args: Args, device, seed: int):
+    return MAEpisodeStatistics(envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed))
+
+
+def policy_from(agent: Agent):
+    """(obs [N, A, obs_dim], info) -> deterministic actions [N, A], as `ma_evaluate` calls it."""
+
+    def policy(obs, info=None):
+        avail = info.get("avail_actions") if isinstance(info, dict) else None
+        return agent.deterministic(obs, avail)
+
+    return policy
+
+
+def main(args: Args) -> dict:
+    device = resolve_device(args.device)
+    ckpt = None
+    if args.resume:  # continue with the saved settings (see common.run.resume_args)
+        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
+        args = resume_args(args, ckpt, args.resume)
+    seed_everything(args.seed)
+    env = make_env(args, device, args.seed)
+    check_args(args, env)
+    obs_space, act_space = env.single_observation_space, env.single_action_space
+    obs_dim, state_dim, A, n_actions = int(obs_space.shape[0]), int(env.state_dim), int(env.n_agents), int(act_space.n)
+    agent = Agent(obs_dim, state_dim, A, n_actions, args.hidden, args.share_actor).to(device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    value_norm = ValueNorm(args.value_norm, device)
+
+    batch_size = args.num_envs * args.num_steps  # world steps per rollout
+    minibatch_size = batch_size // args.num_minibatches
+    num_iterations = args.total_steps // batch_size
+    T, N = args.num_steps, args.num_envs
+    obs_buf = torch.zeros((T, N, A, obs_dim), device=device)
+    avail_buf = torch.ones((T, N, A, n_actions), device=device, dtype=torch.bool)
+    state_buf = torch.zeros((T, N, state_dim), device=device)
+    final_state_buf = torch.zeros((T, N, state_dim), device=device)
+    actions_buf = torch.zeros((T, N, A), device=device, dtype=torch.long)
+    logp_buf = torch.zeros((T, N, A), device=device)
+    rewards_buf = torch.zeros((T, N, A), device=device)
+    dones_buf = torch.zeros((T, N, 1), device=device)
+    trunc_buf = torch.zeros((T, N, 1), device=device)
+    values_buf = torch.zeros((T, N, A), device=device)  # de-normalized
+
+    act_fn, loss_fn = agent.act, ppo_loss
+    if args.compile:
+        act_fn = torch.compile(agent.act)
+        loss_fn = torch.compile(ppo_loss)
+
+    start_iter, global_step, elapsed = 0, 0, 0.0
+    next_obs, info = env.reset(seed=args.seed)
+    next_state, next_avail = info["state"], info.get("avail_actions")
+    if ckpt is not None:
+        agent.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        env.load_state_dict(ckpt["env"])
+        value_norm.rms.load_state_dict(ckpt["value_norm"])
+        next_obs, next_state = ckpt["next_obs"].to(device), ckpt["next_state"].to(device)
+        next_avail = ckpt["next_avail"].to(device) if ckpt["next_avail"] is not None else None
+        start_iter, global_step, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["seconds"]
+        set_rng_state(ckpt["rng"])
+    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
+    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
+                    resume_step=global_step if args.resume else None)
+    ckpt_path = run_dir / "checkpoint.pt"
+
+    def save():
+        save_checkpoint(ckpt_path, {
+            "algo": ALGO, "env_id": args.env, "args": asdict(args),
+            "obs_dim": obs_dim, "state_dim": state_dim, "n_agents": A, "n_actions": n_actions,
+            "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(),
+            "value_norm": value_norm.rms.state_dict(),
+            "next_obs": next_obs, "next_state": next_state, "next_avail": next_avail,
+            "iteration": iteration + 1, "global_step": global_step, "seconds": logger.seconds, "rng": rng_state(),
+        })
+
+    eval_result = {}
+    last_eval = last_save = global_step
+    last_log = time.perf_counter()
+    iteration = start_iter - 1
+    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
+        for iteration in range(start_iter, num_iterations):
+            if args.anneal_lr:
+                optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - iteration / num_iterations)
+
+            # ---- rollout ----------------------------------------------------------------------------
+            with torch.no_grad():
+                for t in range(T):
+                    obs_buf[t], state_buf[t] = next_obs, next_state
+                    if next_avail is not None:
+                        avail_buf[t] = next_avail
+                    action, logp = act_fn(next_obs, next_avail)
+                    values_buf[t] = value_norm.denormalize(agent.value(next_state))
+                    next_obs, reward, terminated, truncated, info = env.step(action)
+                    next_state, next_avail = info["state"], info.get("avail_actions")
+                    actions_buf[t], logp_buf[t] = action, logp
+                    rewards_buf[t] = reward
+                    dones_buf[t, :, 0] = (terminated | truncated).float()
+                    trunc_buf[t, :, 0] = (truncated & ~terminated).float()
+                    final_state_buf[t] = info["final_state"]
+                global_step += batch_size
+                # bootstrap through time limits: r += gamma * V(final_state) where truncated
+                final_values = value_norm.denormalize(agent.value(final_state_buf))
+                rewards_buf.add_(args.gamma * final_values * trunc_buf)
+                advantages, returns = compute_gae(rewards_buf, values_buf, dones_buf,
+                                                  value_norm.denormalize(agent.value(next_state)),
+                                                  args.gamma, args.gae_lambda)
+                value_norm.update(returns)
+                returns_n, values_n = value_norm.normalize(returns), value_norm.normalize(values_buf)
+
+            # ---- update -----------------------------------------------------------------------------
+            b_obs, b_avail = obs_buf.reshape(-1, A, obs_dim), avail_buf.reshape(-1, A, n_actions)
+            b_state, b_actions = state_buf.reshape(-1, state_dim), actions_buf.reshape(-1, A)
+            b_logp, b_adv = logp_buf.reshape(-1, A), advantages.reshape(-1, A)
+            b_ret, b_val = returns_n.reshape(-1, A), values_n.reshape(-1, A)
+            for epoch in range(args.update_epochs):
+                perm = torch.randperm(batch_size, device=device)
+                for start in range(0, batch_size, minibatch_size):
+                    idx = perm[start:start + minibatch_size]
+                    loss, stats = loss_fn(agent, args, b_obs[idx], b_avail[idx], b_state[idx], b_actions[idx],
+                                          b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                    optimizer.step()
+                if args.target_kl is not None and stats[3] > args.target_kl:  # host sync, opt-in
+                    break
+
+            # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
+            is_last = iteration == num_iterations - 1
+            do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
+            if do_eval or time.perf_counter() - last_log > 1.0:
+                last_log = time.perf_counter()
+                ep = env.pop()
+                pg, vl, ent, kl, cf = stats.tolist()
+                metrics = dict(ep_length=ep["length"], pg_loss=pg, v_loss=vl, entropy=ent,
+                               approx_kl=kl, clipfrac=cf, lr=optimizer.param_groups[0]["lr"])
+                metrics["return"] = ep["return"]
+                if do_eval:
+                    last_eval = global_step
+                    with logger.paused():
+                        eval_result = ma_evaluate(policy_from(agent), args.env, args.eval_episodes,
+                                                  seed=args.seed + 10_000, device=device)
+                    metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
+                logger.log(global_step, **metrics)
+                if do_eval:
+                    logger.write_files()
+            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
+                last_save = global_step
+                save()
+
+    logger.close()
+    env.close()
+    return {"eval_return": eval_result.get("eval_return", float("nan")),
+            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
+            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+
+
+def load_policy(path: str, device: str = "cpu"):
+    """A deterministic `policy(obs [N, A, obs_dim], info=None) -> actions [N, A]` from a checkpoint of
+    this file (the form `common.ma_vec_env.ma_evaluate` calls); `info["avail_actions"]` masks when given."""
+    ckpt = load_checkpoint(path, algo=ALGO, map_location=device)
+    args = Args(**{k: tuple(v) if k == "hidden" else v for k, v in ckpt["args"].items()})
+    agent = Agent(ckpt["obs_dim"], ckpt["state_dim"], ckpt["n_agents"], ckpt["n_actions"], args.hidden,
+                  args.share_actor).to(device)
+    agent.load_state_dict(ckpt["model"])
+    agent.eval()
+    core = policy_from(agent)
+
+    @torch.no_grad()
+    def policy(obs, info=None):
+        return core(torch.as_tensor(obs, dtype=torch.float32, device=device), info)
+
+    return policy
+
+
+if __name__ == "__main__":
+    main(cli(Args, description=__doc__))

@@ -1,0 +1,435 @@
+"""QMIX: monotonic value function factorisation for cooperative multi-agent Q-learning.
+
+QMIX (Rashid et al., 2018, arXiv:1803.11485) generalizes VDN's sum (algos/vdn.py) to a mixing
+network that combines the per-agent utilities Q_a(o_a, u_a) into Q_tot(s, u) conditioned on the
+global state s, under the constraint dQ_tot/dQ_a >= 0 for every agent: then each agent acting
+greedily on its own Q_a still maximizes Q_tot. Only Q_tot is trained, by one-step TD regression on
+the team reward r (here the mean over agents of their rewards):
+
+    L = ( r + gamma * (1 - terminated) * Q_tot_target(s', u'*) - Q_tot(s, u) )^2
+
+The mixer: hidden = ELU(q W1 + b1), Q_tot = hidden W2 + b2 with q = [Q_1, ..., Q_A]; its weights
+W1 [A, embed] and W2 [embed, 1] are the absolute values of linear hypernetworks of s (non-negative
+weights and a monotonic activation => monotonic in each Q_a), b1 is a linear function of s and the
+final bias b2 a 2-layer (ReLU) hypernetwork of s; biases may be negative. Details that matter:
+* one agent network shared by all agents, told apart by a one-hot agent id appended to the
+  observation. It is an MLP, not the paper's GRU: MPE observations hold the agent's velocity,
+  position and the relative positions of landmarks and other agents, so a single observation is
+  (nearly) a Markov state and recurrence buys nothing here. Hence replay stores single
+  transitions, not episodes.
+* u'* = argmax of each agent's target Q (`--no-double-q`) or of its online Q (default, double
+  Q-learning as in PyMARL's QMIX runs), evaluated by the target network; the target agent network
+  and target mixer trail the online ones (Polyak rate `tau`; `tau=1` with `target_every=K`: a hard
+  copy every K updates).
+* epsilon-greedy per agent, annealed linearly; random and greedy actions are drawn among the
+  actions `info["avail_actions"]` allows (the others get Q = -inf).
+* rewards are standardised with running statistics before the TD update (`--standardise-rewards`,
+  as EPyMARL does on MPE): with MPE's all-negative rewards the Q-values otherwise grow large and
+  negative, which saturates QMIX's ELU and starves the agent networks of gradient.
+* truncated transitions (MPE's 25-step limit) bootstrap from the true final observation and state
+  (`info["final_obs"]`, `info["final_state"]`); terminated ones do not.
+* this file is algos/vdn.py with its `Mixer` replaced (and the mixer's sizes as flags).
+
+Every world steps at once; the replay buffer (`common.buffers.ReplayBuffer`, extended with the
+global state and available actions) lives on the training device; `gradient_steps` updates follow
+each vectorized step.
+
+    python algos/qmix.py --env simple_spread --total-steps 300000
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+
+import envs
+from common.buffers import ReplayBuffer
+from common.ma_vec_env import MAEpisodeStatistics, ma_evaluate
+from common.run import (Logger, load_checkpoint, make_run_dir, resolve_device, resume_args, resume_hint, rng_state,
+                        save_checkpoint, seed_everything, set_rng_state)
+from common.wrappers import RunningMeanStd
+
+ALGO = "qmix"
+
+
+@dataclass
+class Args:
+    env: str = "simple_spread"
+    """multi-agent environment id with Discrete per-agent actions"""
+    num_envs: int = 16
+    """number of parallel worlds"""
+    seed: int = 1
+    """seed of torch, numpy, python and the environments"""
+    device: str = "auto"
+    """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
+    total_steps: int = 300_000
+    """total environment steps (world steps, summed over worlds; every agent acts in each)"""
+    track: bool = False
+    """log to Weights & Biases (works with WANDB_MODE=offline)"""
+    wandb_project: str = "torch-podracer"
+    """wandb project name"""
+    out_dir: str = "runs"
+    """where run directories (metrics, curves, checkpoints) are created"""
+    eval_every: int = 50_000
+    """evaluate the greedy policy every this many environment steps (0: only at the end)"""
+    eval_episodes: int = 20
+    """episodes per evaluation (run in parallel on a separate env)"""
+    save_every: int = 100_000
+    """write the checkpoint every this many environment steps (0: only at the end)"""
+    resume: str | None = None
+    """path of a checkpoint.pt to continue from"""
+    compile: bool = False
+    """torch.compile the TD update"""
+    quiet: bool = False
+    """no console progress line"""
+
+    # QMIX
+    buffer_size: int = 100_000
+    """replay buffer capacity (world transitions)"""
+    learning_rate: float = 5e-4
+    """Adam learning rate"""
+    batch_size: int = 256
+    """minibatch size of each TD update (world transitions)"""
+    gamma: float = 0.99
+    """discount factor"""
+    tau: float = 1.0
+    """target network Polyak rate (1.0: hard copy)"""
+    target_every: int = 200
+    """update the target network every this many gradient steps"""
+    double_q: bool = True
+    """pick the bootstrap action with the online network, evaluate it with the target (double Q-learning)"""
+    start_e: float = 1.0
+    """initial exploration epsilon"""
+    end_e: float = 0.05
+    """final exploration epsilon"""
+    exploration_fraction: float = 0.3
+    """fraction of total_steps over which epsilon decays linearly"""
+    learning_starts: int = 5_000
+    """environment steps of random play before learning"""
+    gradient_steps: int = 1
+    """gradient updates after each vectorized step (replay ratio = gradient_steps * batch / num_envs)"""
+    max_grad_norm: float = 10.0
+    """global gradient-norm clip"""
+    hidden: tuple[int, ...] = (128, 128)
+    """hidden layer sizes of the shared agent network"""
+    standardise_rewards: bool = True
+    """train on (r - mean) / std of the team rewards seen so far (running statistics, checkpointed)"""
+    mixing_embed_dim: int = 32
+    """width of the mixing network's hidden layer"""
+    hypernet_hidden: int = 32
+    """hidden width of the 2-layer hypernetwork that produces the mixer's final bias"""
+
+
+def check_args(args: Args, env) -> None:
+    if not hasattr(env, "n_agents") or not getattr(env, "discrete", False):
+        space = getattr(env, "single_action_space", None)
+        raise ValueError(
+            f"{ALGO} needs a multi-agent env with a Discrete action space per agent; {args.env} "
+            f"{'is not multi-agent' if not hasattr(env, 'n_agents') else f'has {space}'}. "
+            f"Use a multi-agent id such as simple_spread (discrete actions)."
+        )
+    if len(env.single_observation_space.shape) != 1:
+        raise ValueError(f"{ALGO}'s MLP needs flat observations, {args.env} has shape "
+                         f"{env.single_observation_space.shape}")
+    if args.batch_size <= 0 or args.gradient_steps <= 0 or args.target_every <= 0:
+        raise ValueError("--batch-size, --gradient-steps and --target-every must be positive")
+    if args.buffer_size < args.num_envs:
+        raise ValueError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
+    if not 0.0 < args.tau <= 1.0:
+        raise ValueError(f"--tau must be in (0, 1], got {args.tau}")
+    if args.learning_starts >= args.total_steps:
+        raise ValueError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
+
+
+class TeamReplayBuffer(ReplayBuffer):
+    """`common.buffers.ReplayBuffer` with obs [A, obs_dim], joint actions [A] and the team reward,
+    plus what the multi-agent target needs: the global state before and after, and the actions
+    available after (the mask of the bootstrap max)."""
+
+    EXTRA = ("state", "next_state", "next_avail")
+
+    def __init__(self, capacity: int, n_agents: int, obs_dim: int, state_dim: int, n_actions: int, device):
+        super().__init__(capacity, (n_agents, obs_dim), (n_agents,), torch.long, device)
+        self.state = torch.zeros(capacity, state_dim, device=self.device)
+        self.next_state = torch.zeros(capacity, state_dim, device=self.device)
+        self.next_avail = torch.ones(capacity, n_agents, n_actions, dtype=torch.bool, device=self.device)
+
+    def add(self, obs, actions, reward, next_obs, terminated, state, next_state, next_avail):
+        idx = super().add(obs, actions, reward, next_obs, terminated)
+        self.state[idx] = state.to(torch.float32)
+        self.next_state[idx] = next_state.to(torch.float32)
+        self.next_avail[idx] = next_avail
+        return idx
+
+    def sample(self, batch_size: int):
+        """(Batch, state, next_state, next_avail) of uniformly drawn rows."""
+        idx = self.sample_indices(batch_size)
+        return self.get(idx), self.state[idx], self.next_state[idx], self.next_avail[idx]
+
+    def state_dict(self) -> dict:
+        sd = super().state_dict()
+        sd.update({k: getattr(self, k)[:self.size].clone() for k in self.EXTRA})
+        return sd
+
+    def load_state_dict(self, sd: dict) -> None:
+        super().load_state_dict(sd)
+        for k in self.EXTRA:
+            getattr(self, k)[:sd["size"]] = sd[k].to(self.device)
+
+
+class AgentQNetwork(nn.Module):
+    """Q_a(o_a, .) for every agent at once: one MLP shared by the agents, input = obs + one-hot id."""
+
+    def __init__(self, obs_dim: int, n_agents: int, n_actions: int, hidden=(128, 128)):
+        super().__init__()
+        sizes, layers = [obs_dim + n_agents, *hidden], []
+        for a, b in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        layers.append(nn.Linear(sizes[-1], n_actions))
+        self.net = nn.Sequential(*layers)
+        self.register_buffer("agent_ids", torch.eye(n_agents), persistent=False)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """obs [..., A, obs_dim] -> Q [..., A, n_actions]."""
+        ids = self.agent_ids.expand(*obs.shape[:-1], self.agent_ids.shape[0])
+        return self.net(torch.cat([obs, ids.to(obs.dtype)], -1))
+
+
+class Mixer(nn.Module):
+    """QMIX's monotonic mixing network: Q_tot = ELU(q |W1(s)| + b1(s)) |W2(s)| + b2(s)."""
+
+    def __init__(self, n_agents: int, state_dim: int, args: Args):
+        super().__init__()
+        self.n_agents, self.embed = n_agents, args.mixing_embed_dim
+        self.hyper_w1 = nn.Linear(state_dim, n_agents * self.embed)
+        self.hyper_b1 = nn.Linear(state_dim, self.embed)
+        self.hyper_w2 = nn.Linear(state_dim, self.embed)
+        self.hyper_b2 = nn.Sequential(nn.Linear(state_dim, args.hypernet_hidden), nn.ReLU(),
+                                      nn.Linear(args.hypernet_hidden, 1))
+
+    def forward(self, agent_qs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """agent_qs [B, A], state [B, state_dim] -> Q_tot [B]."""
+        w1 = self.hyper_w1(state).abs().view(-1, self.n_agents, self.embed)  # >= 0: monotonic in each Q_a
+        hidden = nn.functional.elu(torch.bmm(agent_qs.unsqueeze(1), w1).squeeze(1) + self.hyper_b1(state))
+        w2 = self.hyper_w2(state).abs()  # >= 0
+        return (hidden * w2).sum(-1) + self.hyper_b2(state).squeeze(-1)
+
+
+class QLearner(nn.Module):
+    """The agent network and the mixer: everything the TD loss trains (and the target copies)."""
+
+    def __init__(self, obs_dim: int, n_agents: int, n_actions: int, state_dim: int, args: Args):
+        super().__init__()
+        self.agent = AgentQNetwork(obs_dim, n_agents, n_actions, args.hidden)
+        self.mixer = Mixer(n_agents, state_dim, args)
+
+
+def masked(q: torch.Tensor, avail: torch.Tensor | None) -> torch.Tensor:
+    """Unavailable actions get Q = -inf (so argmax/max never pick them)."""
+    return q if avail is None else q.masked_fill(~avail, float("-inf"))
+
+
+def chosen_q_tot(model: QLearner, obs, actions, state):
+    """Q_tot(s, u) = mixer(Q_1(o_1, u_1), ..., Q_A(o_A, u_A); s) and the chosen agent Qs [B, A]."""
+    agent_qs = model.agent(obs).gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+    return model.mixer(agent_qs, state), agent_qs
+
+
+def td_loss(model: QLearner, target: QLearner, gamma: float, double_q: bool, b, state, next_state, next_avail):
+    """Squared error between Q_tot(s, u) and r + gamma * (1 - terminated) * Q_tot_target(s', u'*)."""
+    with torch.no_grad():
+        next_q_target = target.agent(b.next_obs)
+        picker = model.agent(b.next_obs) if double_q else next_q_target
+        best = masked(picker, next_avail).argmax(-1, keepdim=True)
+        next_tot = target.mixer(next_q_target.gather(-1, best).squeeze(-1), next_state)
+        y = b.rewards + gamma * (1.0 - b.terminated) * next_tot
+    q_tot, agent_qs = chosen_q_tot(model, b.obs, b.actions, state)
+    td = q_tot - y
+    return td.square().mean(), q_tot.detach().mean(), agent_qs.detach().mean()
+
+
+def epsilon_at(args: Args, step: int) -> float:
+    span = max(args.exploration_fraction * args.total_steps, 1.0)
+    return max(args.end_e, args.start_e + (args.end_e - args.start_e) * step / span)
+
+
+def make_env(args: Args, device, seed: int):
+    return MAEpisodeStatistics(envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed))
+
+
+def policy_from(agent: AgentQNetwork):
+    """(obs [N, A, obs_dim], info) -> greedy joint action [N, A] among the available actions."""
+
+    def policy(obs, info=None):
+        avail = info.get("avail_actions") if info is not None else None
+        return masked(agent(obs), avail).argmax(-1)
+
+    return policy
+
+
+def main(args: Args) -> dict:
+    device = resolve_device(args.device)
+    ckpt = None
+    if args.resume:  # continue with the saved settings (see common.run.resume_args)
+        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
+        args = resume_args(args, ckpt, args.resume)
+    seed_everything(args.seed)
+    env = make_env(args, device, args.seed)
+    check_args(args, env)
+    A, n_actions, state_dim = env.n_agents, env.n_actions, env.state_dim
+    obs_dim = int(np.prod(env.single_observation_space.shape))
+    model = QLearner(obs_dim, A, n_actions, state_dim, args).to(device)
+    target = QLearner(obs_dim, A, n_actions, state_dim, args).to(device)
+    target.load_state_dict(model.state_dict())
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate)
+    rb = TeamReplayBuffer(args.buffer_size, A, obs_dim, state_dim, n_actions, device)
+    reward_rms = RunningMeanStd((), device)
+    loss_fn = torch.compile(td_loss) if args.compile else td_loss
+
+    N = args.num_envs
+    num_iterations = args.total_steps // N
+    start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
+    next_obs, info = env.reset(seed=args.seed)
+    next_state, next_avail = info["state"], info["avail_actions"]
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+        target.load_state_dict(ckpt["target"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        rb.load_state_dict(ckpt["buffer"])
+        reward_rms.load_state_dict(ckpt["reward_rms"])
+        env.load_state_dict(ckpt["env"])
+        next_obs, next_state, next_avail = (ckpt[k].to(device) for k in ("next_obs", "next_state", "next_avail"))
+        start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
+        set_rng_state(ckpt["rng"])
+    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
+    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
+                    resume_step=global_step if args.resume else None)
+    ckpt_path = run_dir / "checkpoint.pt"
+
+    def save():
+        save_checkpoint(ckpt_path, {
+            "algo": ALGO, "env_id": args.env, "args": asdict(args),
+            "obs_shape": tuple(env.single_observation_space.shape), "action_space": repr(env.single_action_space),
+            "n_agents": A, "state_dim": state_dim,
+            "model": model.state_dict(), "target": target.state_dict(), "optimizer": optimizer.state_dict(),
+            "buffer": rb.state_dict(), "reward_rms": reward_rms.state_dict(), "env": env.state_dict(),
+            "next_obs": next_obs, "next_state": next_state, "next_avail": next_avail,
+            "iteration": iteration + 1, "global_step": global_step, "updates": updates,
+            "seconds": logger.seconds, "rng": rng_state(),
+        })
+
+    eval_result = {}
+    loss = q_tot_mean = agent_q_mean = torch.zeros((), device=device)
+    last_eval = last_save = global_step
+    last_log = time.perf_counter()
+    iteration = start_iter - 1
+    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
+        for iteration in range(start_iter, num_iterations):
+            # ---- explore: epsilon-greedy per agent, over all worlds at once ----------------------------
+            eps = epsilon_at(args, global_step)
+            with torch.no_grad():
+                greedy = masked(model.agent(next_obs), next_avail).argmax(-1)
+                # uniform among the available actions: the largest of i.i.d. uniform scores
+                random_actions = torch.rand(N, A, n_actions, device=device).masked_fill(~next_avail, -1.0).argmax(-1)
+                explore = torch.rand(N, A, device=device) < eps
+                actions = torch.where(explore, random_actions, greedy)
+            obs, state = next_obs, next_state
+            next_obs, rewards, terminated, truncated, info = env.step(actions)
+            next_state, next_avail = info["state"], info["avail_actions"]
+            # the bootstrap of a finished world uses its true last obs/state; the env reports no
+            # availability for that final obs (unless it offers "final_avail_actions"): all allowed
+            done = info["_final_obs"][:, None, None]
+            final_avail = info.get("final_avail_actions", torch.ones_like(next_avail))
+            team_reward = rewards.mean(-1)
+            reward_rms.update(team_reward)
+            rb.add(obs, actions, team_reward, info["final_obs"], terminated, state, info["final_state"],
+                   torch.where(done, final_avail, next_avail))
+            global_step += N
+
+            # ---- learn ----------------------------------------------------------------------------------
+            if global_step > args.learning_starts:
+                for _ in range(args.gradient_steps):
+                    b, s, s_next, avail_next = rb.sample(args.batch_size)
+                    if args.standardise_rewards:
+                        b = b._replace(rewards=((b.rewards - reward_rms.mean) / (reward_rms.var + 1e-8).sqrt()).float())
+                    loss, q_tot_mean, agent_q_mean = loss_fn(model, target, args.gamma, args.double_q, b, s, s_next,
+                                                             avail_next)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                    optimizer.step()
+                    updates += 1
+                    if updates % args.target_every == 0:
+                        with torch.no_grad():
+                            torch._foreach_lerp_(list(target.parameters()), list(model.parameters()), args.tau)
+
+            # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
+            is_last = iteration == num_iterations - 1
+            do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
+            if do_eval or time.perf_counter() - last_log > 1.0:
+                last_log = time.perf_counter()
+                ep = env.pop()
+                metrics = dict(ep_length=ep["length"], td_loss=loss.item(), q_tot_mean=q_tot_mean.item(),
+                               agent_q_mean=agent_q_mean.item(), epsilon=eps)
+                metrics["return"] = ep["return"]
+                if do_eval:
+                    last_eval = global_step
+                    with logger.paused():
+                        eval_result = ma_evaluate(policy_from(model.agent), args.env, args.eval_episodes,
+                                                  seed=args.seed + 10_000, device=device)
+                    metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
+                logger.log(global_step, **metrics)
+                if do_eval:
+                    logger.write_files()
+            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
+                last_save = global_step
+                save()
+
+    logger.close()
+    env.close()
+    return {"eval_return": eval_result.get("eval_return", float("nan")),
+            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
+            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+
+
+def load_policy(path: str, device: str = "cpu"):
+    """A greedy decentralized policy `policy(obs, info=None) -> actions` from a checkpoint of this
+    file: obs [N, A, obs_dim] (or [A, obs_dim]), torch or numpy, answered in kind; unavailable
+    actions are masked when `info["avail_actions"]` is given."""
+    ckpt = load_checkpoint(path, algo=ALGO, map_location=device)
+    args = Args(**{k: tuple(v) if k == "hidden" else v for k, v in ckpt["args"].items()})
+    obs_dim, A = ckpt["obs_shape"][0], ckpt["n_agents"]
+    n_actions = ckpt["model"]["agent.net.{}.bias".format(2 * len(args.hidden))].shape[0]
+    model = QLearner(obs_dim, A, n_actions, ckpt["state_dim"], args).to(device)
+    model.load_state_dict(ckpt["model"])
+    model.eval()
+    greedy = policy_from(model.agent)
+
+    @torch.no_grad()
+    def policy(obs, info=None):
+        as_numpy = not isinstance(obs, torch.Tensor)
+        x = torch.as_tensor(np.asarray(obs) if as_numpy else obs, dtype=torch.float32, device=device)
+        single = x.dim() == 2
+        if info is not None and "avail_actions" in info:
+            info = {"avail_actions": torch.as_tensor(np.asarray(info["avail_actions"]) if as_numpy else
+                                                     info["avail_actions"], device=device).bool()}
+            if single:
+                info["avail_actions"] = info["avail_actions"].unsqueeze(0)
+        a = greedy(x.unsqueeze(0) if single else x, info)
+        a = a.squeeze(0) if single else a
+        return a.cpu().numpy() if as_numpy else a
+
+    return policy
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args, description=__doc__))
