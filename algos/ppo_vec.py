@@ -15,6 +15,7 @@ Details that matter:
 
     python algos/ppo_vec.py --env CartPole-v1 --num-envs 1024
     python algos/ppo_vec.py --env Ant --num-envs 4096      # MuJoCo defaults (see MUJOCO_DEFAULTS)
+    torchrun --nproc-per-node 2 algos/ppo_vec.py --env CartPole-v1   # one learner per process, fused
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import torch.nn as nn
 from torch.distributions import Categorical, Normal
 
 import envs
+from common import distributed
 from common.run import (Logger, PolicyFn, cli, evaluate, load_checkpoint, make_run_dir, resolve_device,
                         resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
@@ -110,6 +112,9 @@ class Args:
     """scale rewards by the running std of the discounted return"""
     init_log_std: float = 0.0
     """initial log-std of the Gaussian policy (continuous actions)"""
+    fuse_every: int = 1
+    """under torchrun: average parameters and Adam moments across ranks every this many updates
+    (model fusion); 0: average gradients before every step instead"""
 
 
 # Massively parallel locomotion (many envs, short horizon, few large minibatches, normalized
@@ -254,24 +259,29 @@ def policy_from(agent: Agent, obs_norm, to_env) -> "callable":
 
 
 def main(args: Args) -> dict:
-    device = resolve_device(args.device)
+    ctx, device = distributed.init(resolve_device(args.device))  # torchrun: one learner per rank
+    if ctx.enabled and (args.resume or args.target_kl is not None):
+        raise ValueError("--resume and --target-kl are single-process options for now: run without torchrun")
+    if args.fuse_every < 0:
+        raise ValueError(f"--fuse-every must be >= 0, got {args.fuse_every}")
     ckpt = None
     if args.resume:  # continue with the saved settings (see common.run.resume_args)
         ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
         args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env))
-    seed_everything(args.seed)
-    env = make_env(args, device, args.seed)
+    seed_everything(args.seed + ctx.rank)
+    env = make_env(args, device, args.seed + 1000 * ctx.rank)
     check_args(args, env)
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim = int(np.prod(obs_space.shape))
     agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    distributed.broadcast(ctx, [agent])  # every rank starts from rank 0's weights
     raw_space = env.unwrapped.single_action_space  # the env's own bounds, before RescaleAction
     to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
 
     batch_size = args.num_envs * args.num_steps
     minibatch_size = batch_size // args.num_minibatches
-    num_iterations = args.total_steps // batch_size
+    num_iterations = args.total_steps // (batch_size * ctx.world_size)  # --total-steps counts all ranks
     T, N = args.num_steps, args.num_envs
     obs_buf = torch.zeros((T, N, obs_dim), device=device)
     final_obs_buf = torch.zeros((T, N, obs_dim), device=device)
@@ -297,11 +307,14 @@ def main(args: Args) -> dict:
         next_obs = ckpt["next_obs"].to(device)
         start_iter, global_step, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["seconds"]
         set_rng_state(ckpt["rng"])
-    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
-    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
-                    resume_step=global_step if args.resume else None)
+    run_dir = logger = None  # only rank 0 logs, evaluates and checkpoints
+    if ctx.is_main:
+        run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
+        logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
+                        resume_step=global_step if args.resume else None)
     stats_env = find_wrapper(env, EpisodeStatistics)
-    ckpt_path = run_dir / "checkpoint.pt"
+    ckpt_path = run_dir / "checkpoint.pt" if ctx.is_main else Path(args.out_dir) / "checkpoint.pt"
+    updates = 0
 
     def policy():
         norm = find_wrapper(env, NormalizeObservation)
@@ -337,7 +350,7 @@ def main(args: Args) -> dict:
                     dones_buf[t] = (terminated | truncated).float()
                     trunc_buf[t] = (truncated & ~terminated).float()
                     final_obs_buf[t] = info["final_obs"]
-                global_step += batch_size
+                global_step += batch_size * ctx.world_size
                 # bootstrap through time limits: r += gamma * V(final_obs) where truncated
                 final_values = agent.value(final_obs_buf)
                 rewards_buf.add_(args.gamma * final_values * trunc_buf)
@@ -355,15 +368,20 @@ def main(args: Args) -> dict:
                     loss, stats = loss_fn(agent, args, b_obs[idx], b_actions[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
+                    if ctx.enabled and args.fuse_every == 0:
+                        distributed.allreduce_gradients(ctx, [agent])
                     nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                     optimizer.step()
+                    updates += 1
+                    if ctx.enabled and args.fuse_every and updates % args.fuse_every == 0:
+                        distributed.fuse(ctx, [agent], [optimizer])
                 if args.target_kl is not None and stats[3] > args.target_kl:  # host sync, opt-in
                     break
 
             # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
             is_last = iteration == num_iterations - 1
             do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
-            if do_eval or time.perf_counter() - last_log > 1.0:
+            if ctx.is_main and (do_eval or time.perf_counter() - last_log > 1.0):
                 last_log = time.perf_counter()
                 ep = stats_env.pop()
                 pg, vl, ent, kl, cf = stats.tolist()
@@ -378,15 +396,18 @@ def main(args: Args) -> dict:
                 logger.log(global_step, **metrics)
                 if do_eval:
                     logger.write_files()
-            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
+            if ctx.is_main and (is_last or (args.save_every > 0 and global_step - last_save >= args.save_every)):
                 last_save = global_step
                 save()
 
-    logger.close()
+    if logger is not None:
+        logger.close()
     env.close()
+    distributed.shutdown(ctx)
     return {"eval_return": eval_result.get("eval_return", float("nan")),
             "eval_return_std": eval_result.get("eval_return_std", float("nan")),
-            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+            "steps": global_step, "seconds": logger.seconds if logger else float("nan"),
+            "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
 
 
 def load_policy(path: str, device: str = "cpu") -> PolicyFn:

@@ -1,0 +1,112 @@
+"""Multi-process training on `torch.distributed`, launched by `torchrun` (the thin part).
+
+    torchrun --nproc-per-node 2 algos/ppo_vec.py --env CartPole-v1
+
+`init(device)` reads torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT),
+joins the process group (NCCL on CUDA, gloo on CPU) and picks this rank's device (`cuda:LOCAL_RANK`
+on a GPU node). Without torchrun it returns a single-process context whose helpers do nothing,
+so an algorithm file calls them unconditionally.
+
+Two ways to keep the learners together, both from ElegantRL-Podracer's "model fusion" idea made
+synchronous:
+* `fuse(modules, optimizers)`: every rank trains on its own data; every `--fuse-every` updates the
+  parameters *and* the Adam moments are averaged across ranks (`all_reduce` of one flat buffer).
+* `allreduce_gradients(modules)`: the gradients are averaged before every optimizer step (data
+  parallel SGD; the ranks stay bit-identical).
+`broadcast(modules)` makes rank 0's initial weights everyone's. Only rank 0 logs, evaluates and
+writes checkpoints (`ctx.is_main`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["Context", "init", "broadcast", "fuse", "allreduce_gradients", "shutdown"]
+
+
+@dataclass(frozen=True)
+class Context:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init(device: torch.device) -> tuple[Context, torch.device]:
+    """Join torchrun's process group if there is one; return the context and this rank's device."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Context(), device
+    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    if device.type == "cuda":
+        if local >= torch.cuda.device_count():
+            raise RuntimeError(f"LOCAL_RANK {local} but only {torch.cuda.device_count()} GPUs here: "
+                               f"use --nproc-per-node {torch.cuda.device_count()} or fewer")
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return Context(rank, world, local), device
+
+
+def shutdown(ctx: Context) -> None:
+    if ctx.enabled and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _tensors(modules) -> list[torch.Tensor]:
+    return [t for m in modules for t in (*m.parameters(), *m.buffers())]
+
+
+def _average_(tensors: list[torch.Tensor], world: int) -> None:
+    """Average float tensors across ranks in place, with one all_reduce over a flat buffer."""
+    tensors = [t for t in tensors if t.is_floating_point()]
+    if not tensors:
+        return
+    flat = torch.cat([t.detach().reshape(-1) for t in tensors])
+    dist.all_reduce(flat)
+    flat /= world
+    offset = 0
+    for t in tensors:
+        n = t.numel()
+        t.data.copy_(flat[offset:offset + n].view_as(t))
+        offset += n
+
+
+@torch.no_grad()
+def broadcast(ctx: Context, modules) -> None:
+    """Give every rank rank 0's parameters and buffers."""
+    if not ctx.enabled:
+        return
+    for t in _tensors(modules):
+        dist.broadcast(t.data, src=0)
+
+
+@torch.no_grad()
+def fuse(ctx: Context, modules, optimizers=()) -> None:
+    """Model fusion: average parameters, buffers and the optimizers' per-parameter state tensors
+    (Adam's moments; scalar step counts are equal on every rank and left alone)."""
+    if not ctx.enabled:
+        return
+    state = [v for opt in optimizers for s in opt.state.values() for v in s.values()
+             if torch.is_tensor(v) and v.dim() > 0]
+    _average_(_tensors(modules) + state, ctx.world_size)
+
+
+def allreduce_gradients(ctx: Context, modules) -> None:
+    """Average the gradients across ranks (call between backward() and the optimizer step)."""
+    if not ctx.enabled:
+        return
+    grads = [p.grad for m in modules for p in m.parameters() if p.grad is not None]
+    _average_(grads, ctx.world_size)
