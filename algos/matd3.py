@@ -218,8 +218,8 @@ def main(args: Args) -> dict:
     critic_opt = torch.optim.Adam(critics.parameters(), lr=args.critic_lr)
     to_env = ActionScaler(env.single_action_space, device)
     # common.buffers.ReplayBuffer with a row = (all agents' observations, global state) and one reward per agent
-    rb = ReplayBuffer(args.buffer_size, (A * obs_dim + state_dim,), (A, act_dim), torch.float32, device)
-    rb.rewards = torch.zeros(args.buffer_size, A, device=device)
+    rb = ReplayBuffer(args.buffer_size, (A * obs_dim + state_dim,), (A, act_dim), torch.float32, device,
+                      reward_shape=(A,))
     c_loss_fn, a_loss_fn = (torch.compile(critic_loss), torch.compile(actor_loss)) if args.compile else (critic_loss, actor_loss)
     params_t = list(actors_t.parameters()) + list(critics_t.parameters())
     params = list(actors.parameters()) + list(critics.parameters())

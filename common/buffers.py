@@ -31,7 +31,7 @@ class ReplayBuffer:
     """
 
     def __init__(self, capacity: int, obs_shape: tuple, action_shape: tuple = (), action_dtype=torch.float32,
-                 device="cpu", obs_dtype=torch.float32):
+                 device="cpu", obs_dtype=torch.float32, reward_shape: tuple = ()):
         if capacity <= 0:
             raise ValueError(f"buffer capacity must be positive, got {capacity}")
         self.capacity = int(capacity)
@@ -39,7 +39,7 @@ class ReplayBuffer:
         self.obs = torch.zeros((capacity, *obs_shape), dtype=obs_dtype, device=self.device)
         self.next_obs = torch.zeros((capacity, *obs_shape), dtype=obs_dtype, device=self.device)
         self.actions = torch.zeros((capacity, *action_shape), dtype=action_dtype, device=self.device)
-        self.rewards = torch.zeros(capacity, dtype=torch.float32, device=self.device)
+        self.rewards = torch.zeros((capacity, *reward_shape), dtype=torch.float32, device=self.device)  # (A,): per agent
         self.terminated = torch.zeros(capacity, dtype=torch.float32, device=self.device)
         self.pos = 0  # next write index
         self.size = 0  # number of valid rows

@@ -43,18 +43,16 @@ from __future__ import annotations
 from typing import Callable
 
 import gymnasium as gym
-import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from common.vec_env import ActionChecks
+from common.vec_env import TorchVecEnv
 from common.wrappers import EpisodeStatistics
 
 __all__ = ["MultiAgentTorchVecEnv", "MAEpisodeStatistics", "ma_evaluate"]
 
 
-class MultiAgentTorchVecEnv(ActionChecks, gym.vector.VectorEnv):
+class MultiAgentTorchVecEnv(TorchVecEnv):
     """Base class of torch-native batched multi-agent environments (see the module docstring).
 
     A subclass sets `env_id`, `max_episode_steps`, `agent_names` and implements:
@@ -67,8 +65,6 @@ class MultiAgentTorchVecEnv(ActionChecks, gym.vector.VectorEnv):
       concatenated) and `_avail_actions(state) -> [n, A, n_actions]` bool (default: all True).
     """
 
-    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
-    max_episode_steps: int | None = None
     env_id: str = "MultiAgentTorchVecEnv"
 
     def __init__(
@@ -85,40 +81,21 @@ class MultiAgentTorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         agent_names: list[str] | None = None,
         obs_dims: list[int] | None = None,
     ):
-        if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
-            raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
-        self.num_envs = num_envs
         self.n_agents = self._batch_agents = int(n_agents)
-        self.device = torch.device(device)
-        self.dtype = dtype
-        self.single_observation_space = single_observation_space
-        self.single_action_space = single_action_space
-        self.observation_space = batch_space(batch_space(single_observation_space, n_agents), num_envs)
-        self.action_space = batch_space(batch_space(single_action_space, n_agents), num_envs)
         self.state_dim = int(state_dim)
-        self.discrete = self._discrete = isinstance(single_action_space, gym.spaces.Discrete)
+        self.discrete = isinstance(single_action_space, gym.spaces.Discrete)
         self.n_actions = int(single_action_space.n) if self.discrete else None
         self.agent_names = list(agent_names) if agent_names is not None else [f"agent_{i}" for i in range(n_agents)]
         obs_dim = int(single_observation_space.shape[0])
         self.obs_dims = list(obs_dims) if obs_dims is not None else [obs_dim] * n_agents
-        self.validate_actions = validate_actions
-        self.rng = torch.Generator(device=self.device)
-        self.rng.manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]) if seed is None else seed)
-        self._invalid_action = torch.zeros((), dtype=torch.bool, device=self.device)
-        self.state = self._sample_initial_state(num_envs)
-        self.elapsed = torch.zeros(num_envs, dtype=torch.long, device=self.device)
-
-    # ---- the functions a task provides -------------------------------------------------------
-    def _sample_initial_state(self, n: int) -> torch.Tensor:
-        raise NotImplementedError
-
-    def _transition(self, state: torch.Tensor, actions: torch.Tensor):
-        raise NotImplementedError
-
-    def _observe(self, state: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        # seeding, validation flags, the first state, elapsed steps, state_dict: as TorchVecEnv
+        super().__init__(num_envs, single_observation_space, single_action_space, device, dtype, seed,
+                         validate_actions)
+        # batched spaces: one per agent inside each sub-env
+        self.observation_space = batch_space(batch_space(single_observation_space, n_agents), num_envs)
+        self.action_space = batch_space(batch_space(single_action_space, n_agents), num_envs)
 
     def _global_state(self, state: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         return obs.reshape(obs.shape[0], -1)
@@ -170,20 +147,6 @@ class MultiAgentTorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         info = self._info(self.state, obs, global_state)
         info.update(final_obs=final_obs, final_state=final_state, _final_obs=done)
         return obs, rewards.to(torch.float32), terminated, truncated, info
-
-    # ---- checkpointable state ---------------------------------------------------------------------
-    def state_dict(self) -> dict:
-        return {"state": self.state.clone(), "elapsed": self.elapsed.clone(), "rng": self.rng.get_state()}
-
-    def load_state_dict(self, sd: dict) -> None:
-        if tuple(sd["state"].shape) != tuple(self.state.shape):
-            raise ValueError(
-                f"{self.env_id}: saved env state has shape {tuple(sd['state'].shape)}, this env has "
-                f"{tuple(self.state.shape)} (was it saved with another --num-envs or another number of agents?)"
-            )
-        self.state = sd["state"].to(self.device, self.dtype)
-        self.elapsed = sd["elapsed"].to(self.device)
-        self.rng.set_state(sd["rng"])
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.env_id}, num_envs={self.num_envs}, n_agents={self.n_agents}, "
