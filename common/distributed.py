@@ -13,19 +13,26 @@ synchronous:
   parameters *and* the Adam moments are averaged across ranks (`all_reduce` of one flat buffer).
 * `allreduce_gradients(modules)`: the gradients are averaged before every optimizer step (data
   parallel SGD; the ranks stay bit-identical).
-`broadcast(modules)` makes rank 0's initial weights everyone's. Only rank 0 logs, evaluates and
-writes checkpoints (`ctx.is_main`).
+`broadcast(modules)` makes rank 0's initial weights everyone's. `fuse_statistics(rms)` pools the
+ranks' observation-normalizer statistics (so every rank normalizes alike). Only rank 0 logs,
+evaluates and writes checkpoints (`ctx.is_main`).
+
+`solo()` runs code as one process even under torchrun: population members (`common.population`)
+are torchrun workers that each train their own algorithm instance, not one fused learner.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["Context", "init", "broadcast", "fuse", "allreduce_gradients", "shutdown"]
+__all__ = ["Context", "init", "solo", "broadcast", "fuse", "fuse_statistics", "allreduce_gradients", "shutdown"]
+
+_SOLO = 0  # > 0 inside `solo()`
 
 
 @dataclass(frozen=True)
@@ -43,10 +50,21 @@ class Context:
         return self.rank == 0
 
 
+@contextlib.contextmanager
+def solo():
+    """Inside, `init` returns the single-process context whatever torchrun's environment says."""
+    global _SOLO
+    _SOLO += 1
+    try:
+        yield
+    finally:
+        _SOLO -= 1
+
+
 def init(device: torch.device) -> tuple[Context, torch.device]:
     """Join torchrun's process group if there is one; return the context and this rank's device."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
+    if world <= 1 or _SOLO:
         return Context(), device
     rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     if device.type == "cuda":
@@ -102,6 +120,26 @@ def fuse(ctx: Context, modules, optimizers=()) -> None:
     state = [v for opt in optimizers for s in opt.state.values() for v in s.values()
              if torch.is_tensor(v) and v.dim() > 0]
     _average_(_tensors(modules) + state, ctx.world_size)
+
+
+@torch.no_grad()
+def fuse_statistics(ctx: Context, stats) -> None:
+    """Pool running mean/variance statistics (`common.wrappers.RunningMeanStd`) across ranks, as if
+    one normalizer had seen every rank's samples since the last fusion point: the pooled mean, the
+    pooled variance (within- plus between-rank), and the mean count (each rank keeps weighting new
+    batches as before)."""
+    if not ctx.enabled:
+        return
+    for rms in stats:
+        if rms is None:
+            continue
+        w = rms.count.reshape(1)
+        packed = torch.cat([w, (w * rms.mean).reshape(-1), (w * (rms.var + rms.mean.square())).reshape(-1)])
+        dist.all_reduce(packed)
+        total, n = packed[0], rms.mean.numel()
+        mean = packed[1:1 + n].view_as(rms.mean) / total
+        var = (packed[1 + n:].view_as(rms.var) / total - mean.square()).clamp_min(0)
+        rms.mean, rms.var, rms.count = mean, var, total / ctx.world_size
 
 
 def allreduce_gradients(ctx: Context, modules) -> None:
