@@ -255,20 +255,19 @@ def resume_hint(ckpt_path: Path):
         raise SystemExit(130) from None
 
 
-def save_checkpoint(path: str | os.PathLike, payload: dict) -> Path:
-    """Write `payload` to `path` atomically: temp file in the same directory, fsync, rename.
+def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
+    """Write `data` to `path` atomically: temp file in the same directory, fsync, rename.
 
     A crash at any point leaves either the previous file or the new one, never a torn file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"format": CHECKPOINT_FORMAT, **payload}
-    buf = io.BytesIO()
-    torch.save(payload, buf)
+    if isinstance(data, str):
+        data = data.encode()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(buf.getbuffer())
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -283,6 +282,14 @@ def save_checkpoint(path: str | os.PathLike, payload: dict) -> Path:
     except OSError:
         pass
     return path
+
+
+def save_checkpoint(path: str | os.PathLike, payload: dict) -> Path:
+    """Write `payload` (a dict of tensors, state dicts, args ...) to `path` atomically (`atomic_write`)."""
+    payload = {"format": CHECKPOINT_FORMAT, **payload}
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    return atomic_write(path, buf.getbuffer())
 
 
 def load_checkpoint(path: str | os.PathLike, algo: str | None = None, env_id: str | None = None,
@@ -364,22 +371,22 @@ def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
     return dataclasses.replace(args, **changes)
 
 
-def cli(args_cls, description: str | None = None, defaults_for=None):
-    """`tyro.cli(args_cls)`, where the defaults may depend on the task: `defaults_for(env_id)`
-    returns the `args_cls` instance to start from for the `--env` on the command line (so that
-    `--env Ant --help` shows the MuJoCo defaults)."""
+def cli(args_cls, description: str | None = None, defaults_for=None, argv: list[str] | None = None):
+    """`tyro.cli(args_cls)` on `argv` (default: the command line), where the defaults may depend on
+    the task: `defaults_for(env_id)` returns the `args_cls` instance to start from for the `--env`
+    given (so that `--env Ant --help` shows the MuJoCo defaults)."""
     import tyro
 
+    argv = sys.argv[1:] if argv is None else list(argv)
     if defaults_for is None:
-        return tyro.cli(args_cls, description=description)
+        return tyro.cli(args_cls, description=description, args=argv)
     env_id = args_cls().env
-    argv = sys.argv[1:]
     for i, a in enumerate(argv):
         if a == "--env" and i + 1 < len(argv):
             env_id = argv[i + 1]
         elif a.startswith("--env="):
             env_id = a.split("=", 1)[1]
-    return tyro.cli(args_cls, default=defaults_for(env_id), description=description)
+    return tyro.cli(args_cls, default=defaults_for(env_id), description=description, args=argv)
 
 
 # ---------------------------------------------------------------------------------------------

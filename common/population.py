@@ -1,0 +1,608 @@
+"""Population training on `torch.distributed`: tournament-based ensemble training and generational
+evolution (ElegantRL-Podracer's two population schemes), one member per `torchrun` worker.
+
+    python -m common.population --algo algos/ppo_vec.py --population 4 --rounds 8 --steps-per-round 50000 \\
+        --vary learning_rate=3e-4,1e-3,3e-3 -- --env CartPole-v1 --num-envs 128 --no-anneal-lr
+
+Everything after `--` is the algorithm's own flags, shared by every member; `--vary KEY=V1,V2,...`
+gives member i the value `V[i % len]` (member i also gets seed `seed + i`). With several `--algo`
+files (of the same action space) members take them in turn.
+
+Run as above, the module launches `torchrun --standalone --nproc-per-node POPULATION --max-restarts
+MAX_RESTARTS` on itself; under an existing `torchrun` (many nodes, elastic `--nnodes MIN:MAX`) each
+worker is one member, member id = its global rank:
+
+    torchrun --nnodes 1:4 --nproc-per-node 8 --max-restarts 3 --rdzv-backend c10d \\
+        --rdzv-endpoint HOST:29400 common/population.py --dir /shared/pop ... -- --env Pendulum-v1
+
+A member trains in rounds of `--steps-per-round` environment steps: a round resumes the member's
+checkpoint with `--total-steps` raised by one round (the algorithm's own `main(Args(resume=...))`,
+in-process), then scores its deterministic evaluation and publishes the checkpoint as a
+leaderboard entry.
+
+* `tournament` (asynchronous): after each round a member draws a leaderboard entry with
+  probability softmax(normalized return / temperature); if the entry scores better than the member,
+  the member restarts from a copy of it with perturbed hyper-parameters (exploit + explore),
+  otherwise it continues. Nobody waits for anybody.
+* `generational` (synchronous): after each round (a generation) every member waits until all have
+  published; members are ranked by score and the worst `--replace-fraction` take copies of the best
+  ones' checkpoints with perturbed hyper-parameters. Every member computes the same decision from the
+  same scores; rank 0 logs it.
+
+Coordination uses torch.distributed's key-value store (the TCPStore that torchrun's c10d rendezvous
+agent hosts, so it outlives worker restarts) and a shared directory (`--dir`, a network file system
+on a cluster) where every file is written atomically (temp file + rename):
+
+    DIR/population.json          settings of the population
+    DIR/population.jsonl         event log: rounds, adoptions, generations, (re)starts
+    DIR/leaderboard.json         every kept entry, best first (rebuilt from the entry files)
+    DIR/leaderboard/<id>.pt      a published checkpoint (<id> = m<member>-r<round>), and <id>.json its entry
+    DIR/members/m<i>/state.json  the member's commit point: round, segment, round start step
+    DIR/members/m<i>/seg<k>/...  the algorithm's run directory (checkpoint, metrics, curves)
+
+Fault tolerance: a member's `state.json` is rewritten only after the round's checkpoint and entry
+exist, so a killed member (or node) restarted by torchrun (`--max-restarts`) resumes from its last
+checkpoint, mid-round included (the algorithm's `--save-every`). torchrun restarts a node's whole
+worker group when one worker dies; the other members resume the same way and lose at most the steps
+since their last checkpoint. The leaderboard files survive anything; a new job on the same `--dir`
+reloads them into the store and continues.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Literal
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+import torch
+
+from common import distributed
+from common.run import (RESUME_MAY_CHANGE, atomic_write, cli, evaluate, load_checkpoint, rng_state, save_checkpoint,
+                        seed_everything, set_rng_state)
+
+STORE_PREFIX = "podracer-population/"
+
+
+@dataclass
+class PopArgs:
+    algo: tuple[str, ...] = ("algos/ppo_vec.py",)
+    """algorithm file(s); with several (same action space), members take them in turn"""
+    mode: Literal["tournament", "generational"] = "tournament"
+    """`tournament`: asynchronous, re-seed from the leaderboard by softmax over scores;
+    `generational`: synchronous, the worst members take copies of the best every round"""
+    population: int = 4
+    """members when this command launches torchrun itself (under torchrun: the world size)"""
+    rounds: int = 10
+    """rounds (generations) each member trains"""
+    steps_per_round: int = 100_000
+    """environment steps of one round"""
+    dir: str | None = None
+    """shared directory of the population (default: runs/pop__<algo>__<env>__<time>); running again
+    with the same --dir continues the population"""
+    vary: tuple[str, ...] = ()
+    """per-member values `KEY=V1,V2,...` of algorithm flags (member i gets V[i % len]); repeatable"""
+    mutate: tuple[str, ...] | None = None
+    """hyper-parameters perturbed on exploit (default: the algorithm's learning rates)"""
+    perturb: float = 1.25
+    """a mutated hyper-parameter is multiplied or divided by this factor (chosen at random)"""
+    temperature: float = 1.0
+    """tournament: softmax temperature over the leaderboard's normalized returns"""
+    replace_fraction: float = 0.25
+    """generational: fraction of members (at least one) replaced by copies of the best each generation"""
+    keep: int = 16
+    """leaderboard entries kept (best scores), besides each member's two newest"""
+    seed: int = 0
+    """seed of the population's own choices (the members' algorithm seeds are their --seed + member)"""
+    max_restarts: int = 3
+    """torchrun --max-restarts when this command launches torchrun itself"""
+    threads: int = 0
+    """torch threads per member (0: cores / members on the node)"""
+    wait_timeout: float = 3600.0
+    """generational: seconds to wait for the other members of a generation"""
+    verbose: bool = False
+    """show the members' own progress lines"""
+
+
+# ---------------------------------------------------------------------------------------------
+# algorithm files and their arguments
+# ---------------------------------------------------------------------------------------------
+_MODULES: dict[str, object] = {}
+
+
+def load_algo(path: str):
+    """Import an algorithm file (anything with `Args`, `main` and `load_policy`) by path."""
+    path = str(Path(path).resolve())
+    if path not in _MODULES:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"--algo {path}: no such file (e.g. --algo algos/ppo_vec.py)")
+        spec = importlib.util.spec_from_file_location(f"population_algo_{Path(path).stem}", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod  # dataclasses look their module up while the file executes
+        spec.loader.exec_module(mod)
+        for name in ("Args", "main", "load_policy", "ALGO"):
+            if not hasattr(mod, name):
+                raise ValueError(f"--algo {path} is not an algorithm file: it has no `{name}`")
+        _MODULES[path] = mod
+    return _MODULES[path]
+
+
+def _defaults(mod, env_id: str):
+    return mod.default_args(env_id) if hasattr(mod, "default_args") else dataclasses.replace(mod.Args(), env=env_id)
+
+
+def _convert(value: str, like):
+    if isinstance(like, bool):
+        if value.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(f"expected true/false, got {value!r}")
+        return value.lower() in ("true", "1")
+    if isinstance(like, int):
+        return int(float(value))
+    if isinstance(like, float):
+        return float(value)
+    return value
+
+
+def parse_vary(vary: tuple[str, ...]) -> dict[str, list[str]]:
+    out = {}
+    for item in vary:
+        key, sep, values = item.partition("=")
+        if not sep or not values:
+            raise ValueError(f"--vary {item!r}: write KEY=V1,V2,... (e.g. --vary learning_rate=3e-4,1e-3)")
+        out[key.strip().replace("-", "_")] = [v.strip() for v in values.split(",")]
+    return out
+
+
+def member_args(pop: PopArgs, algo_argv: list[str], member: int):
+    """The algorithm module and `Args` of member `member` (before any exploit)."""
+    path = pop.algo[member % len(pop.algo)]
+    mod = load_algo(path)
+    defaults_for = getattr(mod, "default_args", None)
+    args = cli(mod.Args, defaults_for=defaults_for, argv=algo_argv)
+    changes = {"seed": args.seed + member}
+    for key, values in parse_vary(pop.vary).items():
+        if not hasattr(args, key):
+            fields = ", ".join(f.name for f in dataclasses.fields(args))
+            raise ValueError(f"--vary {key}: {path} has no such flag; its flags are: {fields}")
+        changes[key] = _convert(values[member % len(values)], getattr(args, key))
+    return path, mod, dataclasses.replace(args, **changes)
+
+
+def mutable_keys(pop: PopArgs, args) -> list[str]:
+    if pop.mutate is not None:
+        keys = [k.replace("-", "_") for k in pop.mutate]
+        bad = [k for k in keys if not isinstance(getattr(args, k, None), (int, float)) or isinstance(getattr(args, k), bool)]
+        if bad:
+            raise ValueError(f"--mutate {' '.join(bad)}: not numeric flags of {type(args).__module__}'s Args")
+        return keys
+    return [f.name for f in dataclasses.fields(args) if (f.name == "learning_rate" or f.name.endswith("_lr"))
+            and type(getattr(args, f.name)) is float]
+
+
+def mutate_checkpoint(ckpt: dict, keys: list[str], factor_rng: np.random.Generator, perturb: float) -> dict:
+    """Perturb hyper-parameters `keys` in a checkpoint's saved args (x perturb or / perturb); learning
+    rates are also changed in the saved optimizer states (`X_lr` -> `X_opt`, `learning_rate` ->
+    `optimizer`, else every optimizer whose rate equals the old value), so the resumed run uses them."""
+    new = {}
+    optimizers = {k: v for k, v in ckpt.items() if isinstance(v, dict) and "param_groups" in v and "state" in v}
+    for key in keys:
+        old = ckpt["args"][key]
+        factor = perturb if factor_rng.random() < 0.5 else 1.0 / perturb
+        value = type(old)(max(1, round(old * factor))) if isinstance(old, int) else old * factor
+        ckpt["args"][key] = new[key] = value
+        if key == "learning_rate" or key.endswith("_lr"):
+            own = "optimizer" if key == "learning_rate" else key[:-3] + "_opt"
+            targets = [optimizers[own]] if own in optimizers else list(optimizers.values())
+            for opt in targets:
+                for group in opt["param_groups"]:
+                    if own in optimizers or math.isclose(group.get("lr", float("nan")), old, rel_tol=1e-9):
+                        group["lr"] = value
+    return new
+
+
+def reseed_checkpoint(ckpt: dict, seed: int) -> None:
+    """A copied checkpoint would replay its source's random numbers: give it fresh host RNG states."""
+    saved = rng_state()
+    seed_everything(seed)
+    ckpt["rng"] = rng_state()
+    set_rng_state(saved)
+
+
+# ---------------------------------------------------------------------------------------------
+# the shared directory and the key-value store
+# ---------------------------------------------------------------------------------------------
+def write_json(path: Path, obj) -> None:
+    atomic_write(path, json.dumps(obj, indent=1))
+
+
+def read_json(path: Path, default=None):
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return default
+
+
+def log_event(root: Path, **event) -> None:
+    """One JSON line per event, appended with a single O_APPEND write (whole lines from many processes)."""
+    event = {"time": round(time.time(), 3), **event}
+    fd = os.open(root / "population.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(event) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def read_events(root: Path) -> list[dict]:
+    path = Path(root) / "population.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def connect_store(timeout: float):
+    """A client of the TCPStore that torchrun's rendezvous agent hosts (it survives worker restarts)."""
+    import torch.distributed as dist
+
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        raise RuntimeError("the population needs torchrun's agent store: launch with torchrun and the c10d "
+                           "rendezvous (--standalone, or --rdzv-backend c10d --rdzv-endpoint HOST:PORT), or run "
+                           "`python -m common.population ...` which launches torchrun itself")
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                          timeout=timedelta(seconds=timeout))
+    return dist.PrefixStore(STORE_PREFIX, store)
+
+
+class Leaderboard:
+    """Published rounds: entries in the key-value store (`entries` list + `entry/<id>`), mirrored as
+    atomically written files (`leaderboard/<id>.pt` first, then `<id>.json`, so an entry file always
+    has its checkpoint) and an index `leaderboard.json`, best first."""
+
+    def __init__(self, root: Path, store, keep: int):
+        self.root, self.store, self.keep = Path(root), store, keep
+        self.dir = self.root / "leaderboard"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if not store.check(["entries"]):  # a new job on an existing directory: reload the files
+            for f in sorted(self.dir.glob("*.json")):
+                entry = read_json(f)
+                if entry is not None:
+                    self._put(entry)
+
+    def _put(self, entry: dict) -> None:
+        self.store.set(f"entry/{entry['id']}", json.dumps(entry))
+        self.store.append("entries", entry["id"] + ",")
+
+    def entries(self) -> list[dict]:
+        """Every entry not pruned, best first."""
+        if not self.store.check(["entries"]):
+            return []
+        ids = dict.fromkeys(i for i in self.store.get("entries").decode().split(",") if i)
+        entries = [json.loads(self.store.get(f"entry/{i}")) for i in ids]
+        return sorted((e for e in entries if not e.get("pruned")), key=lambda e: (-e["score"], e["id"]))
+
+    def publish(self, entry: dict, checkpoint: str) -> dict:
+        """Copy `checkpoint` into the leaderboard (atomically), record `entry`, prune, rewrite the index."""
+        pt = self.dir / f"{entry['id']}.pt"
+        ckpt = load_checkpoint(checkpoint)
+        save_checkpoint(pt, {k: v for k, v in ckpt.items() if k != "format"})
+        entry = {**entry, "checkpoint": str(pt)}
+        write_json(self.dir / f"{entry['id']}.json", entry)
+        self._put(entry)
+        self.prune()
+        self.write_index()
+        return entry
+
+    def prune(self) -> None:
+        """Keep the `keep` best entries and each member's two newest; drop the rest (json, then pt)."""
+        entries = self.entries()
+        newest = {}
+        for e in sorted(entries, key=lambda e: -e["round"]):
+            newest.setdefault(e["member"], []).append(e["id"])
+        protected = {i for ids in newest.values() for i in ids[:2]} | {e["id"] for e in entries[:self.keep]}
+        for e in entries:
+            if e["id"] not in protected:
+                self.store.set(f"entry/{e['id']}", json.dumps({**e, "pruned": True}))
+                for suffix in (".json", ".pt"):
+                    (self.dir / f"{e['id']}{suffix}").unlink(missing_ok=True)
+
+    def write_index(self) -> None:
+        """Rebuild leaderboard.json from the entry files until a re-read finds no newer entry (so
+        concurrent writers converge on the complete list)."""
+        while True:
+            names = sorted(p.name for p in self.dir.glob("*.json"))
+            entries = [e for e in (read_json(self.dir / n) for n in names) if e is not None]
+            entries.sort(key=lambda e: (-e["score"], e["id"]))
+            write_json(self.root / "leaderboard.json", entries)
+            if sorted(p.name for p in self.dir.glob("*.json")) == names:
+                return
+
+
+# ---------------------------------------------------------------------------------------------
+# a member
+# ---------------------------------------------------------------------------------------------
+def _segment_checkpoint(seg_dir: Path) -> Path | None:
+    found = sorted(seg_dir.glob("*/checkpoint.pt"))
+    return found[0] if found else None
+
+
+def softmax_choice(scores: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+    """Index drawn with probability softmax(normalized score / temperature)."""
+    z = (scores - scores.mean()) / (scores.std() + 1e-8)
+    p = np.exp((z - z.max()) / max(temperature, 1e-8))
+    return int(rng.choice(len(scores), p=p / p.sum()))
+
+
+def generation_decision(scores: dict[int, float], fraction: float) -> list[tuple[int, int]]:
+    """(worst, best) pairs: the worst `fraction` of the members (at least one, at most half) take
+    copies of the best ones, the worst of all copying the best of all."""
+    ranking = sorted(scores, key=lambda m: (-scores[m], m))
+    k = min(max(1, int(round(fraction * len(ranking)))), len(ranking) // 2)
+    return [(ranking[-1 - i], ranking[i]) for i in range(k)]
+
+
+class Member:
+    def __init__(self, pop: PopArgs, algo_argv: list[str], root: Path, member: int, store, board: Leaderboard):
+        self.pop, self.argv, self.root, self.id, self.store, self.board = pop, algo_argv, root, member, store, board
+        self.dir = root / "members" / f"m{member}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.dir / "pid", str(os.getpid()))
+        self.algo_path, self.mod, self.base = member_args(pop, algo_argv, member)
+        self.state = read_json(self.dir / "state.json") or {
+            "member": member, "round": 0, "segment": 0, "start_step": 0, "algo": self.algo_path, "score": None,
+            "hparams": {k: getattr(self.base, k) for k in parse_vary(pop.vary)}, "lineage": [],
+        }
+        if self.state["algo"] != self.algo_path:  # adopted another algorithm's checkpoint
+            self.mod = load_algo(self.state["algo"])
+
+    # -- one round ---------------------------------------------------------------------------
+    def _round_args(self, checkpoint: Path | None, total_steps: int):
+        out_dir = str(self.dir / f"seg{self.state['segment']}")
+        quiet = not self.pop.verbose
+        if checkpoint is None:
+            return dataclasses.replace(self.base, total_steps=total_steps, out_dir=out_dir, eval_every=0, quiet=quiet)
+        keep = {k: getattr(self.base, k) for k in RESUME_MAY_CHANGE if hasattr(self.base, k)}
+        keep.update(resume=str(checkpoint), total_steps=total_steps, out_dir=out_dir, eval_every=0, quiet=quiet)
+        return dataclasses.replace(_defaults(self.mod, self.base.env), **keep)
+
+    def train_round(self) -> dict:
+        """Train the current round to its end (resuming a checkpoint mid-round if there is one)."""
+        seg_dir = self.dir / f"seg{self.state['segment']}"
+        checkpoint = _segment_checkpoint(seg_dir)
+        target = self.state["start_step"] + self.pop.steps_per_round
+        step0 = load_checkpoint(checkpoint)["global_step"] if checkpoint else 0
+        log_event(self.root, event="start", member=self.id, round=self.state["round"], step=step0,
+                  target=target, checkpoint=str(checkpoint) if checkpoint else None,
+                  attempt=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)))
+        t0 = time.perf_counter()
+        if step0 < target:
+            with distributed.solo():  # this worker is one member, not a rank of a fused learner
+                result = self.mod.main(self._round_args(checkpoint, target))
+            checkpoint, score = Path(result["checkpoint"]), result["eval_return"]
+        else:  # the round had finished before a restart: score its checkpoint
+            score = float("nan")
+        ckpt = load_checkpoint(checkpoint)
+        if not math.isfinite(score):
+            policy = self.mod.load_policy(str(checkpoint))
+            score = evaluate(policy, ckpt["env_id"], ckpt["args"].get("eval_episodes", 10),
+                             seed=ckpt["args"]["seed"] + 10_000)["eval_return"]
+        return {"checkpoint": checkpoint, "score": float(score), "global_step": int(ckpt["global_step"]),
+                "trained": int(ckpt["global_step"]) - step0, "seconds": time.perf_counter() - t0,
+                "hparams": {k: ckpt["args"][k] for k in self._tracked(ckpt)}}
+
+    def _tracked(self, ckpt) -> list[str]:
+        keys = list(parse_vary(self.pop.vary)) + mutable_keys(self.pop, self.mod.Args())
+        return [k for k in dict.fromkeys(keys) if k in ckpt["args"]]
+
+    def publish(self, r: dict) -> dict:
+        entry = {"id": f"m{self.id}-r{self.state['round']}", "member": self.id, "round": self.state["round"],
+                 "score": r["score"], "global_step": r["global_step"], "algo": self.state["algo"],
+                 "hparams": r["hparams"], "lineage": self.state["lineage"]}
+        log_event(self.root, event="round", **{k: v for k, v in entry.items() if k != "lineage"},
+                  trained=r["trained"], seconds=round(r["seconds"], 2))
+        return self.board.publish(entry, str(r["checkpoint"]))
+
+    def adopt(self, entry: dict, rng: np.random.Generator) -> dict:
+        """Start a new segment from a copy of `entry`'s checkpoint with perturbed hyper-parameters."""
+        ckpt = load_checkpoint(entry["checkpoint"])
+        mod = load_algo(entry["algo"])
+        hp = mutate_checkpoint(ckpt, mutable_keys(self.pop, mod.Args()), rng, self.pop.perturb)
+        reseed_checkpoint(ckpt, int(rng.integers(2**31)))
+        ckpt["args"]["seed"] = self.base.seed  # this member's identity; RNG states were reseeded above
+        segment = self.state["segment"] + 1
+        dst = self.dir / f"seg{segment}" / f"from-{entry['id']}" / "checkpoint.pt"
+        save_checkpoint(dst, {k: v for k, v in ckpt.items() if k != "format"})
+        self.mod = mod
+        return {"segment": segment, "algo": entry["algo"], "start_step": int(ckpt["global_step"]),
+                "lineage": [*entry["lineage"], entry["id"]], "mutated": hp}
+
+    def commit(self, **changes) -> None:
+        self.state.update(changes)
+        write_json(self.dir / "state.json", self.state)
+
+    # -- the loops ---------------------------------------------------------------------------
+    def run_tournament(self) -> None:
+        while self.state["round"] < self.pop.rounds:
+            r = self.train_round()
+            mine = self.publish(r)
+            rng = np.random.default_rng([self.pop.seed, self.id, self.state["round"]])
+            entries = self.board.entries()
+            pick = entries[softmax_choice(np.array([e["score"] for e in entries]), self.pop.temperature, rng)]
+            nxt = {"round": self.state["round"] + 1, "score": r["score"]}
+            if pick["score"] > r["score"] and pick["id"] != mine["id"]:
+                try:
+                    nxt.update(self.adopt(pick, rng))
+                except (FileNotFoundError, ValueError):  # pruned meanwhile: continue instead
+                    pick = None
+                else:
+                    log_event(self.root, event="adopt", member=self.id, round=self.state["round"], source=pick["id"],
+                              source_score=pick["score"], score=r["score"], algo=pick["algo"], mutated=nxt["mutated"])
+            else:
+                pick = None
+            if pick is None:
+                nxt["start_step"] = r["global_step"]
+                log_event(self.root, event="continue", member=self.id, round=self.state["round"], score=r["score"])
+            nxt.pop("mutated", None)
+            self.commit(**nxt)
+
+    def run_generational(self, world: int) -> None:
+        while self.state["round"] < self.pop.rounds:
+            g = self.state["round"]
+            key = f"gen/{g}/m{self.id}"
+            if not self.store.check([key]):  # not yet scored this generation (or restarted mid-round)
+                r = self.train_round()
+                entry = self.publish(r)
+                self.store.set(key, json.dumps(entry))
+            self.store.wait([f"gen/{g}/m{m}" for m in range(world)], timedelta(seconds=self.pop.wait_timeout))
+            entries = {m: json.loads(self.store.get(f"gen/{g}/m{m}")) for m in range(world)}
+            pairs = generation_decision({m: e["score"] for m, e in entries.items()}, self.pop.replace_fraction)
+            if self.id == 0 and not (self.root / "generations" / f"g{g}.json").exists():
+                decision = {"generation": g, "scores": {f"m{m}": e["score"] for m, e in entries.items()},
+                            "replaced": [{"member": w, "by": b, "worst_score": entries[w]["score"],
+                                          "best_score": entries[b]["score"]} for w, b in pairs]}
+                write_json(self.root / "generations" / f"g{g}.json", decision)
+                log_event(self.root, event="generation", **decision)
+            nxt = {"round": g + 1, "score": entries[self.id]["score"]}
+            source = dict(pairs).get(self.id)
+            if source is not None:
+                rng = np.random.default_rng([self.pop.seed, self.id, g])
+                nxt.update(self.adopt(entries[source], rng))
+                log_event(self.root, event="adopt", member=self.id, round=g, source=entries[source]["id"],
+                          source_score=entries[source]["score"], score=nxt["score"], algo=entries[source]["algo"],
+                          mutated=nxt.pop("mutated"))
+            else:
+                nxt["start_step"] = entries[self.id]["global_step"]
+            self.commit(**nxt)
+
+
+# ---------------------------------------------------------------------------------------------
+# entry points
+# ---------------------------------------------------------------------------------------------
+def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def default_dir(pop: PopArgs, algo_argv: list[str]) -> str:
+    _, _, args = member_args(pop, algo_argv, 0)
+    name = "+".join(Path(a).stem for a in pop.algo)
+    return str(Path("runs") / f"pop__{name}__{args.env}__{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def check(pop: PopArgs, algo_argv: list[str]) -> None:
+    """Fail before any process starts: bad numbers, unknown flags, unknown env ids."""
+    if pop.population < 1 or pop.rounds < 1 or pop.steps_per_round < 1:
+        raise ValueError("--population, --rounds and --steps-per-round must be positive")
+    if pop.perturb <= 0 or pop.temperature <= 0 or not 0 < pop.replace_fraction <= 0.5:
+        raise ValueError("--perturb and --temperature must be > 0 and --replace-fraction in (0, 0.5]")
+    for m in range(min(pop.population, len(pop.algo) * max(1, max((len(v) for v in parse_vary(pop.vary).values()), default=1)))):
+        _, mod, args = member_args(pop, algo_argv, m)
+        mutable_keys(pop, args)
+    import envs
+
+    envs.make(args.env, num_envs=1).close()  # unknown ids fail here, with the registry's suggestion
+
+
+def worker(pop: PopArgs, algo_argv: list[str]) -> None:
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    torch.set_num_threads(pop.threads or max(1, (os.cpu_count() or 1) // local_world))
+    root = Path(pop.dir)
+    store = connect_store(pop.wait_timeout)
+    board = Leaderboard(root, store, pop.keep)
+    member = Member(pop, algo_argv, root, rank, store, board)
+    if pop.mode == "tournament":
+        member.run_tournament()
+    else:
+        member.run_generational(world)
+    log_event(root, event="done", member=rank, score=member.state["score"])
+    board.write_index()
+
+
+def plot_population(root: Path) -> Path:
+    """Score after each round vs the population's total environment steps: every member's rounds
+    and the best so far."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rounds = sorted((e for e in read_events(root) if e["event"] == "round"), key=lambda e: e["time"])
+    fig, ax = plt.subplots(figsize=(7, 4))
+    total, best, xs, ys = 0, -math.inf, [], []
+    by_member: dict[int, list] = {}
+    for e in rounds:
+        total += e["trained"]
+        best = max(best, e["score"])
+        xs.append(total)
+        ys.append(best)
+        by_member.setdefault(e["member"], []).append((total, e["score"]))
+    for m, pts in sorted(by_member.items()):
+        ax.plot(*zip(*pts), ".", alpha=0.5, label=f"member {m}")
+    if xs:
+        ax.step(xs, ys, where="post", color="k", label="best so far")
+    ax.set_xlabel("population environment steps")
+    ax.set_ylabel("deterministic eval return")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    out = root / "population.png"
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
+
+
+def launch(pop: PopArgs, pop_argv: list[str], algo_argv: list[str]) -> int:
+    """Run the population under `torchrun --standalone` on this machine; print the leaderboard."""
+    check(pop, algo_argv)
+    root = Path(pop.dir or default_dir(pop, algo_argv))
+    root.mkdir(parents=True, exist_ok=True)
+    write_json(root / "population.json", {**dataclasses.asdict(pop), "dir": str(root), "algo_argv": algo_argv})
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(pop.population),
+           "--max-restarts", str(pop.max_restarts), str(Path(__file__).resolve()), *pop_argv, "--dir", str(root),
+           "--", *algo_argv]
+    print(f"population of {pop.population} ({pop.mode}) in {root}", flush=True)
+    proc = subprocess.Popen(cmd, env=dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1")))
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        proc.wait()
+        print(f"\ninterrupted; run the same command with --dir {root} to continue", file=sys.stderr)
+        return 130
+    board = read_json(root / "leaderboard.json", [])
+    print(f"\nleaderboard ({root / 'leaderboard.json'}):")
+    print("| rank | entry | score | steps | algo | hyper-parameters |\n|---|---|---|---|---|---|")
+    for i, e in enumerate(board[:10]):
+        print(f"| {i + 1} | {e['id']} | {e['score']:.1f} | {e['global_step']:,} | {Path(e['algo']).stem} | {e['hparams']} |")
+    if board:
+        print(f"\nbest checkpoint: {board[0]['checkpoint']}\ncurves: {plot_population(root)}")
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    pop_argv, algo_argv = split_argv(argv)
+    pop = cli(PopArgs, description=__doc__, argv=pop_argv)
+    if "WORLD_SIZE" in os.environ:  # a torchrun worker: one member
+        if pop.dir is None:
+            raise ValueError("under torchrun pass --dir (a directory every worker can reach)")
+        worker(pop, algo_argv)
+        return 0
+    pop_argv = [a for i, a in enumerate(pop_argv) if a != "--dir" and (i == 0 or pop_argv[i - 1] != "--dir")
+                and not a.startswith("--dir=")]
+    return launch(pop, pop_argv, algo_argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
