@@ -112,6 +112,9 @@ class PopArgs:
     """torch threads per member (0: cores / members on the node)"""
     wait_timeout: float = 3600.0
     """generational: seconds to wait for the other members of a generation"""
+    heartbeat_timeout: float = 120.0
+    """a member whose heartbeat (every 5 s, in the store) stops this long has left: generational
+    rounds then re-form the group through torchrun, and nobody waits for it at the end"""
     verbose: bool = False
     """show the members' own progress lines"""
 
@@ -249,17 +252,63 @@ def read_events(root: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-def connect_store(timeout: float):
-    """A client of the TCPStore that torchrun's rendezvous agent hosts (it survives worker restarts)."""
+def connect_store(timeout: float, client: bool = False):
+    """The population's key-value store: torch.distributed's TCPStore at the worker group's
+    MASTER_ADDR:MASTER_PORT. Under torchrun's c10d rendezvous that is the agent's own store, which
+    outlives worker restarts; when torchrun does not share it (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1,
+    static rendezvous) rank 0 hosts it, and what a restart loses is reloaded from the directory.
+    `client=True` only connects (a second connection, e.g. for the heartbeat thread).
+    Returns (store, hosted_by_rank_0)."""
     import torch.distributed as dist
 
-    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
-        raise RuntimeError("the population needs torchrun's agent store: launch with torchrun and the c10d "
-                           "rendezvous (--standalone, or --rdzv-backend c10d --rdzv-endpoint HOST:PORT), or run "
-                           "`python -m common.population ...` which launches torchrun itself")
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
-                          timeout=timedelta(seconds=timeout))
-    return dist.PrefixStore(STORE_PREFIX, store)
+    if "MASTER_ADDR" not in os.environ:
+        raise RuntimeError("a population worker needs torchrun's environment (MASTER_ADDR, RANK, ...): run "
+                           "`python -m common.population ...` (it launches torchrun) or launch it with torchrun")
+    agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    host = not agent and int(os.environ["RANK"]) == 0 and not client
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=host,
+                          timeout=timedelta(seconds=timeout), wait_for_workers=False)
+    return dist.PrefixStore(STORE_PREFIX, store), not agent
+
+
+class Heartbeat:
+    """A daemon thread that increments `beat/m<id>` in the store every `period` seconds, on its own
+    connection. Counters, not timestamps: nodes' clocks need not agree."""
+
+    def __init__(self, member: int, timeout: float, period: float = 5.0):
+        import threading
+
+        self.store, _ = connect_store(timeout, client=True)
+        self.key, self.period = f"beat/m{member}", period
+        self.stop = threading.Event()
+        self.store.add(self.key, 1)
+        threading.Thread(target=self._run, daemon=True, name="population-heartbeat").start()
+
+    def _run(self):
+        while not self.stop.wait(self.period):
+            try:
+                self.store.add(self.key, 1)
+            except Exception:  # the store is gone (its host died): torchrun is restarting us anyway
+                return
+
+
+def wait_for_members(store, keys: dict[int, str], stale_after: float, poll: float = 0.5) -> list[int]:
+    """Wait until every member's key exists, or until a member still missing one has not beaten its
+    heartbeat for `stale_after` seconds; return those members (empty when all keys arrived)."""
+    last: dict[int, tuple[int, float]] = {}
+    while True:
+        missing = [m for m, k in keys.items() if not store.check([k])]
+        if not missing:
+            return []
+        now = time.monotonic()
+        for m in missing:
+            beat = store.add(f"beat/m{m}", 0)
+            if m not in last or last[m][0] != beat:
+                last[m] = (beat, now)
+        gone = [m for m in missing if now - last[m][1] > stale_after]
+        if gone:
+            return gone
+        time.sleep(poll)
 
 
 class Leaderboard:
@@ -329,6 +378,13 @@ class Leaderboard:
 # ---------------------------------------------------------------------------------------------
 # a member
 # ---------------------------------------------------------------------------------------------
+def _node() -> str:
+    """Where this worker runs: host name and torchrun's node rank (GROUP_RANK)."""
+    import socket
+
+    return f"{socket.gethostname()}/{os.environ.get('GROUP_RANK', 0)}"
+
+
 def _segment_checkpoint(seg_dir: Path) -> Path | None:
     found = sorted(seg_dir.glob("*/checkpoint.pt"))
     return found[0] if found else None
@@ -381,7 +437,7 @@ class Member:
         step0 = load_checkpoint(checkpoint)["global_step"] if checkpoint else 0
         log_event(self.root, event="start", member=self.id, round=self.state["round"], step=step0,
                   target=target, checkpoint=str(checkpoint) if checkpoint else None,
-                  attempt=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)))
+                  attempt=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)), node=_node(), pid=os.getpid())
         t0 = time.perf_counter()
         if step0 < target:
             with distributed.solo():  # this worker is one member, not a rank of a fused learner
@@ -422,7 +478,8 @@ class Member:
         save_checkpoint(dst, {k: v for k, v in ckpt.items() if k != "format"})
         self.mod = mod
         return {"segment": segment, "algo": entry["algo"], "start_step": int(ckpt["global_step"]),
-                "lineage": [*entry["lineage"], entry["id"]], "mutated": hp}
+                "lineage": [*entry["lineage"], entry["id"]], "mutated": hp,
+                "hparams": {k: ckpt["args"][k] for k in self._tracked(ckpt)}}
 
     def commit(self, **changes) -> None:
         self.state.update(changes)
@@ -436,7 +493,7 @@ class Member:
             rng = np.random.default_rng([self.pop.seed, self.id, self.state["round"]])
             entries = self.board.entries()
             pick = entries[softmax_choice(np.array([e["score"] for e in entries]), self.pop.temperature, rng)]
-            nxt = {"round": self.state["round"] + 1, "score": r["score"]}
+            nxt = {"round": self.state["round"] + 1, "score": r["score"], "hparams": r["hparams"]}
             if pick["score"] > r["score"] and pick["id"] != mine["id"]:
                 try:
                     nxt.update(self.adopt(pick, rng))
@@ -457,11 +514,17 @@ class Member:
         while self.state["round"] < self.pop.rounds:
             g = self.state["round"]
             key = f"gen/{g}/m{self.id}"
-            if not self.store.check([key]):  # not yet scored this generation (or restarted mid-round)
-                r = self.train_round()
-                entry = self.publish(r)
+            if not self.store.check([key]):  # not yet scored this generation, restarted, or a new store
+                entry = read_json(self.board.dir / f"m{self.id}-r{g}.json")
+                if entry is None:
+                    entry = self.publish(self.train_round())
                 self.store.set(key, json.dumps(entry))
-            self.store.wait([f"gen/{g}/m{m}" for m in range(world)], timedelta(seconds=self.pop.wait_timeout))
+            gone = wait_for_members(self.store, {m: f"gen/{g}/m{m}" for m in range(world)},
+                                    min(self.pop.heartbeat_timeout, self.pop.wait_timeout))
+            if gone:  # exit with an error: torchrun re-forms the group from the members still there
+                log_event(self.root, event="left", member=self.id, round=g, gone=gone)
+                raise RuntimeError(f"members {gone} stopped answering during generation {g}; torchrun will "
+                                   f"restart the group (re-rendezvous) and the population continues without them")
             entries = {m: json.loads(self.store.get(f"gen/{g}/m{m}")) for m in range(world)}
             pairs = generation_decision({m: e["score"] for m, e in entries.items()}, self.pop.replace_fraction)
             if self.id == 0 and not (self.root / "generations" / f"g{g}.json").exists():
@@ -470,7 +533,7 @@ class Member:
                                           "best_score": entries[b]["score"]} for w, b in pairs]}
                 write_json(self.root / "generations" / f"g{g}.json", decision)
                 log_event(self.root, event="generation", **decision)
-            nxt = {"round": g + 1, "score": entries[self.id]["score"]}
+            nxt = {"round": g + 1, "score": entries[self.id]["score"], "hparams": entries[self.id]["hparams"]}
             source = dict(pairs).get(self.id)
             if source is not None:
                 rng = np.random.default_rng([self.pop.seed, self.id, g])
@@ -505,12 +568,20 @@ def check(pop: PopArgs, algo_argv: list[str]) -> None:
         raise ValueError("--population, --rounds and --steps-per-round must be positive")
     if pop.perturb <= 0 or pop.temperature <= 0 or not 0 < pop.replace_fraction <= 0.5:
         raise ValueError("--perturb and --temperature must be > 0 and --replace-fraction in (0, 0.5]")
-    for m in range(min(pop.population, len(pop.algo) * max(1, max((len(v) for v in parse_vary(pop.vary).values()), default=1)))):
-        _, mod, args = member_args(pop, algo_argv, m)
-        mutable_keys(pop, args)
     import envs
 
-    envs.make(args.env, num_envs=1).close()  # unknown ids fail here, with the registry's suggestion
+    checked = set()
+    for m in range(pop.population):  # every member's flags parse (tyro names a wrong one)
+        path, mod, args = member_args(pop, algo_argv, m)
+        mutable_keys(pop, args)
+        if path not in checked:  # the file's own checks: action space, sizes (unknown env ids fail in make)
+            checked.add(path)
+            env = envs.make(args.env, num_envs=1)
+            try:
+                if hasattr(mod, "check_args"):
+                    mod.check_args(dataclasses.replace(args, total_steps=pop.steps_per_round), env)
+            finally:
+                env.close()
 
 
 def worker(pop: PopArgs, algo_argv: list[str]) -> None:
@@ -518,7 +589,8 @@ def worker(pop: PopArgs, algo_argv: list[str]) -> None:
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     torch.set_num_threads(pop.threads or max(1, (os.cpu_count() or 1) // local_world))
     root = Path(pop.dir)
-    store = connect_store(pop.wait_timeout)
+    store, hosted = connect_store(pop.wait_timeout)
+    heartbeat = Heartbeat(rank, pop.wait_timeout)
     board = Leaderboard(root, store, pop.keep)
     member = Member(pop, algo_argv, root, rank, store, board)
     if pop.mode == "tournament":
@@ -527,6 +599,12 @@ def worker(pop: PopArgs, algo_argv: list[str]) -> None:
         member.run_generational(world)
     log_event(root, event="done", member=rank, score=member.state["score"])
     board.write_index()
+    store.set(f"done/m{rank}", "1")
+    if hosted and rank == 0:  # the store lives in this process: keep it up until every member is done or gone
+        gone = wait_for_members(store, {m: f"done/m{m}" for m in range(world)}, pop.heartbeat_timeout)
+        if gone:
+            log_event(root, event="left", member=rank, gone=gone)
+    heartbeat.stop.set()
 
 
 def plot_population(root: Path) -> Path:
@@ -601,7 +679,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     pop_argv = [a for i, a in enumerate(pop_argv) if a != "--dir" and (i == 0 or pop_argv[i - 1] != "--dir")
                 and not a.startswith("--dir=")]
-    return launch(pop, pop_argv, algo_argv)
+    try:
+        return launch(pop, pop_argv, algo_argv)
+    except (ValueError, FileNotFoundError) as e:  # bad input: one clear line, no traceback, nothing started
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

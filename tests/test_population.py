@@ -62,6 +62,27 @@ def test_leaderboard_publish_prune_index_and_recovery(tmp_path):
     assert {e["id"] for e in P.Leaderboard(tmp_path, store2, keep=2).entries()} == kept
 
 
+def test_wait_for_members_returns_when_all_arrive_or_names_the_silent_ones():
+    _, store = _local_store()
+    store.set("done/m0", "1")
+    store.set("done/m1", "1")
+    assert P.wait_for_members(store, {0: "done/m0", 1: "done/m1"}, stale_after=5) == []
+    import threading
+
+    def beat():  # member 2 keeps beating, then publishes; member 3 never beats
+        for _ in range(6):
+            store.add("beat/m2", 1)
+            time.sleep(0.2)
+        store.set("done/m2", "1")
+
+    threading.Thread(target=beat).start()
+    t0 = time.monotonic()
+    gone = P.wait_for_members(store, {2: "done/m2", 3: "done/m3"}, stale_after=1.0, poll=0.05)
+    assert gone == [3] and 1.0 <= time.monotonic() - t0 < 5
+    time.sleep(1.5)
+    assert P.wait_for_members(store, {2: "done/m2"}, stale_after=1.0, poll=0.05) == []
+
+
 def test_mutation_changes_learning_rates_in_args_and_optimizer(tmp_path):
     ckpt = load_checkpoint(_fake_checkpoint(tmp_path / "c.pt", lr=1e-3))
     from algos import ppo_vec
@@ -119,9 +140,9 @@ def test_bad_population_input_is_refused_with_the_fix():
     assert P.split_argv(argv) == (["--mode", "generational"], ["--env", "X", "--num-envs", "4"])
 
 
-def _launch(tmp_path, pop_flags, algo_flags):
+def _launch(tmp_path, pop_flags, algo_flags, **env):
     cmd = [sys.executable, "-m", "common.population", "--dir", str(tmp_path / "pop"), *pop_flags, "--", *algo_flags]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **env)
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
 
@@ -194,11 +215,12 @@ def test_tournament_survives_a_killed_member(tmp_path):
 def test_generational_replaces_bad_members_with_copies_of_the_best(tmp_path):
     """4 members, two algorithms (PPO and A2C, both discrete), members 2 and 3 with a destructive
     learning rate (0.5): every generation the worst member takes a copy of the best (checked from the
-    log), so after a few generations no member is left with a bad learning rate."""
+    log), so after a few generations no member is left with a bad learning rate. Run with torchrun's
+    store sharing off, so that rank 0 hosts the population's store (the elastic scale-up setting)."""
     proc = _launch(tmp_path, ["--mode", "generational", "--algo", "algos/ppo_vec.py", "algos/a2c.py",
                               "--population", "4", "--rounds", "3", "--steps-per-round", "30000",
                               "--vary", "learning_rate=2.5e-3,2.5e-3,0.5,0.5"],
-                   ["--env", "CartPole-v1", "--num-envs", "64", "--no-anneal-lr"])
+                   ["--env", "CartPole-v1", "--num-envs", "64", "--no-anneal-lr"], TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
     out = _wait(proc, 600)
     assert proc.returncode == 0, out[-4000:]
     root = tmp_path / "pop"
