@@ -16,10 +16,19 @@ Details that matter:
     python algos/ppo_vec.py --env CartPole-v1 --num-envs 1024
     python algos/ppo_vec.py --env Ant --num-envs 4096      # MuJoCo defaults (see MUJOCO_DEFAULTS)
     torchrun --nproc-per-node 2 algos/ppo_vec.py --env CartPole-v1   # one learner per process, fused
+
+Under torchrun (`common.distributed`) every rank steps its own envs and trains its own learner; the
+learners are fused (parameters and Adam moments averaged) every `--fuse-every` updates, or their
+gradients averaged before every step (`--fuse-every 0`); normalizer statistics are pooled across
+ranks at the first fusion point after each rollout (once per iteration with gradient averaging).
+Only rank 0 logs, evaluates and writes the checkpoint, which holds every rank's own state (model,
+optimizer, envs, next observations, RNG), so `--resume` under the same number of processes
+continues exactly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -37,7 +46,8 @@ import envs
 from common import distributed
 from common.run import (Logger, PolicyFn, cli, evaluate, load_checkpoint, make_run_dir, resolve_device,
                         resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
-from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
+from common.wrappers import (ActionScaler, EpisodeStatistics, NormalizeObservation, NormalizeReward, find_wrapper,
+                             wrap_env)
 
 ALGO = "ppo_vec"
 
@@ -69,7 +79,8 @@ class Args:
     save_every: int = 200_000
     """write the checkpoint every this many environment steps (0: only at the end)"""
     resume: str | None = None
-    """path of a checkpoint.pt to continue from"""
+    """path of a checkpoint.pt to continue from (a torchrun checkpoint: under torchrun with the same
+    number of processes)"""
     compile: bool = False
     """torch.compile the policy step and the PPO loss"""
     quiet: bool = False
@@ -103,18 +114,21 @@ class Args:
     max_grad_norm: float = 0.5
     """global gradient-norm clip"""
     target_kl: float | None = None
-    """stop the epochs early when the approximate KL exceeds this (one host sync per epoch)"""
+    """stop the epochs early when the approximate KL exceeds this (one host sync per epoch; under
+    torchrun the KL is averaged over ranks first, so all ranks stop together)"""
     hidden: tuple[int, ...] = (64, 64)
     """hidden layer sizes of actor and critic"""
     norm_obs: bool = False
-    """normalize observations with running statistics (saved in the checkpoint)"""
+    """normalize observations with running statistics (saved in the checkpoint; pooled across ranks
+    under torchrun)"""
     norm_reward: bool = False
-    """scale rewards by the running std of the discounted return"""
+    """scale rewards by the running std of the discounted return (pooled across ranks under torchrun)"""
     init_log_std: float = 0.0
     """initial log-std of the Gaussian policy (continuous actions)"""
     fuse_every: int = 1
     """under torchrun: average parameters and Adam moments across ranks every this many updates
-    (model fusion); 0: average gradients before every step instead"""
+    (model fusion, normalizer statistics pooled at the first fusion after each rollout); 0: average
+    gradients before every step instead (statistics pooled once per iteration)"""
 
 
 # Massively parallel locomotion (many envs, short horizon, few large minibatches, normalized
@@ -258,16 +272,32 @@ def policy_from(agent: Agent, obs_norm, to_env) -> "callable":
     return core
 
 
+def check_world_size(ckpt: dict, ctx: distributed.Context, path: str) -> None:
+    """A checkpoint holds every rank's envs, RNG and optimizer: it resumes with the world size that wrote it."""
+    saved = int(ckpt.get("world_size", 1))
+    if saved == ctx.world_size:
+        return
+    how = (f"torchrun --nproc-per-node {saved} algos/ppo_vec.py --resume {path} (or --nnodes x --nproc-per-node "
+           f"= {saved} across nodes)" if saved > 1 else f"python algos/ppo_vec.py --resume {path} (without torchrun)")
+    raise ValueError(f"{path} was written by {saved} process{'es' if saved > 1 else ''} and this run has "
+                     f"{ctx.world_size}: a checkpoint holds every rank's environments, RNG and optimizer state, "
+                     f"so resume it with {saved}: {how}")
+
+
 def main(args: Args) -> dict:
     ctx, device = distributed.init(resolve_device(args.device))  # torchrun: one learner per rank
-    if ctx.enabled and (args.resume or args.target_kl is not None):
-        raise ValueError("--resume and --target-kl are single-process options for now: run without torchrun")
     if args.fuse_every < 0:
         raise ValueError(f"--fuse-every must be >= 0, got {args.fuse_every}")
-    ckpt = None
+    ckpt = mine = None
     if args.resume:  # continue with the saved settings (see common.run.resume_args)
         ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
+        try:
+            check_world_size(ckpt, ctx, args.resume)
+        except ValueError:
+            distributed.shutdown(ctx)
+            raise
         args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env))
+        mine = ckpt["ranks"][ctx.rank] if ctx.enabled else ckpt  # this rank's own state
     seed_everything(args.seed + ctx.rank)
     env = make_env(args, device, args.seed + 1000 * ctx.rank)
     check_args(args, env)
@@ -298,15 +328,17 @@ def main(args: Args) -> dict:
         act_fn = torch.compile(agent.act)
         loss_fn = torch.compile(ppo_loss)
 
-    start_iter, global_step, elapsed = 0, 0, 0.0
-    next_obs, _ = env.reset(seed=args.seed)
+    start_iter, global_step, elapsed, updates = 0, 0, 0.0, 0
+    next_obs, _ = env.reset(seed=args.seed + 1000 * ctx.rank)  # each rank its own initial states
     if ckpt is not None:
-        agent.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        env.load_state_dict(ckpt["env"])
-        next_obs = ckpt["next_obs"].to(device)
+        agent.load_state_dict(mine["model"])
+        optimizer.load_state_dict(mine["optimizer"])
+        env.load_state_dict(mine["env"])
+        next_obs = mine["next_obs"].to(device)
         start_iter, global_step, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["seconds"]
-        set_rng_state(ckpt["rng"])
+        # optimizer steps so far: where the --fuse-every schedule stands (older checkpoints: no early stops)
+        updates = ckpt.get("updates", start_iter * args.update_epochs * args.num_minibatches)
+        set_rng_state(mine["rng"])
     run_dir = logger = None  # only rank 0 logs, evaluates and checkpoints
     if ctx.is_main:
         run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
@@ -314,27 +346,39 @@ def main(args: Args) -> dict:
                         resume_step=global_step if args.resume else None)
     stats_env = find_wrapper(env, EpisodeStatistics)
     ckpt_path = run_dir / "checkpoint.pt" if ctx.is_main else Path(args.out_dir) / "checkpoint.pt"
-    updates = 0
+    # normalizer statistics, pooled across ranks under torchrun (evaluation uses rank 0's, pooled)
+    norm_stats = [w.rms for w in (find_wrapper(env, NormalizeObservation), find_wrapper(env, NormalizeReward))
+                  if w is not None]
+    fresh_stats = False  # the normalizers saw samples that are not pooled yet
 
     def policy():
         norm = find_wrapper(env, NormalizeObservation)
         return policy_from(agent, norm.rms if norm else None, to_env)
 
     def save():
+        """Write the checkpoint (rank 0). Under torchrun a collective: every rank sends its own state
+        (between fusions the ranks' models and optimizers differ too) and `ranks[r]` keeps rank r's;
+        the top-level fields are rank 0's, as in a single-process checkpoint."""
+        own = {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(),
+               "next_obs": next_obs, "rng": rng_state()}
+        every = distributed.gather_to_main(ctx, own)
+        if not ctx.is_main:
+            return
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
             "obs_shape": tuple(obs_space.shape), "action_space": repr(act_space),
-            "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(),
+            "model": own["model"], "optimizer": own["optimizer"], "env": own["env"],
             "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
             "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step,
-            "seconds": logger.seconds, "rng": rng_state(),
+            "seconds": logger.seconds, "rng": own["rng"], "updates": updates, "world_size": ctx.world_size,
+            **({"ranks": every} if ctx.enabled else {}),
         })
 
     eval_result = {}
     last_eval = last_save = global_step
     last_log = time.perf_counter()
     iteration = start_iter - 1
-    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
+    with resume_hint(ckpt_path) if ctx.is_main else contextlib.nullcontext():  # Ctrl-C: which checkpoint to --resume
         for iteration in range(start_iter, num_iterations):
             if args.anneal_lr:
                 optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - iteration / num_iterations)
@@ -351,6 +395,10 @@ def main(args: Args) -> dict:
                     trunc_buf[t] = (truncated & ~terminated).float()
                     final_obs_buf[t] = info["final_obs"]
                 global_step += batch_size * ctx.world_size
+                fresh_stats = bool(norm_stats)
+                if ctx.enabled and args.fuse_every == 0 and fresh_stats:  # gradient mode: pool once per iteration
+                    distributed.fuse_statistics(ctx, norm_stats)
+                    fresh_stats = False
                 # bootstrap through time limits: r += gamma * V(final_obs) where truncated
                 final_values = agent.value(final_obs_buf)
                 rewards_buf.add_(args.gamma * final_values * trunc_buf)
@@ -375,7 +423,11 @@ def main(args: Args) -> dict:
                     updates += 1
                     if ctx.enabled and args.fuse_every and updates % args.fuse_every == 0:
                         distributed.fuse(ctx, [agent], [optimizer])
-                if args.target_kl is not None and stats[3] > args.target_kl:  # host sync, opt-in
+                        if fresh_stats:  # the rollout's normalizer statistics, once
+                            distributed.fuse_statistics(ctx, norm_stats)
+                            fresh_stats = False
+                # host sync, opt-in; under torchrun the ranks' mean KL, so that all stop together
+                if args.target_kl is not None and distributed.all_mean(ctx, stats[3]) > args.target_kl:
                     break
 
             # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
@@ -396,7 +448,8 @@ def main(args: Args) -> dict:
                 logger.log(global_step, **metrics)
                 if do_eval:
                     logger.write_files()
-            if ctx.is_main and (is_last or (args.save_every > 0 and global_step - last_save >= args.save_every)):
+            # decided on global_step, identical on every rank: all ranks take part in save()'s gather
+            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
                 last_save = global_step
                 save()
 

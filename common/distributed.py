@@ -15,7 +15,9 @@ synchronous:
   parallel SGD; the ranks stay bit-identical).
 `broadcast(modules)` makes rank 0's initial weights everyone's. `fuse_statistics(rms)` pools the
 ranks' observation-normalizer statistics (so every rank normalizes alike). Only rank 0 logs,
-evaluates and writes checkpoints (`ctx.is_main`).
+evaluates and writes checkpoints (`ctx.is_main`); at a checkpoint tick `gather_to_main(state)` brings
+every rank's own state (environments, RNG, optimizer) to rank 0, so that the one checkpoint file
+resumes every rank exactly. `all_mean(x)` averages a tensor over ranks (e.g. a KL all ranks test).
 
 `solo()` runs code as one process even under torchrun: population members (`common.population`)
 are torchrun workers that each train their own algorithm instance, not one fused learner.
@@ -30,7 +32,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-__all__ = ["Context", "init", "solo", "broadcast", "fuse", "fuse_statistics", "allreduce_gradients", "shutdown"]
+__all__ = ["Context", "init", "solo", "broadcast", "fuse", "fuse_statistics", "allreduce_gradients", "all_mean",
+           "gather_to_main", "shutdown"]
 
 _SOLO = 0  # > 0 inside `solo()`
 
@@ -148,3 +151,38 @@ def allreduce_gradients(ctx: Context, modules) -> None:
         return
     grads = [p.grad for m in modules for p in m.parameters() if p.grad is not None]
     _average_(grads, ctx.world_size)
+
+
+def all_mean(ctx: Context, x: torch.Tensor) -> torch.Tensor:
+    """The mean of tensor `x` over ranks, identical on every rank (a new tensor; `x` itself when
+    single-process). Every rank must call it at the same point, so a decision taken on the result
+    (e.g. PPO's early stop at `target_kl`) is taken by all ranks together."""
+    if not ctx.enabled:
+        return x
+    y = x.detach().clone()
+    dist.all_reduce(y)
+    return y / ctx.world_size
+
+
+def _to_cpu(obj):
+    if torch.is_tensor(obj):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if type(obj) in (list, tuple):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
+
+
+def gather_to_main(ctx: Context, obj) -> list | None:
+    """Every rank's `obj` (any picklable object: state dicts, RNG states, tensors), as a list indexed
+    by rank on rank 0 and None on the other ranks; single-process: `[obj]`. Rank 0's own entry is
+    `obj` itself; the others' tensors arrive on the CPU. A collective (pickling, host syncs): call it
+    on every rank at the same point, at checkpoint ticks only."""
+    if not ctx.enabled:
+        return [obj]
+    out = [None] * ctx.world_size if ctx.is_main else None
+    dist.gather_object(None if ctx.is_main else _to_cpu(obj), out, dst=0)
+    if ctx.is_main:
+        out[0] = obj
+    return out
