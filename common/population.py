@@ -17,8 +17,9 @@ worker is one member, member id = its global rank:
 
 A member trains in rounds of `--steps-per-round` environment steps: a round resumes the member's
 checkpoint with `--total-steps` raised by one round (the algorithm's own `main(Args(resume=...))`,
-in-process), then scores its deterministic evaluation and publishes the checkpoint as a
-leaderboard entry.
+in-process), then scores it by a deterministic evaluation that is the same for every member and
+round (`--eval-episodes` episodes from `--eval-seed`) and publishes the checkpoint as a leaderboard
+entry. Nobody exploits after the last round.
 
 * `tournament` (asynchronous): after each round a member draws a leaderboard entry with
   probability softmax(normalized return / temperature); if the entry scores better than the member,
@@ -112,6 +113,10 @@ class PopArgs:
     """torch threads per member (0: cores / members on the node)"""
     wait_timeout: float = 3600.0
     """generational: seconds to wait for the other members of a generation"""
+    eval_episodes: int = 50
+    """episodes of the deterministic evaluation that scores every round (run in parallel)"""
+    eval_seed: int = 10_000
+    """seed of that evaluation: the same episodes for every member and round, so scores compare"""
     heartbeat_timeout: float = 120.0
     """a member whose heartbeat (every 5 s, in the store) stops this long has left: generational
     rounds then re-form the group through torchrun, and nobody waits for it at the end"""
@@ -203,7 +208,7 @@ def mutate_checkpoint(ckpt: dict, keys: list[str], factor_rng: np.random.Generat
     for key in keys:
         old = ckpt["args"][key]
         factor = perturb if factor_rng.random() < 0.5 else 1.0 / perturb
-        value = type(old)(max(1, round(old * factor))) if isinstance(old, int) else old * factor
+        value = type(old)(max(1, round(old * factor))) if isinstance(old, int) else float(f"{old * factor:.6g}")
         ckpt["args"][key] = new[key] = value
         if key == "learning_rate" or key.endswith("_lr"):
             own = "optimizer" if key == "learning_rate" else key[:-3] + "_opt"
@@ -439,17 +444,13 @@ class Member:
                   target=target, checkpoint=str(checkpoint) if checkpoint else None,
                   attempt=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)), node=_node(), pid=os.getpid())
         t0 = time.perf_counter()
-        if step0 < target:
+        if step0 < target:  # (a round that had finished before a restart is only scored)
             with distributed.solo():  # this worker is one member, not a rank of a fused learner
-                result = self.mod.main(self._round_args(checkpoint, target))
-            checkpoint, score = Path(result["checkpoint"]), result["eval_return"]
-        else:  # the round had finished before a restart: score its checkpoint
-            score = float("nan")
+                checkpoint = Path(self.mod.main(self._round_args(checkpoint, target))["checkpoint"])
         ckpt = load_checkpoint(checkpoint)
-        if not math.isfinite(score):
-            policy = self.mod.load_policy(str(checkpoint))
-            score = evaluate(policy, ckpt["env_id"], ckpt["args"].get("eval_episodes", 10),
-                             seed=ckpt["args"]["seed"] + 10_000)["eval_return"]
+        # every member and round on the same episodes (the algorithm's own evaluation uses its seed)
+        score = evaluate(self.mod.load_policy(str(checkpoint)), ckpt["env_id"], self.pop.eval_episodes,
+                         seed=self.pop.eval_seed)["eval_return"]
         return {"checkpoint": checkpoint, "score": float(score), "global_step": int(ckpt["global_step"]),
                 "trained": int(ckpt["global_step"]) - step0, "seconds": time.perf_counter() - t0,
                 "hparams": {k: ckpt["args"][k] for k in self._tracked(ckpt)}}
@@ -494,7 +495,8 @@ class Member:
             entries = self.board.entries()
             pick = entries[softmax_choice(np.array([e["score"] for e in entries]), self.pop.temperature, rng)]
             nxt = {"round": self.state["round"] + 1, "score": r["score"], "hparams": r["hparams"]}
-            if pick["score"] > r["score"] and pick["id"] != mine["id"]:
+            last = nxt["round"] == self.pop.rounds  # nothing would train a copy taken now
+            if not last and pick["score"] > r["score"] and pick["id"] != mine["id"]:
                 try:
                     nxt.update(self.adopt(pick, rng))
                 except (FileNotFoundError, ValueError):  # pruned meanwhile: continue instead
@@ -527,6 +529,8 @@ class Member:
                                    f"restart the group (re-rendezvous) and the population continues without them")
             entries = {m: json.loads(self.store.get(f"gen/{g}/m{m}")) for m in range(world)}
             pairs = generation_decision({m: e["score"] for m, e in entries.items()}, self.pop.replace_fraction)
+            if g + 1 == self.pop.rounds:  # after the last generation nothing would train a copy
+                pairs = []
             if self.id == 0 and not (self.root / "generations" / f"g{g}.json").exists():
                 decision = {"generation": g, "scores": {f"m{m}": e["score"] for m, e in entries.items()},
                             "replaced": [{"member": w, "by": b, "worst_score": entries[w]["score"],
@@ -574,6 +578,11 @@ def check(pop: PopArgs, algo_argv: list[str]) -> None:
     for m in range(pop.population):  # every member's flags parse (tyro names a wrong one)
         path, mod, args = member_args(pop, algo_argv, m)
         mutable_keys(pop, args)
+        batch = getattr(args, "num_envs", 1) * getattr(args, "num_steps", 1)  # env steps per iteration
+        if pop.steps_per_round % batch:
+            print(f"warning: --steps-per-round {pop.steps_per_round} is not a multiple of {path}'s {batch} steps "
+                  f"per iteration; a round trains about {pop.steps_per_round // batch * batch} (round it to "
+                  f"{-(-pop.steps_per_round // batch) * batch})", file=sys.stderr)
         if path not in checked:  # the file's own checks: action space, sizes (unknown env ids fail in make)
             checked.add(path)
             env = envs.make(args.env, num_envs=1)
@@ -659,7 +668,8 @@ def launch(pop: PopArgs, pop_argv: list[str], algo_argv: list[str]) -> int:
         print(f"\ninterrupted; run the same command with --dir {root} to continue", file=sys.stderr)
         return 130
     board = read_json(root / "leaderboard.json", [])
-    print(f"\nleaderboard ({root / 'leaderboard.json'}):")
+    print(f"\nleaderboard ({root / 'leaderboard.json'}; score: deterministic evaluation over {pop.eval_episodes} "
+          f"episodes, seed {pop.eval_seed}, the same for every entry):")
     print("| rank | entry | score | steps | algo | hyper-parameters |\n|---|---|---|---|---|---|")
     for i, e in enumerate(board[:10]):
         print(f"| {i + 1} | {e['id']} | {e['score']:.1f} | {e['global_step']:,} | {Path(e['algo']).stem} | {e['hparams']} |")

@@ -187,6 +187,7 @@ def test_tournament_survives_a_killed_member(tmp_path):
     assert any(e["member"] == 2 for e in restarts), "the killed member was not restarted"
     resumed = [e for e in restarts if e["member"] == 2][0]
     assert resumed["checkpoint"] is not None and resumed["step"] > 0  # from its last checkpoint, not from scratch
+    assert not [e for e in events if e["event"] == "adopt" and e["round"] == rounds - 1]  # none after the last
     for m in range(4):
         state = json.loads((root / f"members/m{m}/state.json").read_text())
         assert state["round"] == rounds
@@ -226,13 +227,14 @@ def test_generational_replaces_bad_members_with_copies_of_the_best(tmp_path):
     root = tmp_path / "pop"
     gens = sorted((e for e in P.read_events(root) if e["event"] == "generation"), key=lambda e: e["generation"])
     assert [g["generation"] for g in gens] == [0, 1, 2]
-    for g in gens:
+    for g in gens[:-1]:
         scores = {int(k[1:]): v for k, v in g["scores"].items()}
         (rep,) = g["replaced"]
         assert scores[rep["member"]] == min(scores.values()) and scores[rep["by"]] == max(scores.values())
+    assert gens[-1]["replaced"] == []  # after the last generation nothing would train a copy
     assert {gens[0]["replaced"][0]["member"], gens[1]["replaced"][0]["member"]} == {2, 3}
     adopts = [e for e in P.read_events(root) if e["event"] == "adopt"]
-    assert len(adopts) == 3
+    assert len(adopts) == 2
     for m in range(4):
         ckpt = load_checkpoint(next((root / f"members/m{m}").glob(
             f"seg{json.loads((root / f'members/m{m}/state.json').read_text())['segment']}/*/checkpoint.pt")))
