@@ -8,6 +8,10 @@
 #   mujoco        Ant-v5 env-steps/s: batch backend (1 and all threads), MuJoCo Warp, gymnasium sync, N = 64/1024/4096
 #   mujoco-learn  PPO on Hopper-v5 with the CPU batch backend, 2M steps, evaluated on gymnasium's Hopper (~6 min)
 #   marl          MAPPO, QMIX, VDN, MADDPG, MATD3 on MPE simple_spread, 3 seeds, curves PNG (~30 min)
+#   pipeline      SAC and TD3 on Pendulum-v1 with and without --pipeline: env-steps/s, ratio, overlap, returns
+#   population    PPO population (tournament, generational; 4 learning rates) vs one run at equal env steps
+#                 on Pendulum-v1, 2 seeds, curves PNG (~5 min on an idle 2-core machine)
+#   elastic       population on two torchrun nodes (c10d, --nnodes 1:2): one joins late, then is SIGKILLed (~6 min)
 #   quick         envs + ppo + ensemble (a few minutes on a laptop CPU)
 #   hterm-hopper  the same study on Hopper-v5 (hours)
 #   offpolicy-long  SAC and TD3 on LunarLanderContinuous-v3 and BipedalWalker-v3 through the gymnasium
@@ -21,7 +25,10 @@ mkdir -p bench/results
 table() {  # table NAME SCRIPT ARGS... : run, keep the log, keep the table (from its title line) as NAME.md
   local name=$1; shift
   $PY "$@" | tee "bench/results/$name.log"
-  $PY - "$name" <<'PYEOF'
+  extract "$name"
+}
+extract() {  # extract NAME : bench/results/NAME.log's table, from its title line, as NAME.md
+  $PY - "$1" <<'PYEOF'
 import sys, pathlib
 name = sys.argv[1]
 lines = pathlib.Path(f"bench/results/{name}.log").read_text().splitlines()
@@ -42,12 +49,15 @@ case "$group" in
   mujoco-learn) table mujoco-learn bench/mujoco_learning.py --env Hopper-v5 --steps 2000000 --num-envs 64 \
                   --num-steps 64 --num-minibatches 16 --update-epochs 10 ;;
   marl)      table marl bench/marl.py ;;
+  pipeline)  table pipeline bench/pipeline.py ;;
+  population) table population bench/population.py ;;
+  elastic)   PYTHON=$PY bash bench/elastic_population.sh | tee bench/results/elastic.log; extract elastic ;;
   quick)     table envs bench/env_throughput.py; table ppo bench/ppo_time_to_threshold.py
              table ensemble bench/ensemble_speed.py ;;
   offpolicy-long)
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, hterm-hopper or offpolicy-long" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper or offpolicy-long" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"

@@ -35,6 +35,7 @@ $PY - "$log" <<'PYEOF'
 import json, sys
 events = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 t0 = events[0]["time"]
+print("\nElastic population, events in time order (node A = vm/0: members 0, 1; node B = vm/1: members 2, 3)")
 print("\n| t (s) | event | member | round | step | node | detail |\n|---:|---|---:|---:|---:|---|---|")
 for e in events:
     if e["event"] in ("start", "round", "done", "left", "adopt"):
