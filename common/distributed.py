@@ -117,11 +117,11 @@ def broadcast(ctx: Context, modules) -> None:
 @torch.no_grad()
 def fuse(ctx: Context, modules, optimizers=()) -> None:
     """Model fusion: average parameters, buffers and the optimizers' per-parameter state tensors
-    (Adam's moments; scalar step counts are equal on every rank and left alone)."""
+    (Adam's moments, also of scalar parameters; the step counts are equal on every rank and left alone)."""
     if not ctx.enabled:
         return
-    state = [v for opt in optimizers for s in opt.state.values() for v in s.values()
-             if torch.is_tensor(v) and v.dim() > 0]
+    state = [v for opt in optimizers for s in opt.state.values() for k, v in s.items()
+             if torch.is_tensor(v) and k != "step"]
     _average_(_tensors(modules) + state, ctx.world_size)
 
 
