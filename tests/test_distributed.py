@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,13 +17,7 @@ import torch.multiprocessing as mp
 
 from common import distributed
 from common.wrappers import RunningMeanStd
-from conftest import ROOT
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from conftest import ROOT, free_port as _free_port
 
 
 def _concat_problem():

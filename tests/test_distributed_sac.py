@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, free_port as _free_port
 
 # each rank saves its final actor and env state (normalizer included) to $STATES/rank<RANK>.pt, recording
 # the Actor and the env that main builds
@@ -34,12 +33,6 @@ torch.save({"actor": actors[0].state_dict(), "env": envs[0].state_dict()},
            os.path.join(os.environ['STATES'], f"rank{os.environ['RANK']}.pt"))
 print('RESULT', json.dumps(r))
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _torchrun_sac(tmp_path, **kw) -> tuple[list[dict], list[dict]]:

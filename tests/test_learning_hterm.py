@@ -15,7 +15,7 @@ CASES = {
     "ppo_h-cartpole": ("ppo_h", PPO_CARTPOLE, 475),
     "ppo_h-pendulum": ("ppo_h", PPO_PENDULUM, -300),
     "ddpg_h": ("ddpg_h", {**PENDULUM, "total_steps": 10_000}, -250),
-    "td3_h": ("td3_h", {**PENDULUM, "total_steps": 12_000}, -250),
+    "td3_h": ("td3_h", {**PENDULUM, "total_steps": 14_000}, -250),  # as its parent td3's test (12k was borderline)
     "sac_h": ("sac_h", {**PENDULUM, "total_steps": 10_000}, -250),
 }
 
