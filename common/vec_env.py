@@ -228,8 +228,9 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
                 f"{self.env_id}: saved env state has shape {tuple(sd['state'].shape)}, this env has "
                 f"{tuple(self.state.shape)} (was it saved with another --num-envs?)"
             )
-        self.state = sd["state"].to(self.device, self.dtype)
-        self.elapsed = sd["elapsed"].to(self.device)
+        # copies: `step` updates `elapsed` in place, which must not write into the caller's dict
+        self.state = sd["state"].to(self.device, self.dtype, copy=True)
+        self.elapsed = sd["elapsed"].to(self.device, copy=True)
         self.rng.set_state(sd["rng"])
 
     def __repr__(self) -> str:

@@ -3,7 +3,12 @@
 Torch-native batched implementations are used for the ids in `NATIVE`; the MuJoCo locomotion
 tasks (`Ant-v5`, ..., short aliases `Ant`, ...) run batched in `envs.mujoco_locomotion`; any other
 gymnasium id goes through `gymnasium.make_vec` behind the same torch-tensor contract
-(`envs.gym_adapter`). The multi-agent MPE tasks in `MULTI_AGENT` (`simple_spread`, `simple_tag`,
+(`envs.gym_adapter`). `Chasing-v0` (`envs.chasing`, an agent chasing a randomly moving target, the
+chasing demo of ElegantRL's VecEnv tutorial) is native too and takes `dim` (default 2), e.g.
+`envs.make("Chasing-v0", num_envs=N, dim=3)`; `envs.chasing.pursuit_policy` is its scripted baseline.
+`StockTrading-v0` (`envs.stock_trading`, FinRL-style multi-stock trading on skfolio's S&P 500 data or
+a CSV named by `STOCK_TRADING_CSV`) is native and takes `split`, `data`, `initial_cash`, ...
+The multi-agent MPE tasks in `MULTI_AGENT` (`simple_spread`, `simple_tag`,
 also under mpe2's names `simple_spread_v3`, `simple_tag_v3`) follow `common/ma_vec_env.py`.
 """
 
@@ -13,8 +18,18 @@ import difflib
 
 import torch
 
+from envs.chasing import Chasing
 from envs.classic_control import Acrobot, CartPole, MountainCar, MountainCarContinuous, Pendulum
 from envs.mpe import SimpleSpread, SimpleTag
+
+
+def _stock_trading(*args, **kwargs):
+    """`envs.stock_trading.StockTrading`, imported on first use (so that `python -m envs.stock_trading`
+    runs that module once, and `import envs` does not load stock data code)."""
+    from envs.stock_trading import StockTrading as cls
+
+    return cls(*args, **kwargs)
+
 
 NATIVE = {
     "CartPole-v1": CartPole,
@@ -22,6 +37,8 @@ NATIVE = {
     "MountainCar-v0": MountainCar,
     "MountainCarContinuous-v0": MountainCarContinuous,
     "Pendulum-v1": Pendulum,
+    "Chasing-v0": Chasing,  # not a gymnasium task: our own (envs/chasing.py)
+    "StockTrading-v0": _stock_trading,  # not a gymnasium task: multi-stock daily trading (envs/stock_trading.py)
 }
 
 # multi-agent tasks (`common/ma_vec_env.py` contract), under our ids and mpe2's
