@@ -1,5 +1,11 @@
 #!/usr/bin/env bash
-# Reproduces the benchmark tables.   Usage: bash benchmark.sh [GROUP]   (default: quick)
+# Reproduces the benchmark tables and curves.   Usage: bash benchmark.sh [GROUP]   (default: quick)
+#   quick         learning curves over 3 seeds (bench/suite.py: PPO, DQN on CartPole; PPO, SAC, TD3, DDPG on
+#                 Pendulum; PPO on Chasing-v0 and StockTrading-v0) + the StockTrading backtest + env
+#                 throughput; tables and PNGs in bench/results/quick/ (~25 min on a 2-core CPU)
+#   full          the learning suite at long budgets and on MuJoCo v5 (bench/suite.py full), then every
+#                 measurement group below except elastic (hours on a CPU; a GPU helps the PPO rows)
+#   report GROUP  rebuild bench/results/GROUP/GROUP.md and its PNGs from the saved metrics, no training
 #   envs          env-steps/s of our torch CartPole vs gymnasium's SyncVectorEnv, N = 1 ... 4096 (+65536 ours)
 #   ppo           algos/ppo_vec.py wall time to a deterministic eval >= 475 on CartPole-v1, 3 seeds
 #   ensemble      REDQ-style critic updates/s: one batched EnsembleMLP vs a Python loop over 10 critics
@@ -12,7 +18,6 @@
 #   population    PPO population (tournament, generational; 4 learning rates) vs one run at equal env steps
 #                 on Pendulum-v1, 2 seeds, curves PNG (~5 min on an idle 2-core machine)
 #   elastic       population on two torchrun nodes (c10d, --nnodes 1:2): one joins late, then is SIGKILLed (~6 min)
-#   quick         envs + ppo + ensemble (a few minutes on a laptop CPU)
 #   hterm-hopper  the same study on Hopper-v5 (hours)
 #   offpolicy-long  SAC and TD3 on LunarLanderContinuous-v3 and BipedalWalker-v3 through the gymnasium
 #                 adapter (hours on a CPU; needs Box2D: pip install swig "gymnasium[box2d]")
@@ -52,12 +57,20 @@ case "$group" in
   pipeline)  table pipeline bench/pipeline.py ;;
   population) table population bench/population.py ;;
   elastic)   PYTHON=$PY bash bench/elastic_population.sh | tee bench/results/elastic.log; extract elastic ;;
-  quick)     table envs bench/env_throughput.py; table ppo bench/ppo_time_to_threshold.py
-             table ensemble bench/ensemble_speed.py ;;
+  quick|full)
+             $PY bench/suite.py run "$group" --jobs 2 --python "$PY"
+             $PY bench/stock_trading.py --from-suite "$group" | tee "bench/results/$group/stock_trading.log"
+             if [ "$group" = quick ]; then table envs bench/env_throughput.py; fi
+             if [ "$group" = full ]; then
+               for g in envs ppo ensemble offpolicy hterm mujoco mujoco-learn marl pipeline population; do
+                 bash "$0" "$g"
+               done
+             fi ;;
+  report)    $PY bench/suite.py report "${2:?usage: bash benchmark.sh report GROUP}" ;;
   offpolicy-long)
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper or offpolicy-long" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, full, report, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper or offpolicy-long" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"
