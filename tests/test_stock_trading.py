@@ -273,7 +273,8 @@ def test_load_csv_long(tmp_path):
     lo, hi = d.split_range("train")
     blo, bhi = d.split_range("backtest")
     assert lo == WARMUP and blo == hi + 1 and bhi == 98  # 80% / 20% after the warm-up
-    d2 = load_csv(path, tickers=["BBB"], backtest_start="2021-03-20")
+    with pytest.warns(UserWarning, match="dropped 1 of 100 dates"):  # the missing price is BBB's
+        d2 = load_csv(path, tickers=["BBB"], backtest_start="2021-03-20")
     assert d2.tickers == ["BBB"] and str(d2.dates[d2.split_range("backtest")[0]]) == "2021-03-20"
     # `ticker`/`symbol` for `tic`, lower-case columns, no high/low
     alt = tmp_path / "alt.csv"
