@@ -29,7 +29,7 @@ import tyro
 
 import envs
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
-from common.run import (Logger, PolicyFn, evaluate, load_checkpoint, make_run_dir, resolve_device,
+from common.run import (Logger, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir, resolve_device,
                         resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.wrappers import EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
 
@@ -63,7 +63,9 @@ class Args:
     resume: str | None = None
     """path of a checkpoint.pt to continue from"""
     compile: bool = False
-    """torch.compile the TD update"""
+    """torch.compile the TD loss (forward and backward), the optimizer step (unless --anneal-lr) and the greedy
+    policy step (CUDA graphs and a capturable Adam on CUDA); the compile warm-up (up to the first updates) is
+    left out of the logged sps"""
     quiet: bool = False
     """no console progress line"""
 
@@ -190,12 +192,22 @@ def main(args: Args) -> dict:
     q_net = QNetwork(obs_dim, n_actions, args.hidden).to(device)
     target_net = QNetwork(obs_dim, n_actions, args.hidden).to(device)
     target_net.load_state_dict(q_net.state_dict())
-    optimizer = torch.optim.Adam(q_net.parameters(), lr=args.learning_rate)
+    # capturable: Adam's step counter stays on the device, as CUDA graphs (--compile on CUDA) need
+    optimizer = torch.optim.Adam(q_net.parameters(), lr=args.learning_rate, capturable=args.compile and device.type == "cuda")
     if args.per:
         rb = PrioritizedReplayBuffer(args.buffer_size, (obs_dim,), (), torch.long, device, alpha=args.per_alpha)
     else:
         rb = ReplayBuffer(args.buffer_size, (obs_dim,), (), torch.long, device)
-    loss_fn = torch.compile(td_loss) if args.compile else td_loss
+
+    def opt_step():  # gradient clipping and the Adam step
+        nn.utils.clip_grad_norm_(q_net.parameters(), args.max_grad_norm)
+        optimizer.step()
+
+    loss_fn, q_fn, step_fn = td_loss, q_net, opt_step
+    if args.compile:
+        loss_fn, q_fn = compile_fn(td_loss, device), compile_fn(q_net, device)
+        if not args.anneal_lr:  # an lr that changes (a Python float) would recompile the step every iteration
+            step_fn = compile_fn(opt_step, device)
 
     N = args.num_envs
     num_iterations = args.total_steps // N
@@ -210,6 +222,7 @@ def main(args: Args) -> dict:
         next_obs = ckpt["next_obs"].to(device)
         start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
         set_rng_state(ckpt["rng"])
+    updates_at_start, warm = updates, False  # warm: the first updates (and compilations) have run
     run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
     logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
                     resume_step=global_step if args.resume else None)
@@ -232,7 +245,7 @@ def main(args: Args) -> dict:
         })
 
     eval_result = {}
-    loss = q_mean = torch.zeros((), device=device)
+    stats_sum, n_stats = torch.zeros(2, device=device), 0  # TD loss and mean Q summed since the last logging tick
     last_eval = last_save = global_step
     last_log = time.perf_counter()
     iteration = start_iter - 1
@@ -243,7 +256,7 @@ def main(args: Args) -> dict:
             # ---- explore: epsilon-greedy over all sub-envs at once -------------------------------------
             eps = epsilon_at(args, global_step)
             with torch.no_grad():
-                greedy = q_net(next_obs).argmax(-1)
+                greedy = q_fn(next_obs).argmax(-1)
                 random_actions = torch.randint(0, n_actions, (N,), device=device)
                 explore = torch.rand(N, device=device) < eps
                 actions = torch.where(explore, random_actions, greedy)
@@ -258,10 +271,11 @@ def main(args: Args) -> dict:
                 for _ in range(args.gradient_steps):
                     b = rb.sample(args.batch_size, beta=beta)
                     loss, q_mean, td_abs = loss_fn(q_net, target_net, args.gamma, b)
+                    stats_sum += torch.stack((loss.detach(), q_mean))  # on the device; read at the logging tick
+                    n_stats += 1
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
-                    nn.utils.clip_grad_norm_(q_net.parameters(), args.max_grad_norm)
-                    optimizer.step()
+                    step_fn()
                     rb.update_priorities(b.indices, td_abs)
                     updates += 1
                     if updates % args.target_every == 0:
@@ -274,7 +288,10 @@ def main(args: Args) -> dict:
             if do_eval or time.perf_counter() - last_log > 1.0:
                 last_log = time.perf_counter()
                 ep = stats_env.pop()
-                metrics = dict(ep_length=ep["length"], td_loss=loss.item(), q_mean=q_mean.item(), epsilon=eps)
+                td, q = (stats_sum / n_stats).tolist() if n_stats else (float("nan"), float("nan"))  # means since the last tick
+                stats_sum.zero_()
+                n_stats = 0
+                metrics = dict(ep_length=ep["length"], td_loss=td, q_mean=q, epsilon=eps)
                 metrics["return"] = ep["return"]
                 if do_eval:
                     last_eval = global_step
@@ -287,6 +304,9 @@ def main(args: Args) -> dict:
             if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
                 last_save = global_step
                 save()
+            if not warm and updates > updates_at_start + args.gradient_steps:  # the sps clock starts after the (compile) warm-up
+                warm = True
+                logger.restart_sps(global_step)
 
     logger.close()
     env.close()

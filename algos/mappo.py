@@ -207,12 +207,12 @@ class Agent(nn.Module):
 
     def act(self, obs: torch.Tensor, avail: torch.Tensor | None):
         """Sample every agent's action; return (action [.., A], log_prob [.., A])."""
-        d = Categorical(logits=self.logits(obs, avail))
+        d = Categorical(logits=self.logits(obs, avail), validate_args=False)  # validation reads tensors: host syncs
         action = d.sample()
         return action, d.log_prob(action)
 
     def evaluate_actions(self, obs, avail, action, state):
-        d = Categorical(logits=self.logits(obs, avail))
+        d = Categorical(logits=self.logits(obs, avail), validate_args=False)  # validation reads tensors: host syncs
         return d.log_prob(action), d.entropy(), self.value(state)
 
     def deterministic(self, obs: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:

@@ -31,7 +31,7 @@ import tyro
 from torch.distributions import Categorical, Normal
 
 import envs
-from common.run import (Logger, PolicyFn, evaluate, load_checkpoint, make_run_dir, resolve_device,
+from common.run import (Logger, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir, resolve_device,
                         resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.hterm import TrajectoryStore, h_term_loss
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
@@ -68,7 +68,9 @@ class Args:
     resume: str | None = None
     """path of a checkpoint.pt to continue from"""
     compile: bool = False
-    """torch.compile the policy step and the PPO loss"""
+    """torch.compile the policy step, GAE, the PPO loss (forward and backward) and, without --anneal-lr, the
+    optimizer step (CUDA graphs and a capturable Adam on CUDA); the compile warm-up (first iteration) is left
+    out of the logged sps"""
     quiet: bool = False
     """no console progress line"""
 
@@ -186,8 +188,8 @@ class Agent(nn.Module):
     def dist(self, obs: torch.Tensor):
         out = self.actor(obs)
         if self.discrete:
-            return Categorical(logits=out)
-        return Normal(out, self.log_std.exp().expand_as(out))
+            return Categorical(logits=out, validate_args=False)  # validation would read tensors: host syncs
+        return Normal(out, self.log_std.exp().expand_as(out), validate_args=False)
 
     def act(self, obs: torch.Tensor):
         """Sample actions; return (action, log_prob, value)."""
@@ -271,7 +273,9 @@ def main(args: Args) -> dict:
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim = int(np.prod(obs_space.shape))
     agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std).to(device)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    # capturable: Adam's step counter stays on the device, as CUDA graphs (--compile on CUDA) need
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5,
+                                 capturable=args.compile and device.type == "cuda")
     raw_space = env.unwrapped.single_action_space  # the env's own bounds, before RescaleAction
     to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
 
@@ -292,10 +296,16 @@ def main(args: Args) -> dict:
     store = TrajectoryStore(N, args.h_term_horizon, (obs_dim,), act_shape, actions_buf.dtype,
                             args.h_term_max_episodes, device)
     h_time = loop_time = 0.0
-    act_fn, loss_fn = agent.act, ppo_loss
+
+    def opt_step():  # gradient clipping and the Adam step
+        nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+        optimizer.step()
+
+    act_fn, loss_fn, gae_fn, step_fn = agent.act, ppo_loss, compute_gae, opt_step
     if args.compile:
-        act_fn = torch.compile(agent.act)
-        loss_fn = torch.compile(ppo_loss)
+        act_fn, loss_fn, gae_fn = compile_fn(agent.act, device), compile_fn(ppo_loss, device), compile_fn(compute_gae, device)
+        if not args.anneal_lr:  # an lr that changes (a Python float) would recompile the step every iteration
+            step_fn = compile_fn(opt_step, device)
 
     start_iter, global_step, elapsed = 0, 0, 0.0
     next_obs, _ = env.reset(seed=args.seed)
@@ -328,6 +338,7 @@ def main(args: Args) -> dict:
         })
 
     eval_result = {}
+    stats_sum, n_stats = torch.zeros(5, device=device), 0  # loss statistics summed since the last logging tick
     last_eval = last_save = global_step
     last_log = time.perf_counter()
     iteration = start_iter - 1
@@ -353,8 +364,8 @@ def main(args: Args) -> dict:
                 # bootstrap through time limits: r += gamma * V(final_obs) where truncated
                 final_values = agent.value(final_obs_buf)
                 rewards_buf.add_(args.gamma * final_values * trunc_buf)
-                advantages, returns = compute_gae(rewards_buf, values_buf, dones_buf, agent.value(next_obs),
-                                                  args.gamma, args.gae_lambda)
+                advantages, returns = gae_fn(rewards_buf, values_buf, dones_buf, agent.value(next_obs),
+                                             args.gamma, args.gae_lambda)
 
             # ---- update -----------------------------------------------------------------------------
             b_obs, b_actions = obs_buf.reshape(-1, obs_dim), actions_buf.reshape(-1, *act_shape)
@@ -365,10 +376,11 @@ def main(args: Args) -> dict:
                 for start in range(0, batch_size, minibatch_size):
                     idx = perm[start:start + minibatch_size]
                     loss, stats = loss_fn(agent, args, b_obs[idx], b_actions[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
+                    stats_sum += stats  # on the device; read at the logging tick
+                    n_stats += 1
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
-                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
-                    optimizer.step()
+                    step_fn()
                 if args.target_kl is not None and stats[3] > args.target_kl:  # host sync, opt-in
                     break
 
@@ -392,7 +404,9 @@ def main(args: Args) -> dict:
             if do_eval or time.perf_counter() - last_log > 1.0:
                 last_log = time.perf_counter()
                 ep = stats_env.pop()
-                pg, vl, ent, kl, cf = stats.tolist()
+                pg, vl, ent, kl, cf = (stats_sum / max(n_stats, 1)).tolist()  # means over the updates since the last tick
+                stats_sum.zero_()
+                n_stats = 0
                 metrics = dict(ep_length=ep["length"], pg_loss=pg, v_loss=vl, entropy=ent,
                                approx_kl=kl, clipfrac=cf, lr=optimizer.param_groups[0]["lr"],
                                h_term_time_share=h_time / max(loop_time, 1e-9))
@@ -408,6 +422,8 @@ def main(args: Args) -> dict:
             if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
                 last_save = global_step
                 save()
+            if iteration == start_iter:  # the sps clock starts after the (compile) warm-up
+                logger.restart_sps(global_step)
 
     logger.close()
     env.close()

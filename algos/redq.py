@@ -34,7 +34,7 @@ import tyro
 import envs
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from common.ensemble import EnsembleMLP
-from common.run import (Logger, PolicyFn, evaluate, load_checkpoint, make_run_dir, resolve_device,
+from common.run import (Logger, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir, resolve_device,
                         resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
 
@@ -70,7 +70,8 @@ class Args:
     resume: str | None = None
     """path of a checkpoint.pt to continue from"""
     compile: bool = False
-    """torch.compile the critic and actor updates"""
+    """torch.compile the critic and actor losses (forward and backward) and the policy step (CUDA graphs and
+    capturable Adams on CUDA); the compile warm-up (up to the first updates) is left out of the logged sps"""
     quiet: bool = False
     """no console progress line"""
 
@@ -236,17 +237,22 @@ def main(args: Args) -> dict:
     critic = Critic(obs_dim, act_dim, args.hidden, args.num_critics).to(device)
     critic_t = Critic(obs_dim, act_dim, args.hidden, args.num_critics).to(device)
     critic_t.load_state_dict(critic.state_dict())
-    actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr)
-    critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr)
+    capturable = args.compile and device.type == "cuda"  # Adam's step counter on the device (CUDA graphs)
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, capturable=capturable)
+    critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr, capturable=capturable)
     log_alpha = torch.tensor(math.log(args.init_alpha), device=device, requires_grad=True)
-    alpha_opt = torch.optim.Adam([log_alpha], lr=args.alpha_lr)
+    alpha_opt = torch.optim.Adam([log_alpha], lr=args.alpha_lr, capturable=capturable)
     target_entropy = -float(act_dim)
     to_env = ActionScaler(env.unwrapped.single_action_space, device)
     if args.per:
         rb = PrioritizedReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device, alpha=args.per_alpha)
     else:
         rb = ReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device)
-    c_loss_fn, a_loss_fn = (torch.compile(critic_loss), torch.compile(actor_loss)) if args.compile else (critic_loss, actor_loss)
+    c_loss_fn, a_loss_fn, act_fn = critic_loss, actor_loss, actor.sample
+    actor_step, critic_step, alpha_step = actor_opt.step, critic_opt.step, alpha_opt.step  # compiled with --compile
+    if args.compile:
+        c_loss_fn, a_loss_fn, act_fn = compile_fn(critic_loss, device), compile_fn(actor_loss, device), compile_fn(act_fn, device)
+        actor_step, critic_step, alpha_step = (compile_fn(f, device) for f in (actor_step, critic_step, alpha_step))
     params_t, params = list(critic_t.parameters()), list(critic.parameters())
 
     N = args.num_envs
@@ -262,6 +268,7 @@ def main(args: Args) -> dict:
         next_obs = ckpt["next_obs"].to(device)
         start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
         set_rng_state(ckpt["rng"])
+    updates_at_start, warm = updates, False  # warm: the first updates (and compilations) have run
     run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
     logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
                     resume_step=global_step if args.resume else None)
@@ -285,7 +292,7 @@ def main(args: Args) -> dict:
         })
 
     eval_result = {}
-    c_loss = a_loss = torch.zeros((), device=device)
+    loss_sum, n_loss = torch.zeros(2, device=device), [0, 0]  # critic and actor losses summed since the last logging tick
     last_eval = last_save = global_step
     last_log = time.perf_counter()
     iteration = start_iter - 1
@@ -296,7 +303,7 @@ def main(args: Args) -> dict:
                 if global_step < args.learning_starts:
                     actions = torch.rand(N, act_dim, device=device) * 2 - 1
                 else:
-                    actions = actor.sample(next_obs)[0]
+                    actions = act_fn(next_obs)[0]
             obs = next_obs
             next_obs, reward, terminated, truncated, info = env.step(actions)
             rb.add(obs, actions, reward, info["final_obs"], terminated)
@@ -310,22 +317,26 @@ def main(args: Args) -> dict:
                     for _ in range(args.utd):  # G critic updates, each on a fresh batch
                         b = rb.sample(args.batch_size, beta=beta)
                         c_loss, td_abs = c_loss_fn(actor, critic, critic_t, args.gamma, b, alpha, args.num_min)
+                        loss_sum[0] += c_loss.detach()  # on the device; read at the logging tick
+                        n_loss[0] += 1
                         critic_opt.zero_grad(set_to_none=True)
                         c_loss.backward()
-                        critic_opt.step()
+                        critic_step()
                         rb.update_priorities(b.indices, td_abs)
                         with torch.no_grad():
                             torch._foreach_lerp_(params_t, params, args.tau)
                     updates += 1
                     a_loss, logp = a_loss_fn(actor, critic, b, alpha)
+                    loss_sum[1] += a_loss.detach()
+                    n_loss[1] += 1
                     actor_opt.zero_grad(set_to_none=True)
                     a_loss.backward()
-                    actor_opt.step()
+                    actor_step()
                     if args.autotune:  # alpha follows the entropy target
                         alpha_loss = -(log_alpha * (logp + target_entropy)).mean()
                         alpha_opt.zero_grad(set_to_none=True)
                         alpha_loss.backward()
-                        alpha_opt.step()
+                        alpha_step()
 
             # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
             is_last = iteration == num_iterations - 1
@@ -333,7 +344,10 @@ def main(args: Args) -> dict:
             if do_eval or time.perf_counter() - last_log > 1.0:
                 last_log = time.perf_counter()
                 ep = stats_env.pop()
-                metrics = dict(ep_length=ep["length"], critic_loss=c_loss.item(), actor_loss=a_loss.item(), updates=updates,
+                c_mean, a_mean = [x / k if k else float("nan") for x, k in zip(loss_sum.tolist(), n_loss)]  # since the last tick
+                loss_sum.zero_()
+                n_loss[:] = [0, 0]
+                metrics = dict(ep_length=ep["length"], critic_loss=c_mean, actor_loss=a_mean, updates=updates,
                                alpha=log_alpha.exp().item())
                 metrics["return"] = ep["return"]
                 if do_eval:
@@ -347,6 +361,11 @@ def main(args: Args) -> dict:
             if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
                 last_save = global_step
                 save()
+            # the sps clock starts after the (compile) warm-up: two iterations that learned (the second one also
+            # explored with the policy)
+            if logger is not None and not warm and updates > updates_at_start + args.gradient_steps:
+                warm = True
+                logger.restart_sps(global_step)
 
     logger.close()
     env.close()

@@ -52,7 +52,7 @@ from common import distributed
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from common.ensemble import EnsembleMLP
 from common.pipeline import Pipeline, flush
-from common.run import (Logger, PolicyFn, evaluate, load_checkpoint, make_run_dir, resolve_device,
+from common.run import (Logger, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir, resolve_device,
                         resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
 
@@ -88,7 +88,8 @@ class Args:
     resume: str | None = None
     """path of a checkpoint.pt to continue from"""
     compile: bool = False
-    """torch.compile the critic and actor updates"""
+    """torch.compile the critic and actor losses (forward and backward) and the policy step (CUDA graphs and
+    capturable Adams on CUDA); the compile warm-up (up to the first updates) is left out of the logged sps"""
     quiet: bool = False
     """no console progress line"""
 
@@ -238,14 +239,19 @@ def main(args: Args) -> dict:
     distributed.broadcast(ctx, [actor, critic])  # every rank starts from rank 0's weights
     actor_t.load_state_dict(actor.state_dict())
     critic_t.load_state_dict(critic.state_dict())
-    actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr)
-    critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr)
+    capturable = args.compile and device.type == "cuda"  # Adam's step counter on the device (CUDA graphs)
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, capturable=capturable)
+    critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr, capturable=capturable)
     to_env = ActionScaler(env.unwrapped.single_action_space, device)
     if args.per:
         rb = PrioritizedReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device, alpha=args.per_alpha)
     else:
         rb = ReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device)
-    c_loss_fn, a_loss_fn = (torch.compile(critic_loss), torch.compile(actor_loss)) if args.compile else (critic_loss, actor_loss)
+    c_loss_fn, a_loss_fn, act_fn = critic_loss, actor_loss, actor
+    actor_step, critic_step = actor_opt.step, critic_opt.step  # compiled with --compile
+    if args.compile:
+        c_loss_fn, a_loss_fn, act_fn = compile_fn(critic_loss, device), compile_fn(actor_loss, device), compile_fn(act_fn, device)
+        actor_step, critic_step = (compile_fn(f, device) for f in (actor_step, critic_step))
     params_t = list(actor_t.parameters()) + list(critic_t.parameters())
     params = list(actor.parameters()) + list(critic.parameters())
     fused, optimizers = [actor, critic, actor_t, critic_t], [actor_opt, critic_opt]
@@ -265,6 +271,7 @@ def main(args: Args) -> dict:
         set_rng_state(ckpt["rng"])
         if explore_gen is not None:
             explore_gen.set_state(ckpt["explore_rng"])
+    updates_at_start, warm = updates, False  # warm: the first updates (and compilations) have run
     learned = ckpt.get("learned", start_iter) if ckpt is not None else 0  # iterations whose updates are done
     run_dir = logger = None  # only rank 0 logs, evaluates and checkpoints
     if ctx.is_main:
@@ -306,7 +313,7 @@ def main(args: Args) -> dict:
             if i * N * W < args.learning_starts:
                 actions = torch.rand(N, act_dim, device=device, generator=gen) * 2 - 1
             else:
-                actions = pi(obs)
+                actions = act_fn(obs) if pi is actor else pi(obs)
                 noise = torch.randn(actions.shape, device=device, dtype=actions.dtype, generator=gen)
                 actions = (actions + args.exploration_noise * noise).clamp(-1, 1)
             next_obs, reward, terminated, truncated, info = env.step(actions)
@@ -317,7 +324,7 @@ def main(args: Args) -> dict:
     # ---- learn: gradient_steps updates per vectorized step past learning_starts -------------------------------
     def learn(first: int, last: int) -> None:
         """The updates owed for iterations [first, last), on the replay buffer as it is."""
-        nonlocal c_loss, a_loss, updates
+        nonlocal updates
         for i in range(first, last):
             step = (i + 1) * N * W
             if step < args.learning_starts:
@@ -326,27 +333,31 @@ def main(args: Args) -> dict:
             for _ in range(args.gradient_steps):
                 b = rb.sample(args.batch_size, beta=beta)
                 c_loss, td_abs = c_loss_fn(actor_t, critic, critic_t, args.gamma, b, args.target_noise, args.noise_clip)
+                loss_sum[0] += c_loss.detach()  # on the device; read at the logging tick
+                n_loss[0] += 1
                 critic_opt.zero_grad(set_to_none=True)
                 c_loss.backward()
                 if ctx.enabled and args.fuse_every == 0:
                     distributed.allreduce_gradients(ctx, [critic])
-                critic_opt.step()
+                critic_step()
                 rb.update_priorities(b.indices, td_abs)
                 updates += 1
                 if updates % args.policy_delay == 0:  # delayed actor and target updates
                     a_loss = a_loss_fn(actor, critic, b)
+                    loss_sum[1] += a_loss.detach()
+                    n_loss[1] += 1
                     actor_opt.zero_grad(set_to_none=True)
                     a_loss.backward()
                     if ctx.enabled and args.fuse_every == 0:
                         distributed.allreduce_gradients(ctx, [actor])
-                    actor_opt.step()
+                    actor_step()
                     with torch.no_grad():
                         torch._foreach_lerp_(params_t, params, args.tau)
                 if ctx.enabled and args.fuse_every and updates % args.fuse_every == 0:
                     distributed.fuse(ctx, fused, optimizers)
 
     eval_result = {}
-    c_loss = a_loss = torch.zeros((), device=device)
+    loss_sum, n_loss = torch.zeros(2, device=device), [0, 0]  # critic and actor losses summed since the last logging tick
     last_eval = last_save = global_step
     last_log = time.perf_counter()
     iteration = start_iter - 1
@@ -377,7 +388,10 @@ def main(args: Args) -> dict:
             if ctx.is_main and (do_eval or time.perf_counter() - last_log > 1.0):
                 last_log = time.perf_counter()
                 ep = stats_env.pop()
-                metrics = dict(ep_length=ep["length"], critic_loss=c_loss.item(), actor_loss=a_loss.item(), updates=updates)
+                c_mean, a_mean = [x / k if k else float("nan") for x, k in zip(loss_sum.tolist(), n_loss)]  # since the last tick
+                loss_sum.zero_()
+                n_loss[:] = [0, 0]
+                metrics = dict(ep_length=ep["length"], critic_loss=c_mean, actor_loss=a_mean, updates=updates)
                 metrics["return"] = ep["return"]
                 if pipe is not None:
                     metrics.update(pipe.stats())
@@ -392,6 +406,11 @@ def main(args: Args) -> dict:
             if ctx.is_main and (is_last or (args.save_every > 0 and global_step - last_save >= args.save_every)):
                 last_save = global_step
                 save()
+            # the sps clock starts after the (compile) warm-up: two iterations that learned (the second one also
+            # explored with the policy)
+            if logger is not None and not warm and updates > updates_at_start + args.gradient_steps:
+                warm = True
+                logger.restart_sps(global_step)
 
     if pipe is not None:
         pipe.close()

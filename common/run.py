@@ -150,6 +150,11 @@ class Logger:
             now, (last_t, last_step) = time.perf_counter(), self._last
             self._last = (last_t + (now - t), last_step)
 
+    def restart_sps(self, step: int) -> None:
+        """Start the next `sps` figure here, at env step `step`: called once the first updates have run,
+        so that `--compile`'s warm-up (tracing and compiling on the first calls) is left out of it."""
+        self._last = (time.perf_counter(), step)
+
     def log(self, step: int, **metrics) -> dict:
         now = time.perf_counter()
         last_t, last_step = self._last
@@ -340,6 +345,13 @@ class PolicyFn:
         if single:
             a = a.squeeze(0)
         return a.cpu().numpy() if as_numpy else a
+
+
+def compile_fn(fn, device):
+    """`torch.compile(fn)` for `--compile`: CUDA graphs (mode "reduce-overhead") on CUDA, where the
+    algorithms create their Adam optimizers with `capturable=True` so that the step counter stays on
+    the device; inductor's default mode elsewhere."""
+    return torch.compile(fn, mode="reduce-overhead" if torch.device(device).type == "cuda" else None)
 
 
 # flags that may change when a run is resumed; every other flag is the run's identity

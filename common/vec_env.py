@@ -101,15 +101,18 @@ class ActionChecks:
 
     def _validate(self, actions) -> torch.Tensor:
         actions = check_actions(actions, self.single_action_space, self.num_envs, self.device, self._batch_agents)
-        if self._discrete:
-            bad = ((actions < 0) | (actions >= self.single_action_space.n)).any()
-        else:
-            bad = ~torch.isfinite(actions).all()
-        if self.device.type == "cpu":
-            if bool(bad):
+        if self.device.type == "cpu":  # one reduction, read at once (there is no device to wait for)
+            if self._discrete:
+                lo, hi = actions.aminmax()
+                bad = bool(lo < 0) or bool(hi >= self.single_action_space.n)
+            else:  # a finite sum means no NaN/Inf; a non-finite one may also be an overflow: check
+                bad = not bool(torch.isfinite(actions.sum())) and not bool(torch.isfinite(actions).all())
+            if bad:
                 raise ValueError(self._invalid_message(actions))
-        else:  # accumulate on the device; raised at the next logging tick
-            self._invalid_action |= bad
+        elif self._discrete:  # accumulate on the device; raised at the next logging tick
+            self._invalid_action |= ((actions < 0) | (actions >= self.single_action_space.n)).any()
+        else:
+            self._invalid_action |= ~torch.isfinite(actions).all()
         return actions
 
     def _invalid_message(self, actions=None) -> str:
@@ -209,8 +212,10 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         final_obs = self._observe(next_state)
         fresh = self._sample_initial_state(self.num_envs)
         self.state = torch.where(done[:, None], fresh, next_state)
-        self.elapsed = torch.where(done, torch.zeros_like(self.elapsed), self.elapsed)
-        obs = torch.where(done[:, None], self._observe(fresh), final_obs)
+        self.elapsed = self.elapsed.masked_fill(done, 0)
+        obs = self._observe(self.state)  # row-wise: the fresh start where done, else final_obs
+        if obs is self.state:  # an identity observation must not alias the env's own state
+            obs = obs.clone()
         info = {"final_obs": final_obs, "_final_obs": done}
         return obs, reward.to(torch.float32), terminated, truncated, info
 
