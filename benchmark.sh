@@ -15,12 +15,15 @@
 #   mujoco-learn  PPO on Hopper-v5 with the CPU batch backend, 2M steps, evaluated on gymnasium's Hopper (~6 min)
 #   marl          MAPPO, QMIX, VDN, MADDPG, MATD3 on MPE simple_spread, 3 seeds, curves PNG (~30 min)
 #   pipeline      SAC and TD3 on Pendulum-v1 with and without --pipeline: env-steps/s, ratio, overlap, returns
+#   compile       --compile on vs off: PPO (CartPole-v1) and SAC (Pendulum-v1) env-steps/s, one thread, warm-up excluded
 #   population    PPO population (tournament, generational; 4 learning rates) vs one run at equal env steps
 #                 on Pendulum-v1, 2 seeds, curves PNG (~5 min on an idle 2-core machine)
 #   elastic       population on two torchrun nodes (c10d, --nnodes 1:2): one joins late, then is SIGKILLed (~6 min)
 #   hterm-hopper  the same study on Hopper-v5 (hours)
 #   offpolicy-long  SAC and TD3 on LunarLanderContinuous-v3 and BipedalWalker-v3 through the gymnasium
 #                 adapter (hours on a CPU; needs Box2D: pip install swig "gymnasium[box2d]")
+#   peers         Stable-Baselines3 (RL Zoo settings, own venv bench/.venv-peers) vs ours, 1 thread each: PPO
+#                 CartPole-v1 time to eval >= 475, SAC and TD3 Pendulum-v1 20k steps (~30 min)
 # Tables are printed and written to bench/results/<group>.md. Set PYTHON to pick the interpreter.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -56,6 +59,8 @@ case "$group" in
   marl)      table marl bench/marl.py ;;
   pipeline)  table pipeline bench/pipeline.py ;;
   population) table population bench/population.py ;;
+  compile)   table compile bench/compile_speed.py ;;
+  peers)     table peers bench/peers.py ;;
   elastic)   PYTHON=$PY bash bench/elastic_population.sh | tee bench/results/elastic.log; extract elastic ;;
   quick|full)
              $PY bench/suite.py run "$group" --jobs 2 --python "$PY"
@@ -71,6 +76,6 @@ case "$group" in
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, full, report, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper or offpolicy-long" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, full, report, peers, compile, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper or offpolicy-long" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"
