@@ -174,11 +174,11 @@ def test_torchrun_ppo_learns_cartpole(fuse_every, tmp_path):
         f" save_every=0, quiet=True, fuse_every={fuse_every}, out_dir={str(tmp_path)!r}));"
         "print('RESULT', json.dumps(r))"
     )
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")  # a crash prints its Python stack
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
                           "--master-port", str(_free_port()), "--no-python", sys.executable,
                           "-c", script], cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, out.stderr[-3000:] + "\n--- stdout ---\n" + out.stdout[-1500:]
     results = [json.loads(line.split("RESULT", 1)[1]) for line in out.stdout.splitlines() if "RESULT" in line]
     assert len(results) == 2
     main = [r for r in results if r["run_dir"] != "None"]
@@ -214,7 +214,7 @@ print('RESULT', json.dumps(ppo_vec.main(ppo_vec.Args(**json.loads(sys.argv[1])))
 
 def _torchrun_ppo(kw: dict, nproc: int = 2):
     """`torchrun --nproc-per-node nproc` of ppo_vec.main(Args(**kw)): (completed process, rank 0's result)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")  # a crash prints its Python stack
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
                           "--master-port", str(_free_port()), "--no-python", sys.executable, "-c", _SNAPSHOT_SCRIPT,
                           json.dumps(kw)], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)

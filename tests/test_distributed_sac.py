@@ -79,7 +79,7 @@ def test_torchrun_sac_gradient_allreduce_keeps_ranks_identical(pipeline, tmp_pat
 
 
 def test_torchrun_sac_refuses_resume(tmp_path):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")  # a crash prints its Python stack
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
                           "--master-port", str(_free_port()), "algos/sac.py", "--resume", str(tmp_path / "x.pt")],
                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
