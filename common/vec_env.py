@@ -24,6 +24,8 @@ task as pure tensor functions over a `[N, state_dim]` state and gets time limits
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 import gymnasium as gym
@@ -104,9 +106,9 @@ class ActionChecks:
         if self.device.type == "cpu":  # one reduction, read at once (there is no device to wait for)
             if self._discrete:
                 lo, hi = actions.aminmax()
-                bad = bool(lo < 0) or bool(hi >= self.single_action_space.n)
+                bad = lo.item() < 0 or hi.item() >= self.single_action_space.n
             else:  # a finite sum means no NaN/Inf; a non-finite one may also be an overflow: check
-                bad = not bool(torch.isfinite(actions.sum())) and not bool(torch.isfinite(actions).all())
+                bad = not math.isfinite(actions.sum().item()) and not bool(torch.isfinite(actions).all())
             if bad:
                 raise ValueError(self._invalid_message(actions))
         elif self._discrete:  # accumulate on the device; raised at the next logging tick
