@@ -44,8 +44,8 @@ from torch.distributions import Categorical, Normal
 
 import envs
 from common import distributed
-from common.run import (Logger, PolicyFn, cli, compile_fn, evaluate, load_checkpoint, make_run_dir, resolve_device,
-                        resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.run import (Logger, NumericGuard, PolicyFn, cli, compile_fn, evaluate, load_checkpoint, make_run_dir,
+                        resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.wrappers import (ActionScaler, EpisodeStatistics, NormalizeObservation, NormalizeReward, find_wrapper,
                              wrap_env)
 
@@ -356,6 +356,7 @@ def main(args: Args) -> dict:
                         resume_step=global_step if args.resume else None)
     stats_env = find_wrapper(env, EpisodeStatistics)
     ckpt_path = run_dir / "checkpoint.pt" if ctx.is_main else Path(args.out_dir) / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path if ctx.is_main else None)  # NaN/Inf: stop, keep the last good checkpoint
     # normalizer statistics, pooled across ranks under torchrun (evaluation uses rank 0's, pooled)
     norm_stats = [w.rms for w in (find_wrapper(env, NormalizeObservation), find_wrapper(env, NormalizeReward))
                   if w is not None]
@@ -369,6 +370,7 @@ def main(args: Args) -> dict:
         """Write the checkpoint (rank 0). Under torchrun a collective: every rank sends its own state
         (between fusions the ranks' models and optimizers differ too) and `ranks[r]` keeps rank r's;
         the top-level fields are rank 0's, as in a single-process checkpoint."""
+        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
         own = {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(),
                "next_obs": next_obs, "rng": rng_state()}
         every = distributed.gather_to_main(ctx, own)
@@ -400,6 +402,8 @@ def main(args: Args) -> dict:
                     obs_buf[t] = next_obs
                     action, logp, value = act_fn(next_obs)
                     next_obs, reward, terminated, truncated, info = env.step(action)
+                    guard.watch("observations", next_obs, info["final_obs"])
+                    guard.watch("rewards", reward)
                     actions_buf[t], logp_buf[t], values_buf[t] = action, logp, value
                     rewards_buf[t] = reward
                     dones_buf[t] = (terminated | truncated).float()
@@ -426,6 +430,7 @@ def main(args: Args) -> dict:
                     idx = perm[start:start + minibatch_size]
                     loss, stats = loss_fn(agent, args, b_obs[idx], b_actions[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
                     stats_sum += stats  # on the device; read at the logging tick
+                    guard.watch("PPO loss", loss)
                     n_stats += 1
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
@@ -433,6 +438,8 @@ def main(args: Args) -> dict:
                         distributed.allreduce_gradients(ctx, [agent])
                     step_fn()
                     updates += 1
+                    guard.watch_params("parameters", agent)
+                    guard.check(global_step)
                     if ctx.enabled and args.fuse_every and updates % args.fuse_every == 0:
                         distributed.fuse(ctx, [agent], [optimizer])
                         if fresh_stats:  # the rollout's normalizer statistics, once

@@ -54,8 +54,8 @@ from common import distributed
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from common.ensemble import EnsembleMLP
 from common.pipeline import Pipeline, flush
-from common.run import (Logger, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir, resolve_device,
-                        resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.run import (Logger, NumericGuard, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir,
+                        resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
 
 ALGO = "sac"
@@ -309,6 +309,7 @@ def main(args: Args) -> dict:
     obs_norm = find_wrapper(env, NormalizeObservation)
     obs_rms = obs_norm.rms if obs_norm else None
     ckpt_path = run_dir / "checkpoint.pt" if ctx.is_main else Path(args.out_dir) / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path if ctx.is_main else None)  # NaN/Inf: stop, keep the last good checkpoint
     pipe = actor_x = stage = None
     if args.pipeline:  # the explorer's own actor copy and staging buffer (see the module docstring)
         pipe = Pipeline(device)
@@ -319,6 +320,7 @@ def main(args: Args) -> dict:
         return policy_from(actor, obs_rms, to_env)
 
     def save():
+        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
             "obs_shape": tuple(obs_space.shape), "action_space": repr(env.unwrapped.single_action_space),
@@ -342,6 +344,8 @@ def main(args: Args) -> dict:
             else:
                 actions = (act_fn(obs) if pi is actor else pi.sample(obs, generator=gen))[0]
             next_obs, reward, terminated, truncated, info = env.step(actions)
+            guard.watch("observations", next_obs, info["final_obs"])
+            guard.watch("rewards", reward)
             out.add(obs, actions, reward, info["final_obs"], terminated)
             obs = next_obs
         return obs
@@ -360,6 +364,7 @@ def main(args: Args) -> dict:
                 alpha = log_alpha.detach().exp()
                 c_loss, td_abs = c_loss_fn(actor, critic, critic_t, args.gamma, b, alpha)
                 loss_sum[0] += c_loss.detach()  # on the device; read at the logging tick
+                guard.watch("critic loss", c_loss)
                 n_loss[0] += 1
                 critic_opt.zero_grad(set_to_none=True)
                 c_loss.backward()
@@ -370,6 +375,7 @@ def main(args: Args) -> dict:
                 updates += 1
                 a_loss, logp = a_loss_fn(actor, critic, b, alpha)
                 loss_sum[1] += a_loss.detach()
+                guard.watch("actor loss", a_loss)
                 n_loss[1] += 1
                 actor_opt.zero_grad(set_to_none=True)
                 a_loss.backward()
@@ -385,6 +391,8 @@ def main(args: Args) -> dict:
                     alpha_step()
                 with torch.no_grad():
                     torch._foreach_lerp_(params_t, params, args.tau)
+                guard.watch_params("parameters", [actor, critic, temperature])
+                guard.check(step)
                 if ctx.enabled and args.fuse_every and updates % args.fuse_every == 0:
                     distributed.fuse(ctx, fused, optimizers)
 
@@ -407,6 +415,7 @@ def main(args: Args) -> dict:
                 flush(stage, rb)  # handoff: the new transitions to the buffer, the fresh actor to the explorer
                 actor_x.load_state_dict(actor.state_dict())
             global_step += (last - first) * N * W
+            guard.check(global_step)
             distributed.fuse_statistics(ctx, [obs_rms])  # every rank normalizes alike
             iteration = last - 1
             is_last = last == num_iterations
