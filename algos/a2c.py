@@ -31,8 +31,9 @@ import tyro
 from torch.distributions import Categorical, Normal
 
 import envs
-from common.run import (Logger, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir, resolve_device,
-                        resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.run import (Logger, NumericGuard, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir,
+                        resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "a2c"
@@ -103,6 +104,7 @@ class Args:
 
 
 def check_args(args: Args, envs_) -> None:
+    check_single_agent(envs_, args.env, ALGO)
     batch = args.num_envs * args.num_steps
     if args.num_steps <= 0:
         raise ValueError("--num-steps must be positive")
@@ -265,12 +267,14 @@ def main(args: Args) -> dict:
                     resume_step=global_step if args.resume else None)
     stats_env = find_wrapper(env, EpisodeStatistics)
     ckpt_path = run_dir / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
 
     def policy():
         norm = find_wrapper(env, NormalizeObservation)
         return policy_from(agent, norm.rms if norm else None, to_env)
 
     def save():
+        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
             "obs_shape": tuple(obs_space.shape), "action_space": repr(act_space),
@@ -296,6 +300,8 @@ def main(args: Args) -> dict:
                     obs_buf[t] = next_obs
                     action, logp, value = act_fn(next_obs)
                     next_obs, reward, terminated, truncated, info = env.step(action)
+                    guard.watch("observations", next_obs, info["final_obs"])
+                    guard.watch("rewards", reward)
                     actions_buf[t], values_buf[t] = action, value
                     rewards_buf[t] = reward
                     dones_buf[t] = (terminated | truncated).float()
@@ -312,10 +318,13 @@ def main(args: Args) -> dict:
             b_obs, b_actions = obs_buf.reshape(-1, obs_dim), actions_buf.reshape(-1, *act_shape)
             loss, stats = loss_fn(agent, args, b_obs, b_actions, advantages.reshape(-1), returns.reshape(-1))
             stats_sum += stats  # on the device; read at the logging tick
+            guard.watch("A2C loss", loss)
             n_stats += 1
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             step_fn()
+            guard.watch_params("parameters", agent)
+            guard.check(global_step)
 
             # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
             is_last = iteration == num_iterations - 1

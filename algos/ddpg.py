@@ -31,8 +31,9 @@ import tyro
 import envs
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from common.ensemble import EnsembleMLP
-from common.run import (Logger, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir, resolve_device,
-                        resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.run import (Logger, NumericGuard, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir,
+                        resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
 
 ALGO = "ddpg"
@@ -104,6 +105,7 @@ class Args:
 
 
 def check_args(args: Args, env) -> None:
+    check_single_agent(env, args.env, ALGO)
     if not isinstance(env.single_action_space, gym.spaces.Box):
         raise ValueError(
             f"{ALGO} needs a continuous (Box) action space; {args.env} has {env.single_action_space}. "
@@ -226,12 +228,14 @@ def main(args: Args) -> dict:
                     resume_step=global_step if args.resume else None)
     stats_env = find_wrapper(env, EpisodeStatistics)
     ckpt_path = run_dir / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
 
     def policy():
         norm = find_wrapper(env, NormalizeObservation)
         return policy_from(actor, norm.rms if norm else None, to_env)
 
     def save():
+        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
             "obs_shape": tuple(obs_space.shape), "action_space": repr(env.unwrapped.single_action_space),
@@ -259,8 +263,11 @@ def main(args: Args) -> dict:
                     actions = (actions + args.exploration_noise * torch.randn_like(actions)).clamp(-1, 1)
             obs = next_obs
             next_obs, reward, terminated, truncated, info = env.step(actions)
+            guard.watch("observations", next_obs, info["final_obs"])
+            guard.watch("rewards", reward)
             rb.add(obs, actions, reward, info["final_obs"], terminated)
             global_step += N
+            guard.check(global_step)
 
             # ---- learn ----------------------------------------------------------------------------------
             if global_step >= args.learning_starts:
@@ -269,13 +276,16 @@ def main(args: Args) -> dict:
                     b = rb.sample(args.batch_size, beta=beta)
                     c_loss, td_abs = c_loss_fn(actor_t, critic, critic_t, args.gamma, b)
                     loss_sum[0] += c_loss.detach()  # on the device; read at the logging tick
+                    guard.watch("critic loss", c_loss)
                     n_loss[0] += 1
                     critic_opt.zero_grad(set_to_none=True)
                     c_loss.backward()
                     critic_step()
+                    guard.watch_params("parameters", critic)  # before the actor loss reads it
                     rb.update_priorities(b.indices, td_abs)
                     a_loss = a_loss_fn(actor, critic, b)
                     loss_sum[1] += a_loss.detach()
+                    guard.watch("actor loss", a_loss)
                     n_loss[1] += 1
                     actor_opt.zero_grad(set_to_none=True)
                     a_loss.backward()
@@ -283,6 +293,8 @@ def main(args: Args) -> dict:
                     with torch.no_grad():
                         torch._foreach_lerp_(params_t, params, args.tau)
                     updates += 1
+                    guard.watch_params("parameters", [actor, critic])
+                    guard.check(global_step)
 
             # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
             is_last = iteration == num_iterations - 1

@@ -29,8 +29,9 @@ import tyro
 
 import envs
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
-from common.run import (Logger, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir, resolve_device,
-                        resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.run import (Logger, NumericGuard, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir,
+                        resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.vec_env import check_single_agent
 from common.wrappers import EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
 
 ALGO = "double_dqn"
@@ -109,6 +110,7 @@ class Args:
 
 
 def check_args(args: Args, env) -> None:
+    check_single_agent(env, args.env, ALGO)
     if not isinstance(env.single_action_space, gym.spaces.Discrete):
         raise ValueError(
             f"double_dqn needs a Discrete action space; {args.env} has {env.single_action_space}. "
@@ -223,12 +225,14 @@ def main(args: Args) -> dict:
                     resume_step=global_step if args.resume else None)
     stats_env = find_wrapper(env, EpisodeStatistics)
     ckpt_path = run_dir / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
 
     def policy():
         norm = find_wrapper(env, NormalizeObservation)
         return policy_from(q_net, norm.rms if norm else None)
 
     def save():
+        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
             "obs_shape": tuple(obs_space.shape), "action_space": repr(env.single_action_space),
@@ -257,8 +261,11 @@ def main(args: Args) -> dict:
                 actions = torch.where(explore, random_actions, greedy)
             obs = next_obs
             next_obs, reward, terminated, truncated, info = env.step(actions)
+            guard.watch("observations", next_obs, info["final_obs"])
+            guard.watch("rewards", reward)
             rb.add(obs, actions, reward, info["final_obs"], terminated)
             global_step += N
+            guard.check(global_step)
 
             # ---- learn ----------------------------------------------------------------------------------
             if global_step > args.learning_starts:
@@ -267,6 +274,7 @@ def main(args: Args) -> dict:
                     b = rb.sample(args.batch_size, beta=beta)
                     loss, q_mean, td_abs = loss_fn(q_net, target_net, args.gamma, b)
                     stats_sum += torch.stack((loss.detach(), q_mean))  # on the device; read at the logging tick
+                    guard.watch("TD loss", loss)
                     n_stats += 1
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
@@ -276,6 +284,8 @@ def main(args: Args) -> dict:
                     if updates % args.target_every == 0:
                         with torch.no_grad():
                             torch._foreach_lerp_(list(target_net.parameters()), list(q_net.parameters()), args.tau)
+                    guard.watch_params("parameters", q_net)
+                    guard.check(global_step)
 
             # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
             is_last = iteration == num_iterations - 1

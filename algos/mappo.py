@@ -50,8 +50,8 @@ from torch.distributions import Categorical
 import envs
 from common.ensemble import EnsembleLinear, EnsembleMLP
 from common.ma_vec_env import MAEpisodeStatistics, ma_evaluate
-from common.run import (Logger, cli, load_checkpoint, make_run_dir, resolve_device, resume_args, resume_hint,
-                        rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.run import (Logger, NumericGuard, cli, load_checkpoint, make_run_dir, resolve_device, resume_args,
+                        resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.wrappers import RunningMeanStd
 
 ALGO = "mappo"
@@ -342,8 +342,10 @@ def main(args: Args) -> dict:
     logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
                     resume_step=global_step if args.resume else None)
     ckpt_path = run_dir / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
 
     def save():
+        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
             "obs_dim": obs_dim, "state_dim": state_dim, "n_agents": A, "n_actions": n_actions,
@@ -371,6 +373,8 @@ def main(args: Args) -> dict:
                     action, logp = act_fn(next_obs, next_avail)
                     values_buf[t] = value_norm.denormalize(agent.value(next_state))
                     next_obs, reward, terminated, truncated, info = env.step(action)
+                    guard.watch("observations", next_obs, info["final_obs"])
+                    guard.watch("rewards", reward)
                     next_state, next_avail = info["state"], info.get("avail_actions")
                     actions_buf[t], logp_buf[t] = action, logp
                     rewards_buf[t] = reward
@@ -398,10 +402,13 @@ def main(args: Args) -> dict:
                     idx = perm[start:start + minibatch_size]
                     loss, stats = loss_fn(agent, args, b_obs[idx], b_avail[idx], b_state[idx], b_actions[idx],
                                           b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
+                    guard.watch("PPO loss", loss)
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                     optimizer.step()
+                    guard.watch_params("parameters", agent)
+                    guard.check(global_step)
                 if args.target_kl is not None and stats[3] > args.target_kl:  # host sync, opt-in
                     break
 

@@ -37,8 +37,8 @@ import envs
 from common.buffers import ReplayBuffer
 from common.ensemble import EnsembleMLP
 from common.ma_vec_env import MAEpisodeStatistics, ma_evaluate
-from common.run import (Logger, PolicyFn, load_checkpoint, make_run_dir, resolve_device, resume_args, resume_hint,
-                        rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.run import (Logger, NumericGuard, PolicyFn, load_checkpoint, make_run_dir, resolve_device, resume_args,
+                        resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.wrappers import ActionScaler
 
 ALGO = "matd3"
@@ -240,8 +240,10 @@ def main(args: Args) -> dict:
     logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
                     resume_step=global_step if args.resume else None)
     ckpt_path = run_dir / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
 
     def save():
+        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
             "n_agents": A, "obs_dim": obs_dim, "state_dim": state_dim, "action_space": repr(env.single_action_space),
@@ -268,10 +270,13 @@ def main(args: Args) -> dict:
                     actions = (actions + args.exploration_noise * torch.randn_like(actions)).clamp(-1, 1)
             obs, state = next_obs, next_state
             next_obs, reward, terminated, truncated, info = env.step(to_env(actions))
+            guard.watch("observations", next_obs, info["final_obs"], info["state"], info["final_state"])
+            guard.watch("rewards", reward)
             next_state = info["state"]
             rb.add(torch.cat([obs.flatten(1), state], 1), actions, reward,
                    torch.cat([info["final_obs"].flatten(1), info["final_state"]], 1), terminated)
             global_step += N
+            guard.check(global_step)
 
             # ---- learn ----------------------------------------------------------------------------------
             if global_step >= args.learning_starts:
@@ -279,17 +284,21 @@ def main(args: Args) -> dict:
                     b = rb.sample(args.batch_size)
                     c_loss = c_loss_fn(actors_t, critics, critics_t, args.gamma, b, A, state_dim, args.target_noise,
                                        args.noise_clip)
+                    guard.watch("critic loss", c_loss)
                     critic_opt.zero_grad(set_to_none=True)
                     c_loss.backward()
                     critic_opt.step()
                     updates += 1
                     if updates % args.policy_delay == 0:  # delayed actor and target updates
                         a_loss = a_loss_fn(actors, critics, b, A, state_dim, args.others_from_policy)
+                        guard.watch("actor loss", a_loss)
                         actor_opt.zero_grad(set_to_none=True)
                         a_loss.backward()
                         actor_opt.step()
                         with torch.no_grad():
                             torch._foreach_lerp_(params_t, params, args.tau)
+                    guard.watch_params("parameters", [actors, critics])
+                    guard.check(global_step)
 
             # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
             is_last = iteration == num_iterations - 1

@@ -39,8 +39,9 @@ import tyro
 import envs
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from common.ensemble import EnsembleMLP
-from common.run import (Logger, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir, resolve_device,
-                        resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.run import (Logger, NumericGuard, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir,
+                        resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
 
 ALGO = "modsac"
@@ -126,6 +127,7 @@ class Args:
 
 
 def check_args(args: Args, env) -> None:
+    check_single_agent(env, args.env, ALGO)
     if not isinstance(env.single_action_space, gym.spaces.Box):
         raise ValueError(
             f"{ALGO} needs a continuous (Box) action space; {args.env} has {env.single_action_space}. "
@@ -285,12 +287,14 @@ def main(args: Args) -> dict:
                     resume_step=global_step if args.resume else None)
     stats_env = find_wrapper(env, EpisodeStatistics)
     ckpt_path = run_dir / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
 
     def policy():
         norm = find_wrapper(env, NormalizeObservation)
         return policy_from(actor, norm.rms if norm else None, to_env)
 
     def save():
+        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
             "obs_shape": tuple(obs_space.shape), "action_space": repr(env.unwrapped.single_action_space),
@@ -318,8 +322,11 @@ def main(args: Args) -> dict:
                     actions = act_fn(next_obs)[0]
             obs = next_obs
             next_obs, reward, terminated, truncated, info = env.step(actions)
+            guard.watch("observations", next_obs, info["final_obs"])
+            guard.watch("rewards", reward)
             rb.add(obs, actions, reward, info["final_obs"], terminated)
             global_step += N
+            guard.check(global_step)
 
             # ---- learn ----------------------------------------------------------------------------------
             if global_step >= args.learning_starts:
@@ -329,6 +336,7 @@ def main(args: Args) -> dict:
                     alpha = log_alpha.detach().exp()
                     c_loss, td_abs = c_loss_fn(actor, critic, critic_t, args.gamma, b, alpha)
                     loss_sum[0] += c_loss.detach()  # on the device; read at the logging tick
+                    guard.watch("critic loss", c_loss)
                     n_loss[0] += 1
                     critic_opt.zero_grad(set_to_none=True)
                     c_loss.backward()
@@ -339,12 +347,14 @@ def main(args: Args) -> dict:
                         first = float(updates == 1)
                         loss_ema.copy_(first * c_loss.detach() + (1 - first) * (ema_decay * loss_ema + (1 - ema_decay) * c_loss.detach()))
                     if updates % args.mod_period == 0:  # refresh the delay: one host sync per mod_period updates
+                        guard.check(global_step, sync=True)  # a NaN loss is named here, not by round() below
                         fast, slow = loss_ema.tolist()
                         excess = fast / max(slow, 1e-12) - 1.0
                         policy_delay = int(min(max(round(1 + args.mod_gain * excess), 1), args.mod_max_delay))
                     if updates % policy_delay == 0:  # actor and temperature wait while the critics catch up
                         a_loss, logp = a_loss_fn(actor, critic, b, alpha)
                         loss_sum[1] += a_loss.detach()
+                        guard.watch("actor loss", a_loss)
                         n_loss[1] += 1
                         actor_opt.zero_grad(set_to_none=True)
                         a_loss.backward()
@@ -356,6 +366,9 @@ def main(args: Args) -> dict:
                             alpha_step()
                     with torch.no_grad():
                         torch._foreach_lerp_(params_t, params, args.tau)
+                    guard.watch_params("parameters", [actor, critic])
+                    guard.watch("parameters", log_alpha)  # a plain tensor, not in a module
+                    guard.check(global_step)
 
             # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
             is_last = iteration == num_iterations - 1

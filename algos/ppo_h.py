@@ -31,9 +31,10 @@ import tyro
 from torch.distributions import Categorical, Normal
 
 import envs
-from common.run import (Logger, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir, resolve_device,
-                        resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.run import (Logger, NumericGuard, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir,
+                        resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.hterm import TrajectoryStore, h_term_loss
+from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "ppo_h"
@@ -132,6 +133,7 @@ class Args:
 
 
 def check_args(args: Args, envs_) -> None:
+    check_single_agent(envs_, args.env, ALGO)
     batch = args.num_envs * args.num_steps
     if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0:
         raise ValueError("--num-steps, --num-minibatches and --update-epochs must be positive")
@@ -322,12 +324,14 @@ def main(args: Args) -> dict:
                     resume_step=global_step if args.resume else None)
     stats_env = find_wrapper(env, EpisodeStatistics)
     ckpt_path = run_dir / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
 
     def policy():
         norm = find_wrapper(env, NormalizeObservation)
         return policy_from(agent, norm.rms if norm else None, to_env)
 
     def save():
+        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
             "obs_shape": tuple(obs_space.shape), "action_space": repr(act_space),
@@ -354,6 +358,8 @@ def main(args: Args) -> dict:
                     obs_buf[t] = next_obs
                     action, logp, value = act_fn(next_obs)
                     next_obs, reward, terminated, truncated, info = env.step(action)
+                    guard.watch("observations", next_obs, info["final_obs"])
+                    guard.watch("rewards", reward)
                     actions_buf[t], logp_buf[t], values_buf[t] = action, logp, value
                     rewards_buf[t] = reward
                     dones_buf[t] = (terminated | truncated).float()
@@ -377,10 +383,13 @@ def main(args: Args) -> dict:
                     idx = perm[start:start + minibatch_size]
                     loss, stats = loss_fn(agent, args, b_obs[idx], b_actions[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
                     stats_sum += stats  # on the device; read at the logging tick
+                    guard.watch("PPO loss", loss)
                     n_stats += 1
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     step_fn()
+                    guard.watch_params("parameters", agent)
+                    guard.check(global_step)
                 if args.target_kl is not None and stats[3] > args.target_kl:  # host sync, opt-in
                     break
 
@@ -391,10 +400,13 @@ def main(args: Args) -> dict:
                 B, K = w_mask.shape
                 logp = agent.evaluate_actions(w_obs.reshape(B * K, obs_dim), w_act.reshape(B * K, *act_shape))[0]
                 h_loss = h_term_loss(logp.reshape(B, K), w_mask, w_ret, args.h_term_gamma, args.h_term_lambda)
+                guard.watch("H-term loss", h_loss)
                 optimizer.zero_grad(set_to_none=True)
                 h_loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
+                guard.watch_params("parameters", agent)
+                guard.check(global_step)
                 h_time += time.perf_counter() - t_h  # host time; on CUDA the work may still be queued
             loop_time += time.perf_counter() - t_iter
 

@@ -46,6 +46,7 @@ import envs
 from common import distributed
 from common.run import (Logger, NumericGuard, PolicyFn, cli, compile_fn, evaluate, load_checkpoint, make_run_dir,
                         resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.vec_env import check_single_agent
 from common.wrappers import (ActionScaler, EpisodeStatistics, NormalizeObservation, NormalizeReward, find_wrapper,
                              wrap_env)
 
@@ -151,6 +152,7 @@ def default_args(env_id: str) -> Args:
 
 
 def check_args(args: Args, envs_) -> None:
+    check_single_agent(envs_, args.env, ALGO)
     batch = args.num_envs * args.num_steps
     if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0:
         raise ValueError("--num-steps, --num-minibatches and --update-epochs must be positive")

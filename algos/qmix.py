@@ -54,8 +54,8 @@ import tyro
 import envs
 from common.buffers import ReplayBuffer
 from common.ma_vec_env import MAEpisodeStatistics, ma_evaluate
-from common.run import (Logger, load_checkpoint, make_run_dir, resolve_device, resume_args, resume_hint, rng_state,
-                        save_checkpoint, seed_everything, set_rng_state)
+from common.run import (Logger, NumericGuard, load_checkpoint, make_run_dir, resolve_device, resume_args, resume_hint,
+                        rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.wrappers import RunningMeanStd
 
 ALGO = "qmix"
@@ -314,8 +314,10 @@ def main(args: Args) -> dict:
     logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
                     resume_step=global_step if args.resume else None)
     ckpt_path = run_dir / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
 
     def save():
+        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
             "obs_shape": tuple(env.single_observation_space.shape), "action_space": repr(env.single_action_space),
@@ -344,6 +346,8 @@ def main(args: Args) -> dict:
                 actions = torch.where(explore, random_actions, greedy)
             obs, state = next_obs, next_state
             next_obs, rewards, terminated, truncated, info = env.step(actions)
+            guard.watch("observations", next_obs, info["final_obs"])
+            guard.watch("rewards", rewards)
             next_state, next_avail = info["state"], info["avail_actions"]
             # the bootstrap of a finished world uses its true last obs/state; the env reports no
             # availability for that final obs (unless it offers "final_avail_actions"): all allowed
@@ -354,6 +358,7 @@ def main(args: Args) -> dict:
             rb.add(obs, actions, team_reward, info["final_obs"], terminated, state, info["final_state"],
                    torch.where(done, final_avail, next_avail))
             global_step += N
+            guard.check(global_step)
 
             # ---- learn ----------------------------------------------------------------------------------
             if global_step > args.learning_starts:
@@ -363,6 +368,7 @@ def main(args: Args) -> dict:
                         b = b._replace(rewards=((b.rewards - reward_rms.mean) / (reward_rms.var + 1e-8).sqrt()).float())
                     loss, q_tot_mean, agent_q_mean = loss_fn(model, target, args.gamma, args.double_q, b, s, s_next,
                                                              avail_next)
+                    guard.watch("TD loss", loss)
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
@@ -371,6 +377,8 @@ def main(args: Args) -> dict:
                     if updates % args.target_every == 0:
                         with torch.no_grad():
                             torch._foreach_lerp_(list(target.parameters()), list(model.parameters()), args.tau)
+                    guard.watch_params("parameters", model)
+                    guard.check(global_step)
 
             # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
             is_last = iteration == num_iterations - 1

@@ -56,6 +56,7 @@ from common.ensemble import EnsembleMLP
 from common.pipeline import Pipeline, flush
 from common.run import (Logger, NumericGuard, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir,
                         resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
 
 ALGO = "sac"
@@ -140,6 +141,7 @@ class Args:
 
 
 def check_args(args: Args, env) -> None:
+    check_single_agent(env, args.env, ALGO)
     if not isinstance(env.single_action_space, gym.spaces.Box):
         raise ValueError(
             f"{ALGO} needs a continuous (Box) action space; {args.env} has {env.single_action_space}. "

@@ -36,9 +36,10 @@ import tyro
 import envs
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from common.ensemble import EnsembleMLP
-from common.run import (Logger, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir, resolve_device,
-                        resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.run import (Logger, NumericGuard, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir,
+                        resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from common.hterm import TrajectoryStore, h_term_loss
+from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
 
 ALGO = "sac_h"
@@ -134,6 +135,7 @@ class Args:
 
 
 def check_args(args: Args, env) -> None:
+    check_single_agent(env, args.env, ALGO)
     if not isinstance(env.single_action_space, gym.spaces.Box):
         raise ValueError(
             f"{ALGO} needs a continuous (Box) action space; {args.env} has {env.single_action_space}. "
@@ -304,12 +306,14 @@ def main(args: Args) -> dict:
                     resume_step=global_step if args.resume else None)
     stats_env = find_wrapper(env, EpisodeStatistics)
     ckpt_path = run_dir / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
 
     def policy():
         norm = find_wrapper(env, NormalizeObservation)
         return policy_from(actor, norm.rms if norm else None, to_env)
 
     def save():
+        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
             "obs_shape": tuple(obs_space.shape), "action_space": repr(env.unwrapped.single_action_space),
@@ -337,9 +341,12 @@ def main(args: Args) -> dict:
                     actions = act_fn(next_obs)[0]
             obs = next_obs
             next_obs, reward, terminated, truncated, info = env.step(actions)
+            guard.watch("observations", next_obs, info["final_obs"])
+            guard.watch("rewards", reward)
             rb.add(obs, actions, reward, info["final_obs"], terminated)
             store.add(obs, actions, reward, terminated | truncated)
             global_step += N
+            guard.check(global_step)
 
             # ---- learn ----------------------------------------------------------------------------------
             if global_step >= args.learning_starts:
@@ -349,14 +356,17 @@ def main(args: Args) -> dict:
                     alpha = log_alpha.detach().exp()
                     c_loss, td_abs = c_loss_fn(actor, critic, critic_t, args.gamma, b, alpha)
                     loss_sum[0] += c_loss.detach()  # on the device; read at the logging tick
+                    guard.watch("critic loss", c_loss)
                     n_loss[0] += 1
                     critic_opt.zero_grad(set_to_none=True)
                     c_loss.backward()
                     critic_step()
+                    guard.watch_params("parameters", critic)  # before the actor loss reads it
                     rb.update_priorities(b.indices, td_abs)
                     updates += 1
                     a_loss, logp = a_loss_fn(actor, critic, b, alpha)
                     loss_sum[1] += a_loss.detach()
+                    guard.watch("actor loss", a_loss)
                     n_loss[1] += 1
                     actor_opt.zero_grad(set_to_none=True)
                     a_loss.backward()
@@ -368,6 +378,9 @@ def main(args: Args) -> dict:
                         alpha_step()
                     with torch.no_grad():
                         torch._foreach_lerp_(params_t, params, args.tau)
+                    guard.watch_params("parameters", [actor, critic])
+                    guard.watch("parameters", log_alpha)
+                    guard.check(global_step)
 
             # ---- H-term: an extra actor-only step on trajectory windows --------------------------------
             if global_step >= args.learning_starts and iteration % args.h_term_update_gap == 0:
@@ -376,10 +389,13 @@ def main(args: Args) -> dict:
                 B, K = w_mask.shape
                 logp = actor.log_prob(w_obs.reshape(B * K, obs_dim), w_act.reshape(B * K, act_dim))
                 h_loss = h_term_loss(logp.reshape(B, K), w_mask, w_ret, args.h_term_gamma, args.h_term_lambda)
+                guard.watch("H-term loss", h_loss)
                 h_opt.zero_grad(set_to_none=True)
                 h_loss.backward()
                 nn.utils.clip_grad_norm_(actor.parameters(), args.h_term_max_grad_norm)
                 h_opt.step()
+                guard.watch_params("parameters", actor)
+                guard.check(global_step)
                 h_time += time.perf_counter() - t_h  # host time; on CUDA the work may still be queued
             loop_time += time.perf_counter() - t_iter
 

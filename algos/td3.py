@@ -52,8 +52,9 @@ from common import distributed
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from common.ensemble import EnsembleMLP
 from common.pipeline import Pipeline, flush
-from common.run import (Logger, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir, resolve_device,
-                        resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.run import (Logger, NumericGuard, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir,
+                        resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
 
 ALGO = "td3"
@@ -140,6 +141,7 @@ class Args:
 
 
 def check_args(args: Args, env) -> None:
+    check_single_agent(env, args.env, ALGO)
     if not isinstance(env.single_action_space, gym.spaces.Box):
         raise ValueError(
             f"{ALGO} needs a continuous (Box) action space; {args.env} has {env.single_action_space}. "
@@ -282,6 +284,7 @@ def main(args: Args) -> dict:
     obs_norm = find_wrapper(env, NormalizeObservation)
     obs_rms = obs_norm.rms if obs_norm else None
     ckpt_path = run_dir / "checkpoint.pt" if ctx.is_main else Path(args.out_dir) / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path if ctx.is_main else None)  # NaN/Inf: stop, keep the last good checkpoint
     pipe = actor_x = stage = None
     if args.pipeline:  # the explorer's own actor copy and staging buffer (see the module docstring)
         pipe = Pipeline(device)
@@ -292,6 +295,7 @@ def main(args: Args) -> dict:
         return policy_from(actor, obs_rms, to_env)
 
     def save():
+        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
             "obs_shape": tuple(obs_space.shape), "action_space": repr(env.unwrapped.single_action_space),
@@ -317,6 +321,8 @@ def main(args: Args) -> dict:
                 noise = torch.randn(actions.shape, device=device, dtype=actions.dtype, generator=gen)
                 actions = (actions + args.exploration_noise * noise).clamp(-1, 1)
             next_obs, reward, terminated, truncated, info = env.step(actions)
+            guard.watch("observations", next_obs, info["final_obs"])
+            guard.watch("rewards", reward)
             out.add(obs, actions, reward, info["final_obs"], terminated)
             obs = next_obs
         return obs
@@ -334,17 +340,20 @@ def main(args: Args) -> dict:
                 b = rb.sample(args.batch_size, beta=beta)
                 c_loss, td_abs = c_loss_fn(actor_t, critic, critic_t, args.gamma, b, args.target_noise, args.noise_clip)
                 loss_sum[0] += c_loss.detach()  # on the device; read at the logging tick
+                guard.watch("critic loss", c_loss)
                 n_loss[0] += 1
                 critic_opt.zero_grad(set_to_none=True)
                 c_loss.backward()
                 if ctx.enabled and args.fuse_every == 0:
                     distributed.allreduce_gradients(ctx, [critic])
                 critic_step()
+                guard.watch_params("parameters", critic)  # before the actor loss reads it
                 rb.update_priorities(b.indices, td_abs)
                 updates += 1
                 if updates % args.policy_delay == 0:  # delayed actor and target updates
                     a_loss = a_loss_fn(actor, critic, b)
                     loss_sum[1] += a_loss.detach()
+                    guard.watch("actor loss", a_loss)
                     n_loss[1] += 1
                     actor_opt.zero_grad(set_to_none=True)
                     a_loss.backward()
@@ -353,6 +362,8 @@ def main(args: Args) -> dict:
                     actor_step()
                     with torch.no_grad():
                         torch._foreach_lerp_(params_t, params, args.tau)
+                guard.watch_params("parameters", [actor, critic])
+                guard.check(step)
                 if ctx.enabled and args.fuse_every and updates % args.fuse_every == 0:
                     distributed.fuse(ctx, fused, optimizers)
 
@@ -375,6 +386,7 @@ def main(args: Args) -> dict:
                 flush(stage, rb)  # handoff: the new transitions to the buffer, the fresh actor to the explorer
                 actor_x.load_state_dict(actor.state_dict())
             global_step += (last - first) * N * W
+            guard.check(global_step)
             distributed.fuse_statistics(ctx, [obs_rms])  # every rank normalizes alike
             iteration = last - 1
             is_last = last == num_iterations

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import random
+import shutil
 import sys
 import tempfile
 import threading
@@ -79,12 +80,40 @@ def run_name(algo: str, env_id: str, seed: int) -> str:
     return f"{env_id}__{algo}__s{seed}__{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+MIN_FREE_BYTES = 256 * 2**20  # below this much free disk a run refuses to start (checkpoints would fail later)
+
+
+def check_writable(directory: Path, what: str = "the run directory") -> None:
+    """Fail now, with the fix, if `directory` cannot take files or its disk is (nearly) full, rather than
+    at the first checkpoint an hour into the run."""
+    try:
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".write-probe.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise PermissionError(f"cannot write to {what} {directory} ({type(e).__name__}: {e.strerror or e}); "
+                              f"pass a writable --out-dir") from None
+    free = shutil.disk_usage(directory).free
+    if free < MIN_FREE_BYTES:
+        raise OSError(f"only {free / 2**20:.0f} MiB free on the disk of {what} {directory} (at least "
+                      f"{MIN_FREE_BYTES // 2**20} MiB wanted for checkpoints and metrics): free some space or pass "
+                      f"an --out-dir on another disk")
+
+
 def make_run_dir(out_dir: str, algo: str, env_id: str, seed: int, resume: str | None = None) -> Path:
-    """A fresh directory under `out_dir`, or the resumed checkpoint's directory."""
+    """A fresh directory under `out_dir`, or the resumed checkpoint's directory; checked to be writable
+    with disk space to spare (`check_writable`)."""
     if resume:
-        return Path(resume).resolve().parent
+        path = Path(resume).resolve().parent
+        check_writable(path, "the resumed run's directory")
+        return path
     base = Path(out_dir) / run_name(algo, env_id, seed)
-    base.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        base.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PermissionError(f"cannot create --out-dir {out_dir} ({type(e).__name__}: {e.strerror or e}); "
+                              f"pass a writable --out-dir") from None
+    check_writable(base.parent, "--out-dir")
     path, k = base, 1
     while True:  # mkdir is the atomic claim: runs started in the same second get -1, -2, ...
         try:
@@ -347,6 +376,8 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(data, str):
         data = data.encode()
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a writer killed mid-write (one writer per path)
+        stale.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -283,3 +283,72 @@ def unwrap_chain(env) -> list:
     while isinstance(chain[-1], gym.vector.VectorWrapper):
         chain.append(chain[-1].env)
     return chain
+
+
+def check_env(env, num_envs: int, device: torch.device | str) -> None:
+    """Check that a user env keeps the vec-env contract (the module docstring): one `reset` and one
+    `step` with valid actions, before any training. Raises `TypeError`/`ValueError` naming what was
+    found, what was expected and the fix."""
+    device = torch.device(device)
+    name = type(env).__name__
+    for attr in ("num_envs", "single_observation_space", "single_action_space", "device", "reset", "step"):
+        if not hasattr(env, attr):
+            raise TypeError(f"{name} has no `{attr}`: a vec env needs num_envs, single_observation_space, "
+                            f"single_action_space, device, reset() and step() (see common/vec_env.py; "
+                            f"subclassing common.vec_env.TorchVecEnv provides them)")
+    if env.num_envs != num_envs:
+        raise ValueError(f"{name} was asked for num_envs={num_envs} and has num_envs={env.num_envs}: "
+                         f"build it with the num_envs its factory is given")
+    if torch.device(env.device).type != device.type:
+        raise ValueError(f"{name} runs on {env.device} but the run asked for {device}: build it on the device "
+                         f"its factory is given")
+    obs_space, act_space = env.single_observation_space, env.single_action_space
+    out = env.reset(seed=0)
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise TypeError(f"{name}.reset() must return (obs, info), got {type(out).__name__}")
+    _check_tensor(name, "reset() obs", out[0], (num_envs, *obs_space.shape), env.device, float)
+    if isinstance(act_space, gym.spaces.Discrete):
+        actions = torch.randint(0, int(act_space.n), (num_envs,), device=env.device)
+    elif isinstance(act_space, gym.spaces.Box):
+        low = torch.as_tensor(np.nan_to_num(act_space.low, posinf=1.0, neginf=-1.0), dtype=torch.float32, device=env.device)
+        high = torch.as_tensor(np.nan_to_num(act_space.high, posinf=1.0, neginf=-1.0), dtype=torch.float32, device=env.device)
+        actions = low + (high - low) * torch.rand((num_envs, *act_space.shape), device=env.device)
+    else:
+        raise TypeError(f"{name}'s action space {act_space} is not supported: use Discrete or Box")
+    out = env.step(actions)
+    if not (isinstance(out, tuple) and len(out) == 5):
+        raise TypeError(f"{name}.step() must return (obs, reward, terminated, truncated, info), "
+                        f"got {type(out).__name__}{f' of {len(out)}' if isinstance(out, tuple) else ''}")
+    obs, reward, terminated, truncated, info = out
+    _check_tensor(name, "step() obs", obs, (num_envs, *obs_space.shape), env.device, float)
+    _check_tensor(name, "step() reward", reward, (num_envs,), env.device, float)
+    _check_tensor(name, "step() terminated", terminated, (num_envs,), env.device, bool)
+    _check_tensor(name, "step() truncated", truncated, (num_envs,), env.device, bool)
+    if not isinstance(info, dict) or "final_obs" not in info:
+        raise ValueError(f"{name}.step() info must hold 'final_obs' (the last observation of the episodes that "
+                         f"ended, for same-step autoreset), got {sorted(info) if isinstance(info, dict) else info!r}")
+    _check_tensor(name, "step() info['final_obs']", info["final_obs"], (num_envs, *obs_space.shape), env.device, float)
+
+
+def _check_tensor(env_name: str, what: str, x, shape: tuple, device, kind) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{env_name}.{what} is a {type(x).__module__}.{type(x).__name__}, expected a torch.Tensor on "
+                        f"{device}: return torch.as_tensor(x, device=self.device)")
+    if tuple(x.shape) != tuple(shape):
+        raise ValueError(f"{env_name}.{what} has shape {tuple(x.shape)}, expected {tuple(shape)} "
+                         f"(num_envs x the single space's shape)")
+    if x.device != torch.device(device):
+        raise ValueError(f"{env_name}.{what} is on {x.device}, expected the env's device {device}: create it there")
+    if kind is float and not x.dtype.is_floating_point:
+        raise TypeError(f"{env_name}.{what} has dtype {x.dtype}, expected a floating-point tensor")
+    if kind is bool and x.dtype != torch.bool:
+        raise TypeError(f"{env_name}.{what} has dtype {x.dtype}, expected torch.bool")
+
+
+def check_single_agent(env, env_id: str, algo: str) -> None:
+    """Refuse a multi-agent env (`common/ma_vec_env.py`, observations `[N, n_agents, ...]`) in a
+    single-agent algorithm file, naming the files that train several agents."""
+    n_agents = getattr(env, "n_agents", None)
+    if n_agents is not None:
+        raise ValueError(f"{env_id} is a multi-agent env ({n_agents} agents) and algos/{algo}.py trains one agent: "
+                         f"use algos/mappo.py, algos/maddpg.py, algos/matd3.py, algos/qmix.py or algos/vdn.py")

@@ -49,6 +49,24 @@ MULTI_AGENT = {
     "simple_tag_v3": SimpleTag,
 }
 
+# user envs added with `register` (checked against the vec-env contract when made)
+CUSTOM: dict = {}
+
+
+def register(env_id: str, factory) -> None:
+    """Make a torch vec env of your own available as `env_id` to `make` and so to every algorithm file
+    (`main(Args(env=env_id))`). `factory(num_envs=..., device=..., seed=..., **kwargs)` returns an
+    object that keeps the contract of `common/vec_env.py` (subclass `common.vec_env.TorchVecEnv`);
+    `make` checks it with one reset and one step (`common.vec_env.check_env`) before training starts.
+    A gymnasium env (numpy, one sub-env) needs no registration here: register it with gymnasium and
+    pass its id."""
+    if not callable(factory):
+        raise TypeError(f"register({env_id!r}, factory): factory must be callable, got {type(factory).__name__}")
+    if env_id in NATIVE or env_id in MULTI_AGENT or mujoco_id(env_id) is not None:
+        raise ValueError(f"{env_id!r} is one of the library's own env ids: register yours under another id")
+    CUSTOM[env_id] = factory
+
+
 MUJOCO_IDS = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5")
 MUJOCO_ALIASES = {k.split("-")[0]: k for k in MUJOCO_IDS}
 
@@ -72,13 +90,20 @@ def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", see
     backend = kwargs.get("backend", "auto")
     if backend not in ("auto", "batch", "warp"):
         raise ValueError(f"unknown MuJoCo backend {backend!r}: choose auto, batch or warp")
-    if mujoco_id(env_id) is not None:
+    if mujoco_id(env_id) is not None and env_id not in CUSTOM:
         kwargs.pop("vectorization_mode", None)
         from envs.mujoco_locomotion import make_mujoco
 
         return make_mujoco(env_id, num_envs=num_envs, device=device, seed=seed, **kwargs)
     kwargs.pop("backend", None)  # MuJoCo-only options
     kwargs.pop("nthread", None)
+    if env_id in CUSTOM:
+        from common.vec_env import check_env
+
+        kwargs.pop("vectorization_mode", None)
+        env = CUSTOM[env_id](num_envs=num_envs, device=device, seed=seed, **kwargs)
+        check_env(env, num_envs, device)
+        return env
     if env_id in NATIVE or env_id in MULTI_AGENT:
         kwargs.pop("vectorization_mode", None)  # only meaningful for host (gymnasium) sub-envs
         cls = NATIVE.get(env_id) or MULTI_AGENT[env_id]
@@ -87,14 +112,15 @@ def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", see
 
     if env_id not in gym.registry:
         # phys2d/ and tabular/ are gymnasium's JAX-only functional envs: not offered here
-        known = sorted(set(NATIVE) | set(MULTI_AGENT) | set(MUJOCO_ALIASES) | {k for k in gym.registry if not k.startswith(("phys2d/", "tabular/"))})
+        known = sorted(set(NATIVE) | set(MULTI_AGENT) | set(MUJOCO_ALIASES) | set(CUSTOM) | {k for k in gym.registry if not k.startswith(("phys2d/", "tabular/"))})
         close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise ValueError(
             f"unknown env id {env_id!r}.{hint} Torch-native ids: {', '.join(sorted(NATIVE))}; "
             f"batched MuJoCo: {', '.join(MUJOCO_IDS)} (or {', '.join(MUJOCO_ALIASES)}); "
             f"multi-agent (MPE): {', '.join(MULTI_AGENT)}; "
-            f"any id registered with gymnasium also works (see gymnasium.pprint_registry())."
+            f"any id registered with gymnasium also works (see gymnasium.pprint_registry()), and a torch vec "
+            f"env of your own once added with envs.register(id, factory)."
         )
     from envs.gym_adapter import GymnasiumVecEnv
 
