@@ -367,6 +367,21 @@ def resume_hint(ckpt_path: Path):
         raise SystemExit(130) from None
 
 
+def _remove_stale_temps(path: Path) -> None:
+    """Remove the temp files that writers of `path` killed mid-write left behind: those named after a
+    process that no longer runs (a live writer's, e.g. another population member's, is kept)."""
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        pid = stale.name[len(path.name) + 2:].split(".", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            stale.unlink(missing_ok=True)
+        except OSError:
+            pass  # alive, someone else's
+
+
 def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
     """Write `data` to `path` atomically: temp file in the same directory, fsync, rename.
 
@@ -376,9 +391,8 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(data, str):
         data = data.encode()
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a writer killed mid-write (one writer per path)
-        stale.unlink(missing_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    _remove_stale_temps(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -471,17 +485,22 @@ RESUME_MAY_CHANGE = {"resume", "total_steps", "quiet", "track", "wandb_project",
 def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
     """The arguments a resumed run continues with: the saved ones, except the flags in
     `RESUME_MAY_CHANGE`. A flag left at its default (`defaults`, else the dataclass's own) takes the
-    saved value; a flag set to another value than the saved one is refused with a message naming both."""
+    saved value; a flag set to another value than the saved one is refused with a message naming both.
+    `--total-steps` left at its default also takes the saved value (the run ends where it was meant to)."""
     saved, changes = ckpt["args"], {}
     defaults = type(args)() if defaults is None else defaults
     for f in dataclasses.fields(args):
+        if f.name == "total_steps" and f.name in saved and args.total_steps == getattr(defaults, f.name):
+            changes[f.name] = saved[f.name]  # not given: the saved run's length (a larger one trains longer)
+            continue
         if f.name in RESUME_MAY_CHANGE or f.name not in saved:
             continue
         mine = getattr(args, f.name)
         theirs = tuple(saved[f.name]) if isinstance(saved[f.name], list) else saved[f.name]
         if mine == theirs:
             continue
-        if mine == getattr(defaults, f.name):
+        # --env is "left out" only at the dataclass's own default (`defaults` may have been built for --env)
+        if mine == getattr(type(args)() if f.name == "env" else defaults, f.name):
             changes[f.name] = theirs
         elif f.name == "env":
             raise ValueError(f"{path} was trained on {theirs!r}, not {mine!r}; drop --env or pass --env {theirs}")

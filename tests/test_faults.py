@@ -221,18 +221,17 @@ def test_sigkill_then_resume_matches_uninterrupted_run(algo, tmp_path):
     full = module.main(module.Args(**dict(kw, out_dir=str(tmp_path / "full"))))
     calls = kw["total_steps"] // kw["num_envs"]
     rng = random.Random(f"kill-{algo}")
-    for attempt in range(4):  # a kill that came after the end (the run had finished) is drawn again
+    for attempt in range(5):  # a kill that came after the last checkpoint (nothing left to resume) is drawn again
         parent = tmp_path / f"killed{attempt}"
         parent.mkdir()
         cmd = [sys.executable, "-c", _KILLED_RUN.format(algo=algo), json.dumps(dict(kw, out_dir=str(parent))),
                str(2.0 / calls)]
         killed, run_dir = _kill_some_time_after_first_checkpoint(cmd, parent, rng, window=1.2 / (attempt + 1))
-        if killed:
+        ckpt = run_dir / "checkpoint.pt"
+        resumed_from = torch.load(ckpt, weights_only=False)["global_step"]
+        if killed and resumed_from < full["steps"]:
             break
-    assert killed, f"{algo}: every run finished before its kill"
-    ckpt = run_dir / "checkpoint.pt"
-    resumed_from = torch.load(ckpt, weights_only=False)["global_step"]
-    assert resumed_from < full["steps"]
+    assert killed and resumed_from < full["steps"], f"{algo}: no kill landed before the run's last checkpoint"
     resumed = module.main(module.Args(**dict(kw, resume=str(ckpt))))
     assert resumed["steps"] == full["steps"]
     a, b = (torch.load(p, weights_only=False) for p in (full["checkpoint"], resumed["checkpoint"]))
@@ -430,3 +429,45 @@ def test_wrong_flag_names_the_right_one(algo, capsys):
         tyro.cli(module.Args, args=["--num-env", "4"])
     assert e.value.code != 0
     assert "--num-envs" in capsys.readouterr().err
+
+
+# ---- foreign, truncated and non-checkpoint files given to --resume ------------------------------------
+def _foreign_files(algo: str, tmp_path: Path) -> dict:
+    """case -> (path, expected message)"""
+    from common.run import save_checkpoint
+
+    env = CONFIGS[algo]["env"]
+    other_algo = "dqn" if algo != "dqn" else "sac"
+    files = {}
+    save_checkpoint(tmp_path / "other_algo.pt", {"algo": other_algo, "env_id": env, "args": {"env": env}})
+    files["another-algorithm"] = (tmp_path / "other_algo.pt",
+                                  f"written by algos/{other_algo}.py, not algos/{algo}.py; load it with algos/{other_algo}.py")
+    # a checkpoint of this file on `env`, resumed with --env MountainCar-v0 (no file's default env)
+    save_checkpoint(tmp_path / "other_env.pt", {"algo": algo, "env_id": env, "args": {"env": env}})
+    files["another-env"] = (tmp_path / "other_env.pt", f"trained on '{env}', not 'MountainCar-v0'")
+    whole = (tmp_path / "other_env.pt").read_bytes()
+    (tmp_path / "truncated.pt").write_bytes(whole[: len(whole) // 2])
+    files["truncated"] = (tmp_path / "truncated.pt", "not a readable checkpoint .* truncated")
+    torch.save({"state_dict": {"w": torch.zeros(2)}}, tmp_path / "plain.pt")
+    files["plain-torch-file"] = (tmp_path / "plain.pt", "not a checkpoint of this library: found format None")
+    (tmp_path / "notes.txt").write_text("hello")
+    files["text-file"] = (tmp_path / "notes.txt", "not a readable checkpoint")
+    files["missing"] = (tmp_path / "nope.pt", "no checkpoint at")
+    return files
+
+
+FOREIGN = [(a, c) for a in ALGOS for c in ("another-algorithm", "another-env", "truncated", "plain-torch-file",
+                                            "text-file", "missing")]
+
+
+@pytest.mark.parametrize("algo,case", FOREIGN, ids=[f"{a}-{c}" for a, c in FOREIGN])
+def test_resume_from_a_foreign_file_names_what_it_found(algo, case, tmp_path):
+    module = _module(algo)
+    (tmp_path / "files").mkdir()
+    path, msg = _foreign_files(algo, tmp_path / "files")[case]
+    kw = dict(CONFIGS[algo], out_dir=str(tmp_path / "runs"), resume=str(path))
+    if case == "another-env":
+        kw["env"] = "MountainCar-v0"
+    with pytest.raises((ValueError, FileNotFoundError), match=msg):
+        module.main(module.Args(**kw))
+    assert not (tmp_path / "runs").exists()

@@ -179,3 +179,11 @@ def test_resume_with_mujoco_defaults_keeps_saved_settings(tmp_path):
     assert res["steps"] == 8 * 8 * 3
     ck = torch.load(res["checkpoint"], weights_only=False)
     assert ck["args"]["num_envs"] == 8 and tuple(ck["args"]["hidden"]) == (32, 32)
+
+
+def test_resume_without_total_steps_keeps_the_saved_length(tmp_path, monkeypatch):
+    kw = SMALL[ppo_vec]
+    full, snaps = _run_with_snapshots(ppo_vec, ppo_vec.Args(out_dir=str(tmp_path / "full"), **kw), monkeypatch)
+    assert kw["total_steps"] != ppo_vec.Args().total_steps
+    resumed = ppo_vec.main(ppo_vec.Args(resume=str(snaps[0]), quiet=True, eval_episodes=2, eval_every=0, save_every=0))
+    assert resumed["steps"] == full["steps"] == kw["total_steps"]
