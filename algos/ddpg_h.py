@@ -331,7 +331,7 @@ def main(args: Args) -> dict:
                     with torch.no_grad():
                         torch._foreach_lerp_(params_t, params, args.tau)
                     updates += 1
-                    guard.watch_params("parameters", [actor, critic])
+                    guard.watch_params("parameters", actor)  # the critic: checked after its step
                     guard.check(global_step)
 
             # ---- H-term: an extra actor-only step on trajectory windows --------------------------------

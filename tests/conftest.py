@@ -15,6 +15,24 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
+def assert_same(a, b, where: str = "checkpoint") -> None:
+    """Bit-exact equality of nested checkpoint contents (dicts, lists, tuples, tensors, numbers; NaN equals
+    NaN, e.g. an episode statistic before any episode finished)."""
+    if torch.is_tensor(a):
+        assert torch.is_tensor(b), f"{where}: {b!r} is no tensor"
+        torch.testing.assert_close(b.to(a.device), a, rtol=0, atol=0, equal_nan=True, msg=f"{where} differs")
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), f"{where}: keys differ"
+        for k in a:
+            assert_same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), f"{where}: lengths differ"
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b or (a != a and b != b), f"{where}: {a!r} != {b!r}"
+
+
 def free_port() -> int:
     """A free TCP port on the loopback interface (for torchrun's rendezvous and gloo)."""
     with socket.socket() as s:

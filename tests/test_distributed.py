@@ -17,7 +17,7 @@ import torch.multiprocessing as mp
 
 from common import distributed
 from common.wrappers import RunningMeanStd
-from conftest import ROOT, free_port as _free_port
+from conftest import ROOT, assert_same as _assert_same, free_port as _free_port
 
 
 def _concat_problem():
@@ -238,23 +238,6 @@ def torchrun_full(tmp_path_factory):
         return runs[fuse_every]
 
     return run
-
-
-def _assert_same(a, b, where: str) -> None:
-    """Bit-exact equality of nested checkpoint contents (dicts, lists, tuples, tensors, numbers)."""
-    if torch.is_tensor(a):
-        assert torch.is_tensor(b), f"{where}: {b!r} is no tensor"
-        torch.testing.assert_close(b.to(a.device), a, rtol=0, atol=0, equal_nan=True, msg=f"{where} differs")
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), f"{where}: keys differ"
-        for k in a:
-            _assert_same(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), f"{where}: lengths differ"
-        for i, (x, y) in enumerate(zip(a, b)):
-            _assert_same(x, y, f"{where}[{i}]")
-    else:
-        assert a == b or (a != a and b != b), f"{where}: {a!r} != {b!r}"  # nan: no episode finished yet
 
 
 @pytest.mark.xdist_group("torchrun_resume")

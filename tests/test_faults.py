@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import math
 import os
 import random
 import signal
@@ -24,7 +23,7 @@ import pytest
 import torch
 
 import envs
-from conftest import ROOT
+from conftest import ROOT, assert_same
 from test_maddpg import TINY as MADDPG_TINY
 from test_mappo import TINY as MAPPO_TINY
 from test_resume import SMALL
@@ -238,30 +237,10 @@ def test_sigkill_then_resume_matches_uninterrupted_run(algo, tmp_path):
     keys = [k for k in a if k not in ("seconds", "args")]
     assert keys == [k for k in b if k not in ("seconds", "args")]
     for k in keys:
-        _assert_same(a[k], b[k], k)
+        assert_same(a[k], b[k], k)
     assert _eval_rows(Path(full["run_dir"])) == _eval_rows(run_dir), "evaluation metrics differ after the resume"
     assert resumed["eval_return"] == full["eval_return"]
     print(f"{algo}: killed on attempt {attempt + 1}, resumed from env step {resumed_from} of {full['steps']}")
-
-
-def _assert_same(a, b, where: str) -> None:
-    """Bit-exact equality of nested checkpoint contents (dicts, lists, tuples, tensors, numbers)."""
-    if torch.is_tensor(a):
-        assert torch.is_tensor(b) and a.dtype == b.dtype and a.shape == b.shape, f"{where}: differs in kind"
-        assert torch.equal(a, b) or (a.is_floating_point() and torch.equal(a.isnan(), b.isnan())
-                                     and torch.equal(a.nan_to_num(), b.nan_to_num())), f"{where} differs"
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), f"{where}: keys differ"
-        for k in a:
-            _assert_same(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), f"{where}: lengths differ"
-        for i, (x, y) in enumerate(zip(a, b)):
-            _assert_same(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) and math.isnan(a):
-        assert isinstance(b, float) and math.isnan(b), f"{where}: {a!r} != {b!r}"
-    else:
-        assert a == b, f"{where}: {a!r} != {b!r}"
 
 
 # ---- SIGKILL during checkpoint writes --------------------------------------------------------------------
