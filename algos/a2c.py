@@ -17,8 +17,7 @@ the device.
 from __future__ import annotations
 
 import sys
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -27,12 +26,15 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
-import tyro
 from torch.distributions import Categorical, Normal
 
 import envs
-from common.run import (Logger, NumericGuard, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir,
-                        resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.cli import RunArgs, cli
+from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.evaluate import PolicyFn, evaluate, load_run
+from common.guard import NumericGuard
+from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -40,39 +42,14 @@ ALGO = "a2c"
 
 
 @dataclass
-class Args:
-    env: str = "CartPole-v1"
-    """environment id: a torch-native one (CartPole-v1, Pendulum-v1, ...) or any gymnasium id"""
+class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
     num_envs: int = 8
-    """number of parallel sub-environments"""
-    seed: int = 1
-    """seed of torch, numpy, python and the environments"""
-    device: str = "auto"
-    """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
-    mujoco_backend: str = "auto"
-    """MuJoCo tasks: `auto` (MuJoCo Warp on CUDA, else the CPU batch), `batch` or `warp`"""
     total_steps: int = 300_000
-    """total environment steps (summed over sub-envs)"""
-    track: bool = False
-    """log to Weights & Biases (works with WANDB_MODE=offline)"""
-    wandb_project: str = "torch-podracer"
-    """wandb project name"""
-    out_dir: str = "runs"
-    """where run directories (metrics, curves, checkpoints) are created"""
     eval_every: int = 50_000
-    """evaluate the deterministic policy every this many environment steps (0: only at the end)"""
-    eval_episodes: int = 10
-    """episodes per evaluation (run in parallel on a separate env)"""
     save_every: int = 100_000
-    """write the checkpoint every this many environment steps (0: only at the end)"""
-    resume: str | None = None
-    """path of a checkpoint.pt to continue from"""
     compile: bool = False
-    """torch.compile the policy step, GAE, the A2C loss (forward and backward) and, without --anneal-lr, the
-    optimizer step (CUDA graphs and a capturable Adam on CUDA); the compile warm-up (first iteration) is left
-    out of the logged sps"""
-    quiet: bool = False
-    """no console progress line"""
+    """torch.compile the policy step, GAE, the A2C loss (forward and backward) and the
+    optimizer step, learning-rate annealing included (CUDA graphs and a capturable Adam on CUDA)"""
 
     # A2C
     num_steps: int = 5
@@ -101,6 +78,22 @@ class Args:
     """scale rewards by the running std of the discounted return"""
     init_log_std: float = 0.0
     """initial log-std of the Gaussian policy (continuous actions)"""
+
+
+# ppo_vec's massively parallel locomotion defaults (many envs, short horizon, normalized observations and
+# rewards) for the batched MuJoCo tasks, with one large-batch A2C step per rollout (not tuned on MuJoCo).
+MUJOCO_DEFAULTS = dict(
+    num_envs=4096, num_steps=16, learning_rate=3e-4, max_grad_norm=1.0,
+    hidden=(256, 128, 64), norm_obs=True, norm_reward=True, total_steps=50_000_000, eval_every=5_000_000,
+    save_every=5_000_000,
+)
+
+
+def default_args(env_id: str) -> Args:
+    """The defaults for a task: `Args()` for most, `MUJOCO_DEFAULTS` for the batched MuJoCo tasks."""
+    if envs.mujoco_id(env_id) is not None:
+        return replace(Args(env=env_id), **MUJOCO_DEFAULTS)
+    return Args(env=env_id)
 
 
 def check_args(args: Args, envs_) -> None:
@@ -178,7 +171,7 @@ def a2c_loss(agent: Agent, args: Args, obs, actions, advantages, returns):
     v_loss = 0.5 * (value - returns).square().mean()
     ent = entropy.mean()
     loss = pg_loss - args.ent_coef * ent + args.vf_coef * v_loss
-    return loss, torch.stack((pg_loss.detach(), v_loss.detach(), ent.detach()))
+    return loss, dict(pg_loss=pg_loss.detach(), v_loss=v_loss.detach(), entropy=ent.detach())
 
 
 @torch.no_grad()
@@ -215,32 +208,29 @@ def policy_from(agent: Agent, obs_norm, to_env) -> "callable":
 def main(args: Args) -> dict:
     device = resolve_device(args.device)
     ckpt = None
-    if args.resume:  # continue with the saved settings (see common.run.resume_args)
+    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
         ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
-        args = resume_args(args, ckpt, args.resume)
+        args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env))
     seed_everything(args.seed)
     env = make_env(args, device, args.seed)
     check_args(args, env)
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim = int(np.prod(obs_space.shape))
     agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std).to(device)
-    # capturable: Adam's step counter stays on the device, as CUDA graphs (--compile on CUDA) need
-    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5,
-                                 capturable=args.compile and device.type == "cuda")
+    # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
+    # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
+    lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, capturable=device.type == "cuda")
     raw_space = env.unwrapped.single_action_space  # the env's own bounds, before RescaleAction
     to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
 
     batch_size = args.num_envs * args.num_steps
     num_iterations = args.total_steps // batch_size
     T, N = args.num_steps, args.num_envs
-    obs_buf = torch.zeros((T, N, obs_dim), device=device)
-    final_obs_buf = torch.zeros((T, N, obs_dim), device=device)
+    obs_buf, final_obs_buf = torch.zeros((2, T, N, obs_dim), device=device)  # rollout storage on the device
     act_shape = () if agent.discrete else act_space.shape
     actions_buf = torch.zeros((T, N, *act_shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
-    rewards_buf = torch.zeros((T, N), device=device)
-    dones_buf = torch.zeros((T, N), device=device)
-    trunc_buf = torch.zeros((T, N), device=device)
-    values_buf = torch.zeros((T, N), device=device)
+    rewards_buf, dones_buf, trunc_buf, values_buf = torch.zeros((4, T, N), device=device)
 
 
     def opt_step():  # gradient clipping and the Adam step
@@ -250,8 +240,7 @@ def main(args: Args) -> dict:
     act_fn, loss_fn, gae_fn, step_fn = agent.act, a2c_loss, compute_gae, opt_step
     if args.compile:
         act_fn, loss_fn, gae_fn = compile_fn(agent.act, device), compile_fn(a2c_loss, device), compile_fn(compute_gae, device)
-        if not args.anneal_lr:  # an lr that changes (a Python float) would recompile the step every iteration
-            step_fn = compile_fn(opt_step, device)
+        step_fn = compile_fn(opt_step, device)
 
     start_iter, global_step, elapsed = 0, 0, 0.0
     next_obs, _ = env.reset(seed=args.seed)
@@ -284,15 +273,13 @@ def main(args: Args) -> dict:
             "seconds": logger.seconds, "rng": rng_state(),
         })
 
-    eval_result = {}
-    stats_sum, n_stats = torch.zeros(3, device=device), 0  # loss statistics summed since the last logging tick
-    last_eval = last_save = global_step
-    last_log = time.perf_counter()
+    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    meter = Meter(device, "pg_loss", "v_loss", "entropy")  # summed on the device, read at the logging tick
     iteration = start_iter - 1
     with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
         for iteration in range(start_iter, num_iterations):
             if args.anneal_lr:
-                optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - iteration / num_iterations)
+                optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
 
             # ---- rollout ----------------------------------------------------------------------------
             with torch.no_grad():
@@ -317,9 +304,8 @@ def main(args: Args) -> dict:
             # ---- update -----------------------------------------------------------------------------
             b_obs, b_actions = obs_buf.reshape(-1, obs_dim), actions_buf.reshape(-1, *act_shape)
             loss, stats = loss_fn(agent, args, b_obs, b_actions, advantages.reshape(-1), returns.reshape(-1))
-            stats_sum += stats  # on the device; read at the logging tick
+            meter.add(**stats)
             guard.watch("A2C loss", loss)
-            n_stats += 1
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             step_fn()
@@ -327,30 +313,16 @@ def main(args: Args) -> dict:
             guard.check(global_step)
 
             # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
-            is_last = iteration == num_iterations - 1
-            do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
-            if do_eval or time.perf_counter() - last_log > 1.0:
-                last_log = time.perf_counter()
-                ep = stats_env.pop()
-                pg, vl, ent = (stats_sum / max(n_stats, 1)).tolist()  # means over the updates since the last tick
-                stats_sum.zero_()
-                n_stats = 0
-                metrics = dict(ep_length=ep["length"], pg_loss=pg, v_loss=vl, entropy=ent,
-                               lr=optimizer.param_groups[0]["lr"])
-                metrics["return"] = ep["return"]
-                if do_eval:
-                    last_eval = global_step
-                    with logger.paused():
-                        eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
-                    metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
-                logger.log(global_step, **metrics)
-                if do_eval:
-                    logger.write_files()
-            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
-                last_save = global_step
+            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
+            if do_eval:
+                with logger.paused():
+                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
+            if do_log:
+                logger.log(global_step, stats_env.pop(), eval_result if do_eval else None, **meter.pop(),
+                           lr=optimizer.param_groups[0]["lr"])
+            if do_save:
                 save()
-            if iteration == start_iter:  # the sps clock starts after the (compile) warm-up
-                logger.restart_sps(global_step)
+            logger.burn_in(global_step)
 
     logger.close()
     env.close()
@@ -362,24 +334,13 @@ def main(args: Args) -> dict:
 def load_policy(path: str, device: str = "cpu") -> PolicyFn:
     """A deterministic `obs -> action` callable from a checkpoint of this file, with observation
     normalization and action rescaling included; takes torch or numpy, batched or single obs."""
-    ckpt = load_checkpoint(path, algo=ALGO, map_location=device)
-    args = Args(**{k: tuple(v) if k == "hidden" else v for k, v in ckpt["args"].items()})
-    env = envs.make(args.env, num_envs=1)
-    raw_space = env.single_action_space
-    agent = Agent(int(np.prod(env.single_observation_space.shape)), raw_space, args.hidden).to(device)
+    ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
+    obs_shape, raw_space = tuple(env.single_observation_space.shape), env.single_action_space
+    agent = Agent(int(np.prod(obs_shape)), raw_space, args.hidden).to(device)
     agent.load_state_dict(ckpt["model"])
-    agent.eval()
-    obs_norm = None
-    if ckpt.get("obs_norm") is not None:
-        from common.wrappers import RunningMeanStd
-
-        obs_norm = RunningMeanStd(env.single_observation_space.shape, device)
-        obs_norm.load_state_dict(ckpt["obs_norm"])
     to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
-    env.close()
-    return PolicyFn(policy_from(agent, obs_norm, to_env), device, env_id=args.env,
-                    obs_shape=tuple(env.single_observation_space.shape))
+    return PolicyFn(policy_from(agent.eval(), obs_norm, to_env), device, env_id=args.env, obs_shape=obs_shape)
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args, description=__doc__))
+    main(cli(Args, __doc__, defaults_for=default_args))

@@ -15,7 +15,6 @@ epsilon schedule, target network and `--per` are Double DQN's.
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -25,50 +24,32 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
-import tyro
 
 import envs
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
-from common.run import (Logger, NumericGuard, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir,
-                        resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.cli import RunArgs, cli
+from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.evaluate import PolicyFn, evaluate, load_run
+from common.guard import NumericGuard
+from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.vec_env import check_single_agent
-from common.wrappers import EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
+from common.wrappers import EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "d3qn"
 
 
 @dataclass
-class Args:
+class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
     env: str = "CartPole-v1"
     """environment id with a Discrete action space (torch-native or any gymnasium id)"""
     num_envs: int = 10
-    """number of parallel sub-environments"""
-    seed: int = 1
-    """seed of torch, numpy, python and the environments"""
-    device: str = "auto"
-    """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
     total_steps: int = 200_000
-    """total environment steps (summed over sub-envs)"""
-    track: bool = False
-    """log to Weights & Biases (works with WANDB_MODE=offline)"""
-    wandb_project: str = "torch-podracer"
-    """wandb project name"""
-    out_dir: str = "runs"
-    """where run directories (metrics, curves, checkpoints) are created"""
     eval_every: int = 20_000
-    """evaluate the greedy policy every this many environment steps (0: only at the end)"""
-    eval_episodes: int = 10
-    """episodes per evaluation (run in parallel on a separate env)"""
     save_every: int = 50_000
-    """write the checkpoint every this many environment steps (0: only at the end)"""
-    resume: str | None = None
-    """path of a checkpoint.pt to continue from"""
     compile: bool = False
-    """torch.compile the TD loss (forward and backward), the optimizer step (unless --anneal-lr) and the greedy
-    policy step (CUDA graphs and a capturable Adam on CUDA); the compile warm-up (up to the first updates) is
-    left out of the logged sps"""
-    quiet: bool = False
-    """no console progress line"""
+    """torch.compile the TD loss (forward and backward), the optimizer step
+    (learning-rate annealing included) and the greedy policy step (CUDA graphs and a capturable Adam on CUDA)"""
 
     # DQN
     buffer_size: int = 10_000
@@ -183,7 +164,7 @@ def policy_from(q_net: QNetwork, obs_norm) -> "callable":
 def main(args: Args) -> dict:
     device = resolve_device(args.device)
     ckpt = None
-    if args.resume:  # continue with the saved settings (see common.run.resume_args)
+    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
         ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
         args = resume_args(args, ckpt, args.resume)
     seed_everything(args.seed)
@@ -194,8 +175,10 @@ def main(args: Args) -> dict:
     q_net = QNetwork(obs_dim, n_actions, args.hidden).to(device)
     target_net = QNetwork(obs_dim, n_actions, args.hidden).to(device)
     target_net.load_state_dict(q_net.state_dict())
-    # capturable: Adam's step counter stays on the device, as CUDA graphs (--compile on CUDA) need
-    optimizer = torch.optim.Adam(q_net.parameters(), lr=args.learning_rate, capturable=args.compile and device.type == "cuda")
+    # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
+    # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
+    lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
+    optimizer = torch.optim.Adam(q_net.parameters(), lr=lr, capturable=device.type == "cuda")
     if args.per:
         rb = PrioritizedReplayBuffer(args.buffer_size, (obs_dim,), (), torch.long, device, alpha=args.per_alpha)
     else:
@@ -208,8 +191,7 @@ def main(args: Args) -> dict:
     loss_fn, q_fn, step_fn = td_loss, q_net, opt_step
     if args.compile:
         loss_fn, q_fn = compile_fn(td_loss, device), compile_fn(q_net, device)
-        if not args.anneal_lr:  # an lr that changes (a Python float) would recompile the step every iteration
-            step_fn = compile_fn(opt_step, device)
+        step_fn = compile_fn(opt_step, device)
 
     N = args.num_envs
     num_iterations = args.total_steps // N
@@ -224,7 +206,6 @@ def main(args: Args) -> dict:
         next_obs = ckpt["next_obs"].to(device)
         start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
         set_rng_state(ckpt["rng"])
-    updates_at_start, warm = updates, False  # warm: the first updates (and compilations) have run
     run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
     logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
                     resume_step=global_step if args.resume else None)
@@ -248,15 +229,13 @@ def main(args: Args) -> dict:
             "seconds": logger.seconds, "rng": rng_state(),
         })
 
-    eval_result = {}
-    stats_sum, n_stats = torch.zeros(2, device=device), 0  # TD loss and mean Q summed since the last logging tick
-    last_eval = last_save = global_step
-    last_log = time.perf_counter()
+    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    meter = Meter(device, "td_loss", "q_mean")  # summed on the device, read at the logging tick
     iteration = start_iter - 1
     with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
         for iteration in range(start_iter, num_iterations):
             if args.anneal_lr:
-                optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - iteration / num_iterations)
+                optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
             # ---- explore: epsilon-greedy over all sub-envs at once -------------------------------------
             eps = epsilon_at(args, global_step)
             with torch.no_grad():
@@ -278,9 +257,8 @@ def main(args: Args) -> dict:
                 for _ in range(args.gradient_steps):
                     b = rb.sample(args.batch_size, beta=beta)
                     loss, q_mean, td_abs = loss_fn(q_net, target_net, args.gamma, b)
-                    stats_sum += torch.stack((loss.detach(), q_mean))  # on the device; read at the logging tick
+                    meter.add(td_loss=loss, q_mean=q_mean)
                     guard.watch("TD loss", loss)
-                    n_stats += 1
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     step_fn()
@@ -293,30 +271,15 @@ def main(args: Args) -> dict:
                     guard.check(global_step)
 
             # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
-            is_last = iteration == num_iterations - 1
-            do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
-            if do_eval or time.perf_counter() - last_log > 1.0:
-                last_log = time.perf_counter()
-                ep = stats_env.pop()
-                td, q = (stats_sum / n_stats).tolist() if n_stats else (float("nan"), float("nan"))  # means since the last tick
-                stats_sum.zero_()
-                n_stats = 0
-                metrics = dict(ep_length=ep["length"], td_loss=td, q_mean=q, epsilon=eps)
-                metrics["return"] = ep["return"]
-                if do_eval:
-                    last_eval = global_step
-                    with logger.paused():
-                        eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
-                    metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
-                logger.log(global_step, **metrics)
-                if do_eval:
-                    logger.write_files()
-            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
-                last_save = global_step
+            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
+            if do_eval:
+                with logger.paused():
+                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
+            if do_log:
+                logger.log(global_step, stats_env.pop(), eval_result if do_eval else None, **meter.pop(), epsilon=eps)
+            if do_save:
                 save()
-            if not warm and updates > updates_at_start + args.gradient_steps:  # the sps clock starts after the (compile) warm-up
-                warm = True
-                logger.restart_sps(global_step)
+            logger.burn_in(global_step, learned=global_step > args.learning_starts)
 
     logger.close()
     env.close()
@@ -328,20 +291,12 @@ def main(args: Args) -> dict:
 def load_policy(path: str, device: str = "cpu") -> PolicyFn:
     """A greedy `obs -> action` callable from a checkpoint of this file (observation normalization
     included); takes torch or numpy, batched or single observations."""
-    ckpt = load_checkpoint(path, algo=ALGO, map_location=device)
-    args = Args(**{k: tuple(v) if k == "hidden" else v for k, v in ckpt["args"].items()})
-    env = envs.make(args.env, num_envs=1)
+    ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
     obs_shape = tuple(env.single_observation_space.shape)
     q_net = QNetwork(int(np.prod(obs_shape)), int(env.single_action_space.n), args.hidden).to(device)
     q_net.load_state_dict(ckpt["model"])
-    q_net.eval()
-    obs_norm = None
-    if ckpt.get("obs_norm") is not None:
-        obs_norm = RunningMeanStd(obs_shape, device)
-        obs_norm.load_state_dict(ckpt["obs_norm"])
-    env.close()
-    return PolicyFn(policy_from(q_net, obs_norm), device, env_id=args.env, obs_shape=obs_shape)
+    return PolicyFn(policy_from(q_net.eval(), obs_norm), device, env_id=args.env, obs_shape=obs_shape)
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args, description=__doc__))
+    main(cli(Args, __doc__))

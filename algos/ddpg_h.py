@@ -1,7 +1,8 @@
 """DDPG-H: DDPG with the H-term, on vectorized environments.
 
 `algos/ddpg.py` plus ElegantRL's H-term (Hamiltonian term), an extra actor-only update on whole
-trajectory windows that trades compute for stability (`common/hterm.py` holds the store and loss):
+trajectory windows that trades compute for stability (`h_term_loss` below; the store of trajectories
+is `common.buffers.TrajectoryStore`):
 * every explored step goes into a device trajectory store that keeps the last `h_term_horizon`
   steps of each sub-env and a table of the episodes that finished there;
 * every `h_term_update_gap` vectorized steps, the stored episodes are ranked by return, the lowest
@@ -30,53 +31,33 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
-import tyro
 
 import envs
-from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
+from common.buffers import PrioritizedReplayBuffer, ReplayBuffer, TrajectoryStore
+from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.cli import RunArgs, cli
+from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.ensemble import EnsembleMLP
-from common.run import (Logger, NumericGuard, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir,
-                        resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
-from common.hterm import TrajectoryStore, h_term_loss
+from common.evaluate import PolicyFn, evaluate, load_run
+from common.guard import NumericGuard
+from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.vec_env import check_single_agent
-from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
+from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "ddpg_h"
 
 
 @dataclass
-class Args:
+class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
     env: str = "Pendulum-v1"
     """environment id with a Box action space (torch-native or any gymnasium id)"""
     num_envs: int = 4
-    """number of parallel sub-environments"""
-    seed: int = 1
-    """seed of torch, numpy, python and the environments"""
-    device: str = "auto"
-    """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
-    mujoco_backend: str = "auto"
-    """MuJoCo tasks: `auto` (MuJoCo Warp on CUDA, else the CPU batch), `batch` or `warp`"""
     total_steps: int = 40_000
-    """total environment steps (summed over sub-envs)"""
-    track: bool = False
-    """log to Weights & Biases (works with WANDB_MODE=offline)"""
-    wandb_project: str = "torch-podracer"
-    """wandb project name"""
-    out_dir: str = "runs"
-    """where run directories (metrics, curves, checkpoints) are created"""
     eval_every: int = 10_000
-    """evaluate the deterministic policy every this many environment steps (0: only at the end)"""
-    eval_episodes: int = 10
-    """episodes per evaluation (run in parallel on a separate env)"""
     save_every: int = 20_000
-    """write the checkpoint every this many environment steps (0: only at the end)"""
-    resume: str | None = None
-    """path of a checkpoint.pt to continue from"""
     compile: bool = False
     """torch.compile the critic and actor losses (forward and backward) and the policy step (CUDA graphs and
-    capturable Adams on CUDA); the compile warm-up (up to the first updates) is left out of the logged sps"""
-    quiet: bool = False
-    """no console progress line"""
+    capturable Adams on CUDA)"""
 
     # DDPG
     buffer_size: int = 1_000_000
@@ -193,6 +174,14 @@ def actor_loss(actor: Actor, critic: Critic, b):
     return -critic(b.obs, actor(b.obs))[0].mean()
 
 
+def h_term_loss(logp: torch.Tensor, mask: torch.Tensor, returns_norm: torch.Tensor, gamma: float, lam: float):
+    """The H-term on `[B, K]` windows: H_b = sum_k gamma^k log pi(a_k|s_k) (masked past an episode's end), and
+    loss = -lam * mean_b(H_b * normalized return of b's episode): the actor raises the discounted log-likelihood
+    of good trajectories and lowers that of poor ones (a trajectory-level REINFORCE with a return baseline)."""
+    discount = gamma ** torch.arange(logp.shape[1], device=logp.device, dtype=logp.dtype)
+    return -lam * ((discount * logp * mask).sum(1) * returns_norm).mean()
+
+
 def make_env(args: Args, device, seed: int):
     env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed, backend=args.mujoco_backend)
     return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
@@ -212,7 +201,7 @@ def policy_from(actor: Actor, obs_norm, to_env) -> "callable":
 def main(args: Args) -> dict:
     device = resolve_device(args.device)
     ckpt = None
-    if args.resume:  # continue with the saved settings (see common.run.resume_args)
+    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
         ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
         args = resume_args(args, ckpt, args.resume)
     seed_everything(args.seed)
@@ -258,7 +247,6 @@ def main(args: Args) -> dict:
         next_obs = ckpt["next_obs"].to(device)
         start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
         set_rng_state(ckpt["rng"])
-    updates_at_start, warm = updates, False  # warm: the first updates (and compilations) have run
     run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
     logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
                     resume_step=global_step if args.resume else None)
@@ -283,10 +271,8 @@ def main(args: Args) -> dict:
             "seconds": logger.seconds, "rng": rng_state(),
         })
 
-    eval_result = {}
-    loss_sum, n_loss = torch.zeros(2, device=device), [0, 0]  # critic and actor losses summed since the last logging tick
-    last_eval = last_save = global_step
-    last_log = time.perf_counter()
+    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    meter = Meter(device, "critic_loss", "actor_loss")  # summed on the device, read at the logging tick
     iteration = start_iter - 1
     with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
         for iteration in range(start_iter, num_iterations):
@@ -313,18 +299,16 @@ def main(args: Args) -> dict:
                 for _ in range(args.gradient_steps):
                     b = rb.sample(args.batch_size, beta=beta)
                     c_loss, td_abs = c_loss_fn(actor_t, critic, critic_t, args.gamma, b)
-                    loss_sum[0] += c_loss.detach()  # on the device; read at the logging tick
+                    meter.add(critic_loss=c_loss)
                     guard.watch("critic loss", c_loss)
-                    n_loss[0] += 1
                     critic_opt.zero_grad(set_to_none=True)
                     c_loss.backward()
                     critic_step()
                     guard.watch_params("parameters", critic)  # before the actor loss reads it
                     rb.update_priorities(b.indices, td_abs)
                     a_loss = a_loss_fn(actor, critic, b)
-                    loss_sum[1] += a_loss.detach()
+                    meter.add(actor_loss=a_loss)
                     guard.watch("actor loss", a_loss)
-                    n_loss[1] += 1
                     actor_opt.zero_grad(set_to_none=True)
                     a_loss.backward()
                     actor_step()
@@ -354,33 +338,16 @@ def main(args: Args) -> dict:
             loop_time += time.perf_counter() - t_iter
 
             # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
-            is_last = iteration == num_iterations - 1
-            do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
-            if do_eval or time.perf_counter() - last_log > 1.0:
-                last_log = time.perf_counter()
-                ep = stats_env.pop()
-                c_mean, a_mean = [x / k if k else float("nan") for x, k in zip(loss_sum.tolist(), n_loss)]  # since the last tick
-                loss_sum.zero_()
-                n_loss[:] = [0, 0]
-                metrics = dict(ep_length=ep["length"], critic_loss=c_mean, actor_loss=a_mean, updates=updates,
-                               h_term_time_share=h_time / max(loop_time, 1e-9))
-                metrics["return"] = ep["return"]
-                if do_eval:
-                    last_eval = global_step
-                    with logger.paused():
-                        eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
-                    metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
-                logger.log(global_step, **metrics)
-                if do_eval:
-                    logger.write_files()
-            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
-                last_save = global_step
+            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
+            if do_eval:
+                with logger.paused():
+                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
+            if do_log:
+                logger.log(global_step, stats_env.pop(), eval_result if do_eval else None, **meter.pop(),
+                           updates=updates, h_term_time_share=h_time / max(loop_time, 1e-9))
+            if do_save:
                 save()
-            # the sps clock starts after the (compile) warm-up: two iterations that learned (the second one also
-            # explored with the policy)
-            if logger is not None and not warm and updates > updates_at_start + args.gradient_steps:
-                warm = True
-                logger.restart_sps(global_step)
+            logger.burn_in(global_step, learned=global_step >= args.learning_starts)
 
     logger.close()
     env.close()
@@ -392,21 +359,13 @@ def main(args: Args) -> dict:
 def load_policy(path: str, device: str = "cpu") -> PolicyFn:
     """A deterministic `obs -> action` callable from a checkpoint of this file (observation
     normalization and action rescaling included); takes torch or numpy, batched or single obs."""
-    ckpt = load_checkpoint(path, algo=ALGO, map_location=device)
-    args = Args(**{k: tuple(v) if k == "hidden" else v for k, v in ckpt["args"].items()})
-    env = envs.make(args.env, num_envs=1)
+    ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
     obs_shape, raw_space = tuple(env.single_observation_space.shape), env.single_action_space
     actor = Actor(int(np.prod(obs_shape)), int(np.prod(raw_space.shape)), args.hidden).to(device)
     actor.load_state_dict(ckpt["actor"])
-    actor.eval()
-    obs_norm = None
-    if ckpt.get("obs_norm") is not None:
-        obs_norm = RunningMeanStd(obs_shape, device)
-        obs_norm.load_state_dict(ckpt["obs_norm"])
-    env.close()
-    return PolicyFn(policy_from(actor, obs_norm, ActionScaler(raw_space, device)), device, env_id=args.env,
+    return PolicyFn(policy_from(actor.eval(), obs_norm, ActionScaler(raw_space, device)), device, env_id=args.env,
                     obs_shape=obs_shape)
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args, description=__doc__))
+    main(cli(Args, __doc__))

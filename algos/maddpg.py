@@ -36,7 +36,6 @@ The diff `algos/maddpg.py` -> `algos/matd3.py` shows TD3's three changes and lit
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -45,49 +44,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gymnasium as gym
 import torch
 import torch.nn as nn
-import tyro
 
 import envs
 from common.buffers import ReplayBuffer
+from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.cli import RunArgs, cli
+from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.ensemble import EnsembleMLP
-from common.ma_vec_env import MAEpisodeStatistics, ma_evaluate
-from common.run import (Logger, NumericGuard, PolicyFn, load_checkpoint, make_run_dir, resolve_device, resume_args,
-                        resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.evaluate import PolicyFn, ma_evaluate
+from common.guard import NumericGuard
+from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.ma_vec_env import MAEpisodeStatistics
 from common.wrappers import ActionScaler
 
 ALGO = "maddpg"
 
 
 @dataclass
-class Args:
+class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
     env: str = "simple_spread"
     """multi-agent environment id (made with continuous actions)"""
     num_envs: int = 16
     """number of parallel worlds"""
-    seed: int = 1
-    """seed of torch, numpy, python and the environments"""
-    device: str = "auto"
-    """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
     total_steps: int = 200_000
     """total environment steps (vectorized steps x worlds; one step moves every agent of a world)"""
-    track: bool = False
-    """log to Weights & Biases (works with WANDB_MODE=offline)"""
-    wandb_project: str = "torch-podracer"
-    """wandb project name"""
-    out_dir: str = "runs"
-    """where run directories (metrics, curves, checkpoints) are created"""
     eval_every: int = 50_000
-    """evaluate the deterministic policy every this many environment steps (0: only at the end)"""
     eval_episodes: int = 32
-    """episodes per evaluation (run in parallel on a separate env)"""
     save_every: int = 100_000
-    """write the checkpoint every this many environment steps (0: only at the end)"""
-    resume: str | None = None
-    """path of a checkpoint.pt to continue from"""
     compile: bool = False
     """torch.compile the critic and actor updates"""
-    quiet: bool = False
-    """no console progress line"""
 
     # MADDPG
     buffer_size: int = 1_000_000
@@ -204,7 +189,7 @@ def policy_from(actors: Actors, to_env) -> "callable":
 def main(args: Args) -> dict:
     device = resolve_device(args.device)
     ckpt = None
-    if args.resume:  # continue with the saved settings (see common.run.resume_args)
+    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
         ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
         args = resume_args(args, ckpt, args.resume)
     seed_everything(args.seed)
@@ -224,7 +209,7 @@ def main(args: Args) -> dict:
     # common.buffers.ReplayBuffer with a row = (all agents' observations, global state) and one reward per agent
     rb = ReplayBuffer(args.buffer_size, (A * obs_dim + state_dim,), (A, act_dim), torch.float32, device,
                       reward_shape=(A,))
-    c_loss_fn, a_loss_fn = (torch.compile(critic_loss), torch.compile(actor_loss)) if args.compile else (critic_loss, actor_loss)
+    c_loss_fn, a_loss_fn = (compile_fn(critic_loss, device), compile_fn(actor_loss, device)) if args.compile else (critic_loss, actor_loss)
     params_t = list(actors_t.parameters()) + list(critics_t.parameters())
     params = list(actors.parameters()) + list(critics.parameters())
 
@@ -258,10 +243,8 @@ def main(args: Args) -> dict:
             "updates": updates, "seconds": logger.seconds, "rng": rng_state(),
         })
 
-    eval_result = {}
-    c_loss = a_loss = torch.zeros((), device=device)
-    last_eval = last_save = global_step
-    last_log = time.perf_counter()
+    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    meter = Meter(device, "critic_loss", "actor_loss")  # summed on the device, read at the logging tick
     iteration = start_iter - 1
     with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
         for iteration in range(start_iter, num_iterations):
@@ -287,11 +270,13 @@ def main(args: Args) -> dict:
                 for _ in range(args.gradient_steps):
                     b = rb.sample(args.batch_size)
                     c_loss = c_loss_fn(actors_t, critics, critics_t, args.gamma, b, A, state_dim)
+                    meter.add(critic_loss=c_loss)
                     guard.watch("critic loss", c_loss)
                     critic_opt.zero_grad(set_to_none=True)
                     c_loss.backward()
                     critic_opt.step()
                     a_loss = a_loss_fn(actors, critics, b, A, state_dim, args.others_from_policy)
+                    meter.add(actor_loss=a_loss)
                     guard.watch("actor loss", a_loss)
                     actor_opt.zero_grad(set_to_none=True)
                     a_loss.backward()
@@ -303,25 +288,16 @@ def main(args: Args) -> dict:
                     guard.check(global_step)
 
             # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
-            is_last = iteration == num_iterations - 1
-            do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
-            if do_eval or time.perf_counter() - last_log > 1.0:
-                last_log = time.perf_counter()
-                ep = env.pop()
-                metrics = dict(ep_length=ep["length"], critic_loss=c_loss.item(), actor_loss=a_loss.item(), updates=updates)
-                metrics["return"] = ep["return"]
-                if do_eval:
-                    last_eval = global_step
-                    with logger.paused():
-                        eval_result = ma_evaluate(policy_from(actors, to_env), args.env, args.eval_episodes,
-                                                  seed=args.seed + 10_000, device=device, continuous_actions=True)
-                    metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
-                logger.log(global_step, **metrics)
-                if do_eval:
-                    logger.write_files()
-            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
-                last_save = global_step
+            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
+            if do_eval:
+                with logger.paused():
+                    eval_result = ma_evaluate(policy_from(actors, to_env), args.env, args.eval_episodes,
+                                              seed=args.seed + 10_000, device=device, continuous_actions=True)
+            if do_log:
+                logger.log(global_step, env.pop(), eval_result if do_eval else None, **meter.pop(), updates=updates)
+            if do_save:
                 save()
+            logger.burn_in(global_step, learned=global_step >= args.learning_starts)
 
     logger.close()
     env.close()
@@ -352,4 +328,4 @@ def load_policy(path: str, device: str = "cpu"):
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args, description=__doc__))
+    main(cli(Args, __doc__))

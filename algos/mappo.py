@@ -35,7 +35,6 @@ Details that matter:
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -48,45 +47,32 @@ import torch.nn as nn
 from torch.distributions import Categorical
 
 import envs
+from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.cli import RunArgs, cli
+from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.ensemble import EnsembleLinear, EnsembleMLP
-from common.ma_vec_env import MAEpisodeStatistics, ma_evaluate
-from common.run import (Logger, NumericGuard, cli, load_checkpoint, make_run_dir, resolve_device, resume_args,
-                        resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.evaluate import ma_evaluate
+from common.guard import NumericGuard
+from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.ma_vec_env import MAEpisodeStatistics
 from common.wrappers import RunningMeanStd
 
 ALGO = "mappo"
 
 
 @dataclass
-class Args:
+class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
     env: str = "simple_spread"
     """multi-agent environment id (torch-native, discrete actions)"""
     num_envs: int = 128
     """number of parallel worlds (each holds all agents)"""
-    seed: int = 1
-    """seed of torch, numpy, python and the environments"""
-    device: str = "auto"
-    """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
     total_steps: int = 2_000_000
     """total environment steps (world steps, summed over worlds)"""
-    track: bool = False
-    """log to Weights & Biases (works with WANDB_MODE=offline)"""
-    wandb_project: str = "torch-podracer"
-    """wandb project name"""
-    out_dir: str = "runs"
-    """where run directories (metrics, curves, checkpoints) are created"""
     eval_every: int = 200_000
-    """evaluate the deterministic policy every this many environment steps (0: only at the end)"""
     eval_episodes: int = 32
-    """episodes per evaluation (run in parallel on a separate env)"""
     save_every: int = 500_000
-    """write the checkpoint every this many environment steps (0: only at the end)"""
-    resume: str | None = None
-    """path of a checkpoint.pt to continue from"""
     compile: bool = False
     """torch.compile the policy step and the PPO loss"""
-    quiet: bool = False
-    """no console progress line"""
 
     # MAPPO
     num_steps: int = 25
@@ -221,7 +207,7 @@ class Agent(nn.Module):
 
 def ppo_loss(agent: Agent, args: Args, obs, avail, state, actions, old_logp, advantages, returns, old_values):
     """Clipped surrogate (per agent) + value + entropy loss on one minibatch of world steps;
-    `returns` / `old_values` are in the critic's (normalized) units. Returns (loss, stats tensor)."""
+    `returns` / `old_values` are in the critic's (normalized) units. Returns (loss, named statistics)."""
     logp, entropy, value = agent.evaluate_actions(obs, avail, actions, state)
     log_ratio = logp - old_logp
     ratio = log_ratio.exp()
@@ -238,7 +224,8 @@ def ppo_loss(agent: Agent, args: Args, obs, avail, state, actions, old_logp, adv
     with torch.no_grad():
         approx_kl = ((ratio - 1) - log_ratio).mean()
         clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
-    return loss, torch.stack((pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl, clipfrac))
+    return loss, dict(pg_loss=pg_loss.detach(), v_loss=v_loss.detach(), entropy=ent.detach(), approx_kl=approx_kl,
+                      clipfrac=clipfrac)
 
 
 @torch.no_grad()
@@ -294,7 +281,7 @@ def policy_from(agent: Agent):
 def main(args: Args) -> dict:
     device = resolve_device(args.device)
     ckpt = None
-    if args.resume:  # continue with the saved settings (see common.run.resume_args)
+    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
         ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
         args = resume_args(args, ckpt, args.resume)
     seed_everything(args.seed)
@@ -323,8 +310,8 @@ def main(args: Args) -> dict:
 
     act_fn, loss_fn = agent.act, ppo_loss
     if args.compile:
-        act_fn = torch.compile(agent.act)
-        loss_fn = torch.compile(ppo_loss)
+        act_fn = compile_fn(agent.act, device)
+        loss_fn = compile_fn(ppo_loss, device)
 
     start_iter, global_step, elapsed = 0, 0, 0.0
     next_obs, info = env.reset(seed=args.seed)
@@ -355,9 +342,8 @@ def main(args: Args) -> dict:
             "iteration": iteration + 1, "global_step": global_step, "seconds": logger.seconds, "rng": rng_state(),
         })
 
-    eval_result = {}
-    last_eval = last_save = global_step
-    last_log = time.perf_counter()
+    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
     iteration = start_iter - 1
     with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
         for iteration in range(start_iter, num_iterations):
@@ -402,6 +388,7 @@ def main(args: Args) -> dict:
                     idx = perm[start:start + minibatch_size]
                     loss, stats = loss_fn(agent, args, b_obs[idx], b_avail[idx], b_state[idx], b_actions[idx],
                                           b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
+                    meter.add(**stats)
                     guard.watch("PPO loss", loss)
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
@@ -409,31 +396,21 @@ def main(args: Args) -> dict:
                     optimizer.step()
                     guard.watch_params("parameters", agent)
                     guard.check(global_step)
-                if args.target_kl is not None and stats[3] > args.target_kl:  # host sync, opt-in
+                if args.target_kl is not None and stats["approx_kl"] > args.target_kl:  # host sync, opt-in
                     break
 
             # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
-            is_last = iteration == num_iterations - 1
-            do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
-            if do_eval or time.perf_counter() - last_log > 1.0:
-                last_log = time.perf_counter()
-                ep = env.pop()
-                pg, vl, ent, kl, cf = stats.tolist()
-                metrics = dict(ep_length=ep["length"], pg_loss=pg, v_loss=vl, entropy=ent,
-                               approx_kl=kl, clipfrac=cf, lr=optimizer.param_groups[0]["lr"])
-                metrics["return"] = ep["return"]
-                if do_eval:
-                    last_eval = global_step
-                    with logger.paused():
-                        eval_result = ma_evaluate(policy_from(agent), args.env, args.eval_episodes,
-                                                  seed=args.seed + 10_000, device=device)
-                    metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
-                logger.log(global_step, **metrics)
-                if do_eval:
-                    logger.write_files()
-            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
-                last_save = global_step
+            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
+            if do_eval:
+                with logger.paused():
+                    eval_result = ma_evaluate(policy_from(agent), args.env, args.eval_episodes,
+                                              seed=args.seed + 10_000, device=device)
+            if do_log:
+                logger.log(global_step, env.pop(), eval_result if do_eval else None, **meter.pop(),
+                           lr=optimizer.param_groups[0]["lr"])
+            if do_save:
                 save()
+            logger.burn_in(global_step)
 
     logger.close()
     env.close()
@@ -461,4 +438,4 @@ def load_policy(path: str, device: str = "cpu"):
 
 
 if __name__ == "__main__":
-    main(cli(Args, description=__doc__))
+    main(cli(Args, __doc__))

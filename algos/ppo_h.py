@@ -1,7 +1,8 @@
 """PPO-H: PPO-Clip with the H-term, on vectorized environments.
 
 `algos/ppo_vec.py` plus ElegantRL's H-term (Hamiltonian term), an extra actor-only update on whole
-trajectory windows that trades compute for stability (`common/hterm.py` holds the store and loss):
+trajectory windows that trades compute for stability (`h_term_loss` below; the store of trajectories
+is `common.buffers.TrajectoryStore`):
 * every rollout step goes into a device trajectory store that keeps the last `h_term_horizon`
   steps of each sub-env and a table of the episodes that finished there;
 * every `h_term_update_gap` PPO iterations, the stored episodes are ranked by return, the lowest
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -27,13 +28,16 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
-import tyro
 from torch.distributions import Categorical, Normal
 
 import envs
-from common.run import (Logger, NumericGuard, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir,
-                        resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
-from common.hterm import TrajectoryStore, h_term_loss
+from common.buffers import TrajectoryStore
+from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.cli import RunArgs, cli
+from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.evaluate import PolicyFn, evaluate, load_run
+from common.guard import NumericGuard
+from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -41,39 +45,11 @@ ALGO = "ppo_h"
 
 
 @dataclass
-class Args:
-    env: str = "CartPole-v1"
-    """environment id: a torch-native one (CartPole-v1, Pendulum-v1, ...) or any gymnasium id"""
+class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
     num_envs: int = 1024
-    """number of parallel sub-environments"""
-    seed: int = 1
-    """seed of torch, numpy, python and the environments"""
-    device: str = "auto"
-    """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
-    mujoco_backend: str = "auto"
-    """MuJoCo tasks: `auto` (MuJoCo Warp on CUDA, else the CPU batch), `batch` or `warp`"""
-    total_steps: int = 1_000_000
-    """total environment steps (summed over sub-envs)"""
-    track: bool = False
-    """log to Weights & Biases (works with WANDB_MODE=offline)"""
-    wandb_project: str = "torch-podracer"
-    """wandb project name"""
-    out_dir: str = "runs"
-    """where run directories (metrics, curves, checkpoints) are created"""
-    eval_every: int = 100_000
-    """evaluate the deterministic policy every this many environment steps (0: only at the end)"""
-    eval_episodes: int = 10
-    """episodes per evaluation (run in parallel on a separate env)"""
-    save_every: int = 200_000
-    """write the checkpoint every this many environment steps (0: only at the end)"""
-    resume: str | None = None
-    """path of a checkpoint.pt to continue from"""
     compile: bool = False
-    """torch.compile the policy step, GAE, the PPO loss (forward and backward) and, without --anneal-lr, the
-    optimizer step (CUDA graphs and a capturable Adam on CUDA); the compile warm-up (first iteration) is left
-    out of the logged sps"""
-    quiet: bool = False
-    """no console progress line"""
+    """torch.compile the policy step, GAE, the PPO loss (forward and backward) and the
+    optimizer step, learning-rate annealing included (CUDA graphs and a capturable Adam on CUDA)"""
 
     # PPO
     num_steps: int = 16
@@ -130,6 +106,23 @@ class Args:
     """steps of history kept per sub-env (episodes longer than this are never selected)"""
     h_term_max_episodes: int = 4096
     """episodes remembered in the store's table"""
+
+
+# Massively parallel locomotion (many envs, short horizon, few large minibatches, normalized
+# observations and rewards), as in Rudin et al. 2021 (arXiv:2109.11978) and Brax's PPO: the defaults
+# for the batched MuJoCo tasks, so that `--env Ant --num-envs 4096` needs no other flag on a GPU.
+MUJOCO_DEFAULTS = dict(
+    num_envs=4096, num_steps=16, num_minibatches=4, update_epochs=5, learning_rate=3e-4, max_grad_norm=1.0,
+    hidden=(256, 128, 64), norm_obs=True, norm_reward=True, total_steps=50_000_000, eval_every=5_000_000,
+    save_every=5_000_000,
+)
+
+
+def default_args(env_id: str) -> Args:
+    """The defaults for a task: `Args()` for most, `MUJOCO_DEFAULTS` for the batched MuJoCo tasks."""
+    if envs.mujoco_id(env_id) is not None:
+        return replace(Args(env=env_id), **MUJOCO_DEFAULTS)
+    return Args(env=env_id)
 
 
 def check_args(args: Args, envs_) -> None:
@@ -212,7 +205,7 @@ class Agent(nn.Module):
 
 
 def ppo_loss(agent: Agent, args: Args, obs, actions, old_logp, advantages, returns, old_values):
-    """Clipped surrogate + value + entropy loss on one minibatch; returns (loss, stats tensor)."""
+    """Clipped surrogate + value + entropy loss on one minibatch; returns (loss, named statistics)."""
     logp, entropy, value = agent.evaluate_actions(obs, actions)
     log_ratio = logp - old_logp
     ratio = log_ratio.exp()
@@ -229,7 +222,8 @@ def ppo_loss(agent: Agent, args: Args, obs, actions, old_logp, advantages, retur
     with torch.no_grad():
         approx_kl = ((ratio - 1) - log_ratio).mean()
         clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
-    return loss, torch.stack((pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl, clipfrac))
+    return loss, dict(pg_loss=pg_loss.detach(), v_loss=v_loss.detach(), entropy=ent.detach(), approx_kl=approx_kl,
+                      clipfrac=clipfrac)
 
 
 @torch.no_grad()
@@ -244,6 +238,14 @@ def compute_gae(rewards, values, dones, next_value, gamma: float, lam: float):
         last = delta + gamma * lam * not_done * last
         advantages[t] = last
     return advantages, advantages + values
+
+
+def h_term_loss(logp: torch.Tensor, mask: torch.Tensor, returns_norm: torch.Tensor, gamma: float, lam: float):
+    """The H-term on `[B, K]` windows: H_b = sum_k gamma^k log pi(a_k|s_k) (masked past an episode's end), and
+    loss = -lam * mean_b(H_b * normalized return of b's episode): the actor raises the discounted log-likelihood
+    of good trajectories and lowers that of poor ones (a trajectory-level REINFORCE with a return baseline)."""
+    discount = gamma ** torch.arange(logp.shape[1], device=logp.device, dtype=logp.dtype)
+    return -lam * ((discount * logp * mask).sum(1) * returns_norm).mean()
 
 
 def make_env(args: Args, device, seed: int):
@@ -266,18 +268,19 @@ def policy_from(agent: Agent, obs_norm, to_env) -> "callable":
 def main(args: Args) -> dict:
     device = resolve_device(args.device)
     ckpt = None
-    if args.resume:  # continue with the saved settings (see common.run.resume_args)
+    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
         ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
-        args = resume_args(args, ckpt, args.resume)
+        args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env))
     seed_everything(args.seed)
     env = make_env(args, device, args.seed)
     check_args(args, env)
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim = int(np.prod(obs_space.shape))
     agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std).to(device)
-    # capturable: Adam's step counter stays on the device, as CUDA graphs (--compile on CUDA) need
-    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5,
-                                 capturable=args.compile and device.type == "cuda")
+    # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
+    # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
+    lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, capturable=device.type == "cuda")
     raw_space = env.unwrapped.single_action_space  # the env's own bounds, before RescaleAction
     to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
 
@@ -285,15 +288,10 @@ def main(args: Args) -> dict:
     minibatch_size = batch_size // args.num_minibatches
     num_iterations = args.total_steps // batch_size
     T, N = args.num_steps, args.num_envs
-    obs_buf = torch.zeros((T, N, obs_dim), device=device)
-    final_obs_buf = torch.zeros((T, N, obs_dim), device=device)
+    obs_buf, final_obs_buf = torch.zeros((2, T, N, obs_dim), device=device)  # rollout storage on the device
     act_shape = () if agent.discrete else act_space.shape
     actions_buf = torch.zeros((T, N, *act_shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
-    logp_buf = torch.zeros((T, N), device=device)
-    rewards_buf = torch.zeros((T, N), device=device)
-    dones_buf = torch.zeros((T, N), device=device)
-    trunc_buf = torch.zeros((T, N), device=device)
-    values_buf = torch.zeros((T, N), device=device)
+    logp_buf, rewards_buf, dones_buf, trunc_buf, values_buf = torch.zeros((5, T, N), device=device)
 
     store = TrajectoryStore(N, args.h_term_horizon, (obs_dim,), act_shape, actions_buf.dtype,
                             args.h_term_max_episodes, device)
@@ -306,8 +304,7 @@ def main(args: Args) -> dict:
     act_fn, loss_fn, gae_fn, step_fn = agent.act, ppo_loss, compute_gae, opt_step
     if args.compile:
         act_fn, loss_fn, gae_fn = compile_fn(agent.act, device), compile_fn(ppo_loss, device), compile_fn(compute_gae, device)
-        if not args.anneal_lr:  # an lr that changes (a Python float) would recompile the step every iteration
-            step_fn = compile_fn(opt_step, device)
+        step_fn = compile_fn(opt_step, device)
 
     start_iter, global_step, elapsed = 0, 0, 0.0
     next_obs, _ = env.reset(seed=args.seed)
@@ -341,16 +338,14 @@ def main(args: Args) -> dict:
             "seconds": logger.seconds, "rng": rng_state(),
         })
 
-    eval_result = {}
-    stats_sum, n_stats = torch.zeros(5, device=device), 0  # loss statistics summed since the last logging tick
-    last_eval = last_save = global_step
-    last_log = time.perf_counter()
+    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
     iteration = start_iter - 1
     with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
         for iteration in range(start_iter, num_iterations):
             t_iter = time.perf_counter()
             if args.anneal_lr:
-                optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - iteration / num_iterations)
+                optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
 
             # ---- rollout ----------------------------------------------------------------------------
             with torch.no_grad():
@@ -382,15 +377,14 @@ def main(args: Args) -> dict:
                 for start in range(0, batch_size, minibatch_size):
                     idx = perm[start:start + minibatch_size]
                     loss, stats = loss_fn(agent, args, b_obs[idx], b_actions[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
-                    stats_sum += stats  # on the device; read at the logging tick
+                    meter.add(**stats)
                     guard.watch("PPO loss", loss)
-                    n_stats += 1
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     step_fn()
                     guard.watch_params("parameters", agent)
                     guard.check(global_step)
-                if args.target_kl is not None and stats[3] > args.target_kl:  # host sync, opt-in
+                if args.target_kl is not None and stats["approx_kl"] > args.target_kl:  # host sync, opt-in
                     break
 
             # ---- H-term: an extra actor-only step on trajectory windows ----------------------------
@@ -411,31 +405,17 @@ def main(args: Args) -> dict:
             loop_time += time.perf_counter() - t_iter
 
             # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
-            is_last = iteration == num_iterations - 1
-            do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
-            if do_eval or time.perf_counter() - last_log > 1.0:
-                last_log = time.perf_counter()
-                ep = stats_env.pop()
-                pg, vl, ent, kl, cf = (stats_sum / max(n_stats, 1)).tolist()  # means over the updates since the last tick
-                stats_sum.zero_()
-                n_stats = 0
-                metrics = dict(ep_length=ep["length"], pg_loss=pg, v_loss=vl, entropy=ent,
-                               approx_kl=kl, clipfrac=cf, lr=optimizer.param_groups[0]["lr"],
-                               h_term_time_share=h_time / max(loop_time, 1e-9))
-                metrics["return"] = ep["return"]
-                if do_eval:
-                    last_eval = global_step
-                    with logger.paused():
-                        eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
-                    metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
-                logger.log(global_step, **metrics)
-                if do_eval:
-                    logger.write_files()
-            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
-                last_save = global_step
+            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
+            if do_eval:
+                with logger.paused():
+                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
+            if do_log:
+                logger.log(global_step, stats_env.pop(), eval_result if do_eval else None, **meter.pop(),
+                           lr=optimizer.param_groups[0]["lr"],
+                           h_term_time_share=h_time / max(loop_time, 1e-9))
+            if do_save:
                 save()
-            if iteration == start_iter:  # the sps clock starts after the (compile) warm-up
-                logger.restart_sps(global_step)
+            logger.burn_in(global_step)
 
     logger.close()
     env.close()
@@ -447,24 +427,13 @@ def main(args: Args) -> dict:
 def load_policy(path: str, device: str = "cpu") -> PolicyFn:
     """A deterministic `obs -> action` callable from a checkpoint of this file, with observation
     normalization and action rescaling included; takes torch or numpy, batched or single obs."""
-    ckpt = load_checkpoint(path, algo=ALGO, map_location=device)
-    args = Args(**{k: tuple(v) if k == "hidden" else v for k, v in ckpt["args"].items()})
-    env = envs.make(args.env, num_envs=1)
-    raw_space = env.single_action_space
-    agent = Agent(int(np.prod(env.single_observation_space.shape)), raw_space, args.hidden).to(device)
+    ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
+    obs_shape, raw_space = tuple(env.single_observation_space.shape), env.single_action_space
+    agent = Agent(int(np.prod(obs_shape)), raw_space, args.hidden).to(device)
     agent.load_state_dict(ckpt["model"])
-    agent.eval()
-    obs_norm = None
-    if ckpt.get("obs_norm") is not None:
-        from common.wrappers import RunningMeanStd
-
-        obs_norm = RunningMeanStd(env.single_observation_space.shape, device)
-        obs_norm.load_state_dict(ckpt["obs_norm"])
     to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
-    env.close()
-    return PolicyFn(policy_from(agent, obs_norm, to_env), device, env_id=args.env,
-                    obs_shape=tuple(env.single_observation_space.shape))
+    return PolicyFn(policy_from(agent.eval(), obs_norm, to_env), device, env_id=args.env, obs_shape=obs_shape)
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args, description=__doc__))
+    main(cli(Args, __doc__, defaults_for=default_args))

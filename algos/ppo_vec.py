@@ -15,22 +15,13 @@ Details that matter:
 
     python algos/ppo_vec.py --env CartPole-v1 --num-envs 1024
     python algos/ppo_vec.py --env Ant --num-envs 4096      # MuJoCo defaults (see MUJOCO_DEFAULTS)
-    torchrun --nproc-per-node 2 algos/ppo_vec.py --env CartPole-v1   # one learner per process, fused
 
-Under torchrun (`common.distributed`) every rank steps its own envs and trains its own learner; the
-learners are fused (parameters and Adam moments averaged) every `--fuse-every` updates, or their
-gradients averaged before every step (`--fuse-every 0`); normalizer statistics are pooled across
-ranks at the first fusion point after each rollout (once per iteration with gradient averaging).
-Only rank 0 logs, evaluates and writes the checkpoint, which holds every rank's own state (model,
-optimizer, envs, next observations, RNG), so `--resume` under the same number of processes
-continues exactly.
+Multi-process training (torchrun, model fusion) is in `algos/ppo_podracer.py`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -43,51 +34,24 @@ import torch.nn as nn
 from torch.distributions import Categorical, Normal
 
 import envs
-from common import distributed
-from common.run import (Logger, NumericGuard, PolicyFn, cli, compile_fn, evaluate, load_checkpoint, make_run_dir,
-                        resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.cli import RunArgs, cli
+from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.evaluate import PolicyFn, evaluate, load_run
+from common.guard import NumericGuard
+from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.vec_env import check_single_agent
-from common.wrappers import (ActionScaler, EpisodeStatistics, NormalizeObservation, NormalizeReward, find_wrapper,
-                             wrap_env)
+from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "ppo_vec"
 
 
 @dataclass
-class Args:
-    env: str = "CartPole-v1"
-    """environment id: a torch-native one (CartPole-v1, Pendulum-v1, ...) or any gymnasium id"""
+class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
     num_envs: int = 1024
-    """number of parallel sub-environments"""
-    seed: int = 1
-    """seed of torch, numpy, python and the environments"""
-    device: str = "auto"
-    """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
-    mujoco_backend: str = "auto"
-    """MuJoCo tasks: `auto` (MuJoCo Warp on CUDA, else the CPU batch), `batch` or `warp`"""
-    total_steps: int = 1_000_000
-    """total environment steps (summed over sub-envs)"""
-    track: bool = False
-    """log to Weights & Biases (works with WANDB_MODE=offline)"""
-    wandb_project: str = "torch-podracer"
-    """wandb project name"""
-    out_dir: str = "runs"
-    """where run directories (metrics, curves, checkpoints) are created"""
-    eval_every: int = 100_000
-    """evaluate the deterministic policy every this many environment steps (0: only at the end)"""
-    eval_episodes: int = 10
-    """episodes per evaluation (run in parallel on a separate env)"""
-    save_every: int = 200_000
-    """write the checkpoint every this many environment steps (0: only at the end)"""
-    resume: str | None = None
-    """path of a checkpoint.pt to continue from (a torchrun checkpoint: under torchrun with the same
-    number of processes)"""
     compile: bool = False
-    """torch.compile the policy step, GAE, the PPO loss (forward and backward) and, without --anneal-lr, the
-    optimizer step (CUDA graphs and a capturable Adam on CUDA); the compile warm-up (first iteration) is left
-    out of the logged sps"""
-    quiet: bool = False
-    """no console progress line"""
+    """torch.compile the policy step, GAE, the PPO loss (forward and backward) and the
+    optimizer step, learning-rate annealing included (CUDA graphs and a capturable Adam on CUDA)"""
 
     # PPO
     num_steps: int = 16
@@ -117,21 +81,15 @@ class Args:
     max_grad_norm: float = 0.5
     """global gradient-norm clip"""
     target_kl: float | None = None
-    """stop the epochs early when the approximate KL exceeds this (one host sync per epoch; under
-    torchrun the KL is averaged over ranks first, so all ranks stop together)"""
+    """stop the epochs early when the approximate KL exceeds this (one host sync per epoch)"""
     hidden: tuple[int, ...] = (64, 64)
     """hidden layer sizes of actor and critic"""
     norm_obs: bool = False
-    """normalize observations with running statistics (saved in the checkpoint; pooled across ranks
-    under torchrun)"""
+    """normalize observations with running statistics (saved in the checkpoint)"""
     norm_reward: bool = False
-    """scale rewards by the running std of the discounted return (pooled across ranks under torchrun)"""
+    """scale rewards by the running std of the discounted return"""
     init_log_std: float = 0.0
     """initial log-std of the Gaussian policy (continuous actions)"""
-    fuse_every: int = 1
-    """under torchrun: average parameters and Adam moments across ranks every this many updates
-    (model fusion, normalizer statistics pooled at the first fusion after each rollout); 0: average
-    gradients before every step instead (statistics pooled once per iteration)"""
 
 
 # Massively parallel locomotion (many envs, short horizon, few large minibatches, normalized
@@ -166,11 +124,11 @@ def check_args(args: Args, envs_) -> None:
     if args.total_steps < batch:
         raise ValueError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
     if len(envs_.single_observation_space.shape) != 1:
-        raise ValueError(f"ppo_vec's MLP needs flat observations, {args.env} has shape "
+        raise ValueError(f"{ALGO}'s MLP needs flat observations, {args.env} has shape "
                          f"{envs_.single_observation_space.shape}; flatten them in the env")
     space = envs_.single_action_space
     if not isinstance(space, (gym.spaces.Discrete, gym.spaces.Box)):
-        raise ValueError(f"ppo_vec supports Discrete and Box action spaces, got {space}")
+        raise ValueError(f"{ALGO} supports Discrete and Box action spaces, got {space}")
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias: float = 0.0) -> nn.Linear:
@@ -225,7 +183,7 @@ class Agent(nn.Module):
 
 
 def ppo_loss(agent: Agent, args: Args, obs, actions, old_logp, advantages, returns, old_values):
-    """Clipped surrogate + value + entropy loss on one minibatch; returns (loss, stats tensor)."""
+    """Clipped surrogate + value + entropy loss on one minibatch; returns (loss, named statistics)."""
     logp, entropy, value = agent.evaluate_actions(obs, actions)
     log_ratio = logp - old_logp
     ratio = log_ratio.exp()
@@ -242,7 +200,8 @@ def ppo_loss(agent: Agent, args: Args, obs, actions, old_logp, advantages, retur
     with torch.no_grad():
         approx_kl = ((ratio - 1) - log_ratio).mean()
         clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
-    return loss, torch.stack((pg_loss.detach(), v_loss.detach(), ent.detach(), approx_kl, clipfrac))
+    return loss, dict(pg_loss=pg_loss.detach(), v_loss=v_loss.detach(), entropy=ent.detach(), approx_kl=approx_kl,
+                      clipfrac=clipfrac)
 
 
 @torch.no_grad()
@@ -276,58 +235,33 @@ def policy_from(agent: Agent, obs_norm, to_env) -> "callable":
     return core
 
 
-def check_world_size(ckpt: dict, ctx: distributed.Context, path: str) -> None:
-    """A checkpoint holds every rank's envs, RNG and optimizer: it resumes with the world size that wrote it."""
-    saved = int(ckpt.get("world_size", 1))
-    if saved == ctx.world_size:
-        return
-    how = (f"torchrun --nproc-per-node {saved} algos/ppo_vec.py --resume {path} (or --nnodes x --nproc-per-node "
-           f"= {saved} across nodes)" if saved > 1 else f"python algos/ppo_vec.py --resume {path} (without torchrun)")
-    raise ValueError(f"{path} was written by {saved} process{'es' if saved > 1 else ''} and this run has "
-                     f"{ctx.world_size}: a checkpoint holds every rank's environments, RNG and optimizer state, "
-                     f"so resume it with {saved}: {how}")
-
-
 def main(args: Args) -> dict:
-    ctx, device = distributed.init(resolve_device(args.device))  # torchrun: one learner per rank
-    if args.fuse_every < 0:
-        raise ValueError(f"--fuse-every must be >= 0, got {args.fuse_every}")
-    ckpt = mine = None
-    if args.resume:  # continue with the saved settings (see common.run.resume_args)
+    device = resolve_device(args.device)
+    ckpt = None
+    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
         ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
-        try:
-            check_world_size(ckpt, ctx, args.resume)
-        except ValueError:
-            distributed.shutdown(ctx)
-            raise
         args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env))
-        mine = ckpt["ranks"][ctx.rank] if ctx.enabled else ckpt  # this rank's own state
-    seed_everything(args.seed + ctx.rank)
-    env = make_env(args, device, args.seed + 1000 * ctx.rank)
+    seed_everything(args.seed)
+    env = make_env(args, device, args.seed)
     check_args(args, env)
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim = int(np.prod(obs_space.shape))
     agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std).to(device)
-    # capturable: Adam's step counter stays on the device, as CUDA graphs (--compile on CUDA) need
-    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5,
-                                 capturable=args.compile and device.type == "cuda")
-    distributed.broadcast(ctx, [agent])  # every rank starts from rank 0's weights
+    # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
+    # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
+    lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, capturable=device.type == "cuda")
     raw_space = env.unwrapped.single_action_space  # the env's own bounds, before RescaleAction
     to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
 
     batch_size = args.num_envs * args.num_steps
     minibatch_size = batch_size // args.num_minibatches
-    num_iterations = args.total_steps // (batch_size * ctx.world_size)  # --total-steps counts all ranks
+    num_iterations = args.total_steps // batch_size
     T, N = args.num_steps, args.num_envs
-    obs_buf = torch.zeros((T, N, obs_dim), device=device)
-    final_obs_buf = torch.zeros((T, N, obs_dim), device=device)
+    obs_buf, final_obs_buf = torch.zeros((2, T, N, obs_dim), device=device)  # rollout storage on the device
     act_shape = () if agent.discrete else act_space.shape
     actions_buf = torch.zeros((T, N, *act_shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
-    logp_buf = torch.zeros((T, N), device=device)
-    rewards_buf = torch.zeros((T, N), device=device)
-    dones_buf = torch.zeros((T, N), device=device)
-    trunc_buf = torch.zeros((T, N), device=device)
-    values_buf = torch.zeros((T, N), device=device)
+    logp_buf, rewards_buf, dones_buf, trunc_buf, values_buf = torch.zeros((5, T, N), device=device)
 
 
     def opt_step():  # gradient clipping and the Adam step
@@ -337,66 +271,47 @@ def main(args: Args) -> dict:
     act_fn, loss_fn, gae_fn, step_fn = agent.act, ppo_loss, compute_gae, opt_step
     if args.compile:
         act_fn, loss_fn, gae_fn = compile_fn(agent.act, device), compile_fn(ppo_loss, device), compile_fn(compute_gae, device)
-        if not args.anneal_lr:  # an lr that changes (a Python float) would recompile the step every iteration
-            step_fn = compile_fn(opt_step, device)
+        step_fn = compile_fn(opt_step, device)
 
     start_iter, global_step, elapsed, updates = 0, 0, 0.0, 0
-    next_obs, _ = env.reset(seed=args.seed + 1000 * ctx.rank)  # each rank its own initial states
+    next_obs, _ = env.reset(seed=args.seed)
     if ckpt is not None:
-        agent.load_state_dict(mine["model"])
-        optimizer.load_state_dict(mine["optimizer"])
-        env.load_state_dict(mine["env"])
-        next_obs = mine["next_obs"].to(device)
+        agent.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        env.load_state_dict(ckpt["env"])
+        next_obs = ckpt["next_obs"].to(device)
         start_iter, global_step, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["seconds"]
-        # optimizer steps so far: where the --fuse-every schedule stands (older checkpoints: no early stops)
-        updates = ckpt.get("updates", start_iter * args.update_epochs * args.num_minibatches)
-        set_rng_state(mine["rng"])
-    run_dir = logger = None  # only rank 0 logs, evaluates and checkpoints
-    if ctx.is_main:
-        run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
-        logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
-                        resume_step=global_step if args.resume else None)
+        updates = ckpt["updates"]
+        set_rng_state(ckpt["rng"])
+    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
+    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
+                    resume_step=global_step if args.resume else None)
     stats_env = find_wrapper(env, EpisodeStatistics)
-    ckpt_path = run_dir / "checkpoint.pt" if ctx.is_main else Path(args.out_dir) / "checkpoint.pt"
-    guard = NumericGuard(device, ckpt_path if ctx.is_main else None)  # NaN/Inf: stop, keep the last good checkpoint
-    # normalizer statistics, pooled across ranks under torchrun (evaluation uses rank 0's, pooled)
-    norm_stats = [w.rms for w in (find_wrapper(env, NormalizeObservation), find_wrapper(env, NormalizeReward))
-                  if w is not None]
-    fresh_stats = False  # the normalizers saw samples that are not pooled yet
+    ckpt_path = run_dir / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
 
     def policy():
         norm = find_wrapper(env, NormalizeObservation)
         return policy_from(agent, norm.rms if norm else None, to_env)
 
     def save():
-        """Write the checkpoint (rank 0). Under torchrun a collective: every rank sends its own state
-        (between fusions the ranks' models and optimizers differ too) and `ranks[r]` keeps rank r's;
-        the top-level fields are rank 0's, as in a single-process checkpoint."""
         guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
-        own = {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(),
-               "next_obs": next_obs, "rng": rng_state()}
-        every = distributed.gather_to_main(ctx, own)
-        if not ctx.is_main:
-            return
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
             "obs_shape": tuple(obs_space.shape), "action_space": repr(act_space),
-            "model": own["model"], "optimizer": own["optimizer"], "env": own["env"],
+            "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(),
             "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
             "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step,
-            "seconds": logger.seconds, "rng": own["rng"], "updates": updates, "world_size": ctx.world_size,
-            **({"ranks": every} if ctx.enabled else {}),
+            "seconds": logger.seconds, "rng": rng_state(), "updates": updates,
         })
 
-    eval_result = {}
-    stats_sum, n_stats = torch.zeros(5, device=device), 0  # loss statistics summed since the last logging tick
-    last_eval = last_save = global_step
-    last_log = time.perf_counter()
+    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
     iteration = start_iter - 1
-    with resume_hint(ckpt_path) if ctx.is_main else contextlib.nullcontext():  # Ctrl-C: which checkpoint to --resume
+    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
         for iteration in range(start_iter, num_iterations):
             if args.anneal_lr:
-                optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - iteration / num_iterations)
+                optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
 
             # ---- rollout ----------------------------------------------------------------------------
             with torch.no_grad():
@@ -411,11 +326,7 @@ def main(args: Args) -> dict:
                     dones_buf[t] = (terminated | truncated).float()
                     trunc_buf[t] = (truncated & ~terminated).float()
                     final_obs_buf[t] = info["final_obs"]
-                global_step += batch_size * ctx.world_size
-                fresh_stats = bool(norm_stats)
-                if ctx.enabled and args.fuse_every == 0 and fresh_stats:  # gradient mode: pool once per iteration
-                    distributed.fuse_statistics(ctx, norm_stats)
-                    fresh_stats = False
+                global_step += batch_size
                 # bootstrap through time limits: r += gamma * V(final_obs) where truncated
                 final_values = agent.value(final_obs_buf)
                 rewards_buf.add_(args.gamma * final_values * trunc_buf)
@@ -431,84 +342,46 @@ def main(args: Args) -> dict:
                 for start in range(0, batch_size, minibatch_size):
                     idx = perm[start:start + minibatch_size]
                     loss, stats = loss_fn(agent, args, b_obs[idx], b_actions[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
-                    stats_sum += stats  # on the device; read at the logging tick
+                    meter.add(**stats)
                     guard.watch("PPO loss", loss)
-                    n_stats += 1
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
-                    if ctx.enabled and args.fuse_every == 0:
-                        distributed.allreduce_gradients(ctx, [agent])
                     step_fn()
                     updates += 1
                     guard.watch_params("parameters", agent)
                     guard.check(global_step)
-                    if ctx.enabled and args.fuse_every and updates % args.fuse_every == 0:
-                        distributed.fuse(ctx, [agent], [optimizer])
-                        if fresh_stats:  # the rollout's normalizer statistics, once
-                            distributed.fuse_statistics(ctx, norm_stats)
-                            fresh_stats = False
-                # host sync, opt-in; under torchrun the ranks' mean KL, so that all stop together
-                if args.target_kl is not None and distributed.all_mean(ctx, stats[3]) > args.target_kl:
+                if args.target_kl is not None and stats["approx_kl"] > args.target_kl:  # host sync, opt-in
                     break
 
             # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
-            is_last = iteration == num_iterations - 1
-            do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
-            if ctx.is_main and (do_eval or time.perf_counter() - last_log > 1.0):
-                last_log = time.perf_counter()
-                ep = stats_env.pop()
-                pg, vl, ent, kl, cf = (stats_sum / max(n_stats, 1)).tolist()  # means over the updates since the last tick
-                stats_sum.zero_()
-                n_stats = 0
-                metrics = dict(ep_length=ep["length"], pg_loss=pg, v_loss=vl, entropy=ent,
-                               approx_kl=kl, clipfrac=cf, lr=optimizer.param_groups[0]["lr"])
-                metrics["return"] = ep["return"]
-                if do_eval:
-                    last_eval = global_step
-                    with logger.paused():
-                        eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
-                    metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
-                logger.log(global_step, **metrics)
-                if do_eval:
-                    logger.write_files()
-            # decided on global_step, identical on every rank: all ranks take part in save()'s gather
-            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
-                last_save = global_step
+            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
+            if do_eval:
+                with logger.paused():
+                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
+            if do_log:
+                logger.log(global_step, stats_env.pop(), eval_result if do_eval else None, **meter.pop(),
+                           lr=optimizer.param_groups[0]["lr"])
+            if do_save:
                 save()
-            if logger is not None and iteration == start_iter:  # the sps clock starts after the (compile) warm-up
-                logger.restart_sps(global_step)
+            logger.burn_in(global_step)
 
-    if logger is not None:
-        logger.close()
+    logger.close()
     env.close()
-    distributed.shutdown(ctx)
     return {"eval_return": eval_result.get("eval_return", float("nan")),
             "eval_return_std": eval_result.get("eval_return_std", float("nan")),
-            "steps": global_step, "seconds": logger.seconds if logger else float("nan"),
-            "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
 
 
 def load_policy(path: str, device: str = "cpu") -> PolicyFn:
     """A deterministic `obs -> action` callable from a checkpoint of this file, with observation
     normalization and action rescaling included; takes torch or numpy, batched or single obs."""
-    ckpt = load_checkpoint(path, algo=ALGO, map_location=device)
-    args = Args(**{k: tuple(v) if k == "hidden" else v for k, v in ckpt["args"].items()})
-    env = envs.make(args.env, num_envs=1)
-    raw_space = env.single_action_space
-    agent = Agent(int(np.prod(env.single_observation_space.shape)), raw_space, args.hidden).to(device)
+    ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
+    obs_shape, raw_space = tuple(env.single_observation_space.shape), env.single_action_space
+    agent = Agent(int(np.prod(obs_shape)), raw_space, args.hidden).to(device)
     agent.load_state_dict(ckpt["model"])
-    agent.eval()
-    obs_norm = None
-    if ckpt.get("obs_norm") is not None:
-        from common.wrappers import RunningMeanStd
-
-        obs_norm = RunningMeanStd(env.single_observation_space.shape, device)
-        obs_norm.load_state_dict(ckpt["obs_norm"])
     to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
-    env.close()
-    return PolicyFn(policy_from(agent, obs_norm, to_env), device, env_id=args.env,
-                    obs_shape=tuple(env.single_observation_space.shape))
+    return PolicyFn(policy_from(agent.eval(), obs_norm, to_env), device, env_id=args.env, obs_shape=obs_shape)
 
 
 if __name__ == "__main__":
-    main(cli(Args, description=__doc__, defaults_for=default_args))
+    main(cli(Args, __doc__, defaults_for=default_args))

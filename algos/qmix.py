@@ -40,7 +40,6 @@ each vectorized step.
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -49,48 +48,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 import torch
 import torch.nn as nn
-import tyro
 
 import envs
 from common.buffers import ReplayBuffer
-from common.ma_vec_env import MAEpisodeStatistics, ma_evaluate
-from common.run import (Logger, NumericGuard, load_checkpoint, make_run_dir, resolve_device, resume_args, resume_hint,
-                        rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.cli import RunArgs, cli
+from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.evaluate import ma_evaluate
+from common.guard import NumericGuard
+from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.ma_vec_env import MAEpisodeStatistics
 from common.wrappers import RunningMeanStd
 
 ALGO = "qmix"
 
 
 @dataclass
-class Args:
+class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
     env: str = "simple_spread"
     """multi-agent environment id with Discrete per-agent actions"""
     num_envs: int = 16
     """number of parallel worlds"""
-    seed: int = 1
-    """seed of torch, numpy, python and the environments"""
-    device: str = "auto"
-    """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
     total_steps: int = 300_000
     """total environment steps (world steps, summed over worlds; every agent acts in each)"""
-    track: bool = False
-    """log to Weights & Biases (works with WANDB_MODE=offline)"""
-    wandb_project: str = "torch-podracer"
-    """wandb project name"""
-    out_dir: str = "runs"
-    """where run directories (metrics, curves, checkpoints) are created"""
     eval_every: int = 50_000
-    """evaluate the greedy policy every this many environment steps (0: only at the end)"""
     eval_episodes: int = 20
-    """episodes per evaluation (run in parallel on a separate env)"""
     save_every: int = 100_000
-    """write the checkpoint every this many environment steps (0: only at the end)"""
-    resume: str | None = None
-    """path of a checkpoint.pt to continue from"""
     compile: bool = False
     """torch.compile the TD update"""
-    quiet: bool = False
-    """no console progress line"""
 
     # QMIX
     buffer_size: int = 100_000
@@ -279,7 +264,7 @@ def policy_from(agent: AgentQNetwork):
 def main(args: Args) -> dict:
     device = resolve_device(args.device)
     ckpt = None
-    if args.resume:  # continue with the saved settings (see common.run.resume_args)
+    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
         ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
         args = resume_args(args, ckpt, args.resume)
     seed_everything(args.seed)
@@ -293,7 +278,7 @@ def main(args: Args) -> dict:
     optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate)
     rb = TeamReplayBuffer(args.buffer_size, A, obs_dim, state_dim, n_actions, device)
     reward_rms = RunningMeanStd((), device)
-    loss_fn = torch.compile(td_loss) if args.compile else td_loss
+    loss_fn = compile_fn(td_loss, device) if args.compile else td_loss
 
     N = args.num_envs
     num_iterations = args.total_steps // N
@@ -329,10 +314,8 @@ def main(args: Args) -> dict:
             "seconds": logger.seconds, "rng": rng_state(),
         })
 
-    eval_result = {}
-    loss = q_tot_mean = agent_q_mean = torch.zeros((), device=device)
-    last_eval = last_save = global_step
-    last_log = time.perf_counter()
+    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    meter = Meter(device, "td_loss", "q_tot_mean", "agent_q_mean")  # summed on the device, read at the logging tick
     iteration = start_iter - 1
     with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
         for iteration in range(start_iter, num_iterations):
@@ -368,6 +351,7 @@ def main(args: Args) -> dict:
                         b = b._replace(rewards=((b.rewards - reward_rms.mean) / (reward_rms.var + 1e-8).sqrt()).float())
                     loss, q_tot_mean, agent_q_mean = loss_fn(model, target, args.gamma, args.double_q, b, s, s_next,
                                                              avail_next)
+                    meter.add(td_loss=loss, q_tot_mean=q_tot_mean, agent_q_mean=agent_q_mean)
                     guard.watch("TD loss", loss)
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
@@ -381,26 +365,16 @@ def main(args: Args) -> dict:
                     guard.check(global_step)
 
             # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
-            is_last = iteration == num_iterations - 1
-            do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
-            if do_eval or time.perf_counter() - last_log > 1.0:
-                last_log = time.perf_counter()
-                ep = env.pop()
-                metrics = dict(ep_length=ep["length"], td_loss=loss.item(), q_tot_mean=q_tot_mean.item(),
-                               agent_q_mean=agent_q_mean.item(), epsilon=eps)
-                metrics["return"] = ep["return"]
-                if do_eval:
-                    last_eval = global_step
-                    with logger.paused():
-                        eval_result = ma_evaluate(policy_from(model.agent), args.env, args.eval_episodes,
-                                                  seed=args.seed + 10_000, device=device)
-                    metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
-                logger.log(global_step, **metrics)
-                if do_eval:
-                    logger.write_files()
-            if is_last or (args.save_every > 0 and global_step - last_save >= args.save_every):
-                last_save = global_step
+            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
+            if do_eval:
+                with logger.paused():
+                    eval_result = ma_evaluate(policy_from(model.agent), args.env, args.eval_episodes,
+                                              seed=args.seed + 10_000, device=device)
+            if do_log:
+                logger.log(global_step, env.pop(), eval_result if do_eval else None, **meter.pop(), epsilon=eps)
+            if do_save:
                 save()
+            logger.burn_in(global_step, learned=global_step > args.learning_starts)
 
     logger.close()
     env.close()
@@ -440,4 +414,4 @@ def load_policy(path: str, device: str = "cpu"):
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args, description=__doc__))
+    main(cli(Args, __doc__))

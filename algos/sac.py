@@ -1,43 +1,25 @@
 """SAC on vectorized environments.
 
-Soft Actor-Critic (Haarnoja et al., 2018, arXiv:1801.01290; automatic temperature from
-arXiv:1812.05905) maximizes return plus policy entropy. Relative to `algos/td3.py`:
-* the actor is a squashed Gaussian: a = tanh(u), u ~ N(mu(s), sigma(s)), with the log-probability
-  corrected for the tanh (`log pi(a|s) = log N(u) - sum log(1 - tanh(u)^2)`), reparameterized;
-* the TD target is soft: `r + gamma * (1 - terminated) * (min_k Q'_k(s', a') - alpha * log pi(a'|s'))`
-  with a' sampled from the current policy (no target actor, no smoothing noise);
-* the actor minimizes `alpha * log pi(a|s) - min_k Q_k(s, a)` every update;
-* the temperature alpha is learned so that the policy's entropy tracks `-action_dim`.
-Twin critics are one batched `EnsembleMLP` (K=2) trailing target copies by Polyak averaging.
-Exploration samples the policy; evaluation uses the mean action tanh(mu(s)).
+Soft Actor-Critic (Haarnoja et al., 2018, arXiv:1801.01290 and arXiv:1812.05905) is `algos/td3.py`
+with a stochastic policy and an entropy bonus:
+1. the actor is a tanh-squashed Gaussian trained to maximize E[min_k Q_k(s, a) - alpha * log pi(a|s)]
+   with reparameterized samples, and exploration samples it (no added noise);
+2. the TD target is soft: r + gamma * (min_k Q'_k(s', a') - alpha * log pi(a'|s')), a' ~ pi(.|s');
+3. the temperature alpha is learned towards the target entropy -action_dim (`--autotune`);
+4. no target actor, no policy delay, no target policy smoothing.
 
-Parallelism (ElegantRL-Podracer):
-* `--pipeline`: pipeline parallelism. Exploring and learning overlap in lockstep segments of
-  `--pipeline-segment` vectorized steps: an explorer thread steps the envs with a copy of the actor
-  (and its own `torch.Generator` for the exploration noise) while the learner runs the updates owed
-  for the previous segment's steps on the buffer as it was when the segment began. At the handoff
-  the new transitions enter the buffer and the learner's actor is copied to the explorer, so the
-  explorer's actor lags the learner by one segment and the learner's updates lag the data by one
-  segment (the last segment's are run after it). Same seed, same result, however the threads
-  interleave; the update count is the one without `--pipeline`.
-* `torchrun`: one learner per process, each with its own envs and replay buffer; the actor, the
-  critics, the temperature and their Adam moments are averaged across ranks every `--fuse-every`
-  updates (model fusion; 0: gradient all-reduce), observation statistics are pooled. Only rank 0
-  logs, evaluates and checkpoints.
+Actions live in [-1, 1] and are rescaled to the env's bounds by `RescaleAction`. `--per` switches
+to proportional prioritized replay. Multi-process training (torchrun, model fusion) and
+explore/learn pipelining are in `algos/sac_podracer.py`.
 
     python algos/sac.py --env Pendulum-v1
-    python algos/sac.py --env Pendulum-v1 --pipeline
-    torchrun --nproc-per-node 2 algos/sac.py --env Pendulum-v1
 """
 
 from __future__ import annotations
 
-import copy
 import math
 import sys
-import time
 from dataclasses import asdict, dataclass
-from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -47,54 +29,33 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import tyro
 
 import envs
-from common import distributed
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
+from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.cli import RunArgs, cli
+from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.ensemble import EnsembleMLP
-from common.pipeline import Pipeline, flush
-from common.run import (Logger, NumericGuard, PolicyFn, compile_fn, evaluate, load_checkpoint, make_run_dir,
-                        resolve_device, resume_args, resume_hint, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from common.evaluate import PolicyFn, evaluate, load_run
+from common.guard import NumericGuard
+from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.vec_env import check_single_agent
-from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, RunningMeanStd, find_wrapper, wrap_env
+from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "sac"
 
 
 @dataclass
-class Args:
+class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
     env: str = "Pendulum-v1"
     """environment id with a Box action space (torch-native or any gymnasium id)"""
     num_envs: int = 4
-    """number of parallel sub-environments"""
-    seed: int = 1
-    """seed of torch, numpy, python and the environments"""
-    device: str = "auto"
-    """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
-    mujoco_backend: str = "auto"
-    """MuJoCo tasks: `auto` (MuJoCo Warp on CUDA, else the CPU batch), `batch` or `warp`"""
     total_steps: int = 40_000
-    """total environment steps (summed over sub-envs and, under torchrun, over ranks)"""
-    track: bool = False
-    """log to Weights & Biases (works with WANDB_MODE=offline)"""
-    wandb_project: str = "torch-podracer"
-    """wandb project name"""
-    out_dir: str = "runs"
-    """where run directories (metrics, curves, checkpoints) are created"""
     eval_every: int = 10_000
-    """evaluate the deterministic policy every this many environment steps (0: only at the end)"""
-    eval_episodes: int = 10
-    """episodes per evaluation (run in parallel on a separate env)"""
     save_every: int = 20_000
-    """write the checkpoint every this many environment steps (0: only at the end)"""
-    resume: str | None = None
-    """path of a checkpoint.pt to continue from"""
     compile: bool = False
     """torch.compile the critic and actor losses (forward and backward) and the policy step (CUDA graphs and
-    capturable Adams on CUDA); the compile warm-up (up to the first updates) is left out of the logged sps"""
-    quiet: bool = False
-    """no console progress line"""
+    capturable Adams on CUDA)"""
 
     # SAC
     buffer_size: int = 1_000_000
@@ -116,7 +77,7 @@ class Args:
     autotune: bool = True
     """learn the temperature (target entropy -action_dim); otherwise keep init_alpha"""
     learning_starts: int = 2_000
-    """environment steps (all ranks) of uniformly random actions before learning"""
+    """environment steps of uniformly random actions before learning"""
     gradient_steps: int = 4
     """updates after each vectorized step (update-to-data ratio = gradient_steps / num_envs)"""
     hidden: tuple[int, ...] = (256, 256)
@@ -130,14 +91,6 @@ class Args:
     per_beta: float = 0.4
     """PER initial importance-sampling exponent (annealed to 1)"""
 
-    # parallelism
-    pipeline: bool = False
-    """pipeline parallelism: explore the next segment in a thread while learning from the previous one"""
-    pipeline_segment: int = 16
-    """vectorized steps per pipeline segment; the explorer's actor is refreshed after each"""
-    fuse_every: int = 1
-    """under torchrun: average actor, critics, temperature and their Adam moments across ranks every this many
-    updates (model fusion); 0: average the gradients before every optimizer step instead"""
 
 
 def check_args(args: Args, env) -> None:
@@ -160,9 +113,6 @@ def check_args(args: Args, env) -> None:
         raise ValueError(f"--tau must be in (0, 1], got {args.tau}")
     if args.learning_starts >= args.total_steps:
         raise ValueError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
-    if args.pipeline_segment <= 0 or args.fuse_every < 0:
-        raise ValueError(f"--pipeline-segment must be positive and --fuse-every >= 0, got {args.pipeline_segment} "
-                         f"and {args.fuse_every}")
 
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
@@ -183,13 +133,13 @@ class Actor(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.mean(self.trunk(obs)))
 
-    def sample(self, obs: torch.Tensor, generator: torch.Generator | None = None):
-        """A reparameterized action in (-1, 1) and its log-probability `[B]` (noise from `generator`)."""
+    def sample(self, obs: torch.Tensor):
+        """A reparameterized action in (-1, 1) and its log-probability `[B]`."""
         h = self.trunk(obs)
         mean = self.mean(h)
         log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
         std = log_std.exp()
-        u = mean + std * torch.randn(mean.shape, device=mean.device, dtype=mean.dtype, generator=generator)
+        u = mean + std * torch.randn_like(mean)
         action = torch.tanh(u)
         # log N(u; mean, std) - sum log(1 - tanh(u)^2), the latter written stably
         log_prob = (-0.5 * ((u - mean) / std).square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
@@ -244,30 +194,24 @@ def policy_from(actor: Actor, obs_norm, to_env) -> "callable":
 
 
 def main(args: Args) -> dict:
-    ctx, device = distributed.init(resolve_device(args.device))  # torchrun: one learner per rank
-    if ctx.enabled and args.resume:
-        raise ValueError("--resume is a single-process option for now: run without torchrun")
+    device = resolve_device(args.device)
     ckpt = None
-    if args.resume:  # continue with the saved settings (see common.run.resume_args)
+    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
         ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
         args = resume_args(args, ckpt, args.resume)
-    seed_everything(args.seed + ctx.rank)
-    env_seed = args.seed + 1000 * ctx.rank
-    env = make_env(args, device, env_seed)
+    seed_everything(args.seed)
+    env = make_env(args, device, args.seed)
     check_args(args, env)
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
     actor = Actor(obs_dim, act_dim, args.hidden).to(device)
     critic = Critic(obs_dim, act_dim, args.hidden).to(device)
     critic_t = Critic(obs_dim, act_dim, args.hidden).to(device)
-    distributed.broadcast(ctx, [actor, critic])  # every rank starts from rank 0's weights
     critic_t.load_state_dict(critic.state_dict())
     capturable = args.compile and device.type == "cuda"  # Adam's step counter on the device (CUDA graphs)
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, capturable=capturable)
     critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr, capturable=capturable)
-    # shape (1,), in a module: fusion averages it and its Adam moments (it skips 0-dim state, Adam's step count)
-    log_alpha = nn.Parameter(torch.full((1,), math.log(args.init_alpha), device=device))
-    temperature = nn.ParameterList([log_alpha])
+    log_alpha = nn.Parameter(torch.full((1,), math.log(args.init_alpha), device=device))  # learned scalars: shape (1,)
     alpha_opt = torch.optim.Adam([log_alpha], lr=args.alpha_lr, capturable=capturable)
     target_entropy = -float(act_dim)
     to_env = ActionScaler(env.unwrapped.single_action_space, device)
@@ -281,14 +225,11 @@ def main(args: Args) -> dict:
         c_loss_fn, a_loss_fn, act_fn = compile_fn(critic_loss, device), compile_fn(actor_loss, device), compile_fn(act_fn, device)
         actor_step, critic_step, alpha_step = (compile_fn(f, device) for f in (actor_step, critic_step, alpha_step))
     params_t, params = list(critic_t.parameters()), list(critic.parameters())
-    fused, optimizers = [actor, critic, critic_t, temperature], [actor_opt, critic_opt, alpha_opt]
 
-    N, W = args.num_envs, ctx.world_size
-    K = args.pipeline_segment if args.pipeline else 1  # vectorized steps per segment
-    num_iterations = args.total_steps // (N * W)  # --total-steps counts all ranks
+    N = args.num_envs
+    num_iterations = args.total_steps // N
     start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
-    next_obs, _ = env.reset(seed=env_seed)
-    explore_gen = torch.Generator(device).manual_seed(int(torch.randint(2**62, ()))) if args.pipeline else None
+    next_obs, _ = env.reset(seed=args.seed)
     if ckpt is not None:
         for name, obj in (("actor", actor), ("critic", critic), ("critic_target", critic_t), ("actor_opt", actor_opt),
                           ("critic_opt", critic_opt), ("alpha_opt", alpha_opt), ("buffer", rb), ("env", env)):
@@ -298,28 +239,16 @@ def main(args: Args) -> dict:
         next_obs = ckpt["next_obs"].to(device)
         start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
         set_rng_state(ckpt["rng"])
-        if explore_gen is not None:
-            explore_gen.set_state(ckpt["explore_rng"])
-    updates_at_start, warm = updates, False  # warm: the first updates (and compilations) have run
-    learned = ckpt.get("learned", start_iter) if ckpt is not None else 0  # iterations whose updates are done
-    run_dir = logger = None  # only rank 0 logs, evaluates and checkpoints
-    if ctx.is_main:
-        run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
-        logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
-                        resume_step=global_step if args.resume else None)
+    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
+    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
+                    resume_step=global_step if args.resume else None)
     stats_env = find_wrapper(env, EpisodeStatistics)
-    obs_norm = find_wrapper(env, NormalizeObservation)
-    obs_rms = obs_norm.rms if obs_norm else None
-    ckpt_path = run_dir / "checkpoint.pt" if ctx.is_main else Path(args.out_dir) / "checkpoint.pt"
-    guard = NumericGuard(device, ckpt_path if ctx.is_main else None)  # NaN/Inf: stop, keep the last good checkpoint
-    pipe = actor_x = stage = None
-    if args.pipeline:  # the explorer's own actor copy and staging buffer (see the module docstring)
-        pipe = Pipeline(device)
-        actor_x = copy.deepcopy(actor).requires_grad_(False)
-        stage = ReplayBuffer(K * N, (obs_dim,), (act_dim,), torch.float32, device)
+    ckpt_path = run_dir / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
 
     def policy():
-        return policy_from(actor, obs_rms, to_env)
+        norm = find_wrapper(env, NormalizeObservation)
+        return policy_from(actor, norm.rms if norm else None, to_env)
 
     def save():
         guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
@@ -329,163 +258,91 @@ def main(args: Args) -> dict:
             "actor": actor.state_dict(), "critic": critic.state_dict(), "critic_target": critic_t.state_dict(),
             "actor_opt": actor_opt.state_dict(), "critic_opt": critic_opt.state_dict(), "log_alpha": log_alpha.detach(),
             "alpha_opt": alpha_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(),
-            "obs_norm": (obs_rms.state_dict() if args.norm_obs else None),
+            "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
             "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step, "updates": updates,
-            "learned": learned, "explore_rng": explore_gen.get_state() if explore_gen is not None else None,
             "seconds": logger.seconds, "rng": rng_state(),
         })
 
-    # ---- explore: sample the policy, uniform actions before learning_starts ---------------------------------
-    @torch.no_grad()
-    def explore(pi: Actor, gen, obs, first: int, last: int, out) -> torch.Tensor:
-        """Step the envs for iterations [first, last) with policy `pi` and noise from `gen` (None: torch's
-        global RNG), writing the transitions to `out`; returns the next observation."""
-        for i in range(first, last):
-            if i * N * W < args.learning_starts:
-                actions = torch.rand(N, act_dim, device=device, generator=gen) * 2 - 1
-            else:
-                actions = (act_fn(obs) if pi is actor else pi.sample(obs, generator=gen))[0]
+    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    meter = Meter(device, "critic_loss", "actor_loss")  # summed on the device, read at the logging tick
+    iteration = start_iter - 1
+    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
+        for iteration in range(start_iter, num_iterations):
+            # ---- explore: sample the policy, uniform actions before learning_starts -----------------
+            with torch.no_grad():
+                if global_step < args.learning_starts:
+                    actions = torch.rand(N, act_dim, device=device) * 2 - 1
+                else:
+                    actions = act_fn(next_obs)[0]
+            obs = next_obs
             next_obs, reward, terminated, truncated, info = env.step(actions)
             guard.watch("observations", next_obs, info["final_obs"])
             guard.watch("rewards", reward)
-            out.add(obs, actions, reward, info["final_obs"], terminated)
-            obs = next_obs
-        return obs
-
-    # ---- learn: gradient_steps updates per vectorized step past learning_starts -------------------------------
-    def learn(first: int, last: int) -> None:
-        """The updates owed for iterations [first, last), on the replay buffer as it is."""
-        nonlocal updates
-        for i in range(first, last):
-            step = (i + 1) * N * W
-            if step < args.learning_starts:
-                continue
-            beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, step / args.total_steps)
-            for _ in range(args.gradient_steps):
-                b = rb.sample(args.batch_size, beta=beta)
-                alpha = log_alpha.detach().exp()
-                c_loss, td_abs = c_loss_fn(actor, critic, critic_t, args.gamma, b, alpha)
-                loss_sum[0] += c_loss.detach()  # on the device; read at the logging tick
-                guard.watch("critic loss", c_loss)
-                n_loss[0] += 1
-                critic_opt.zero_grad(set_to_none=True)
-                c_loss.backward()
-                if ctx.enabled and args.fuse_every == 0:
-                    distributed.allreduce_gradients(ctx, [critic])
-                critic_step()
-                rb.update_priorities(b.indices, td_abs)
-                updates += 1
-                a_loss, logp = a_loss_fn(actor, critic, b, alpha)
-                loss_sum[1] += a_loss.detach()
-                guard.watch("actor loss", a_loss)
-                n_loss[1] += 1
-                actor_opt.zero_grad(set_to_none=True)
-                a_loss.backward()
-                if ctx.enabled and args.fuse_every == 0:
-                    distributed.allreduce_gradients(ctx, [actor])
-                actor_step()
-                if args.autotune:  # alpha follows the entropy target
-                    alpha_loss = -(log_alpha * (logp + target_entropy)).mean()
-                    alpha_opt.zero_grad(set_to_none=True)
-                    alpha_loss.backward()
-                    if ctx.enabled and args.fuse_every == 0:
-                        distributed.allreduce_gradients(ctx, [temperature])
-                    alpha_step()
-                with torch.no_grad():
-                    torch._foreach_lerp_(params_t, params, args.tau)
-                guard.watch_params("parameters", [actor, critic, temperature])
-                guard.check(step)
-                if ctx.enabled and args.fuse_every and updates % args.fuse_every == 0:
-                    distributed.fuse(ctx, fused, optimizers)
-
-    eval_result = {}
-    loss_sum, n_loss = torch.zeros(2, device=device), [0, 0]  # critic and actor losses summed since the last logging tick
-    last_eval = last_save = global_step
-    last_log = time.perf_counter()
-    iteration = start_iter - 1
-    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
-        for first in range(start_iter, num_iterations, K):
-            last = min(first + K, num_iterations)
-            if pipe is None:  # explore one vectorized step, then learn from it
-                next_obs = explore(actor, None, next_obs, first, last, rb)
-                learn(learned, last)
-                learned = last
-            else:  # explore this segment with the actor one segment old while learning the previous segment's steps
-                next_obs, _ = pipe.run(partial(explore, actor_x, explore_gen, next_obs, first, last, stage),
-                                       partial(learn, learned, first))
-                learned = first
-                flush(stage, rb)  # handoff: the new transitions to the buffer, the fresh actor to the explorer
-                actor_x.load_state_dict(actor.state_dict())
-            global_step += (last - first) * N * W
+            rb.add(obs, actions, reward, info["final_obs"], terminated)
+            global_step += N
             guard.check(global_step)
-            distributed.fuse_statistics(ctx, [obs_rms])  # every rank normalizes alike
-            iteration = last - 1
-            is_last = last == num_iterations
-            if is_last:
-                learn(learned, last)  # the pipeline's last segment (nothing left without it)
-                learned = last
-                distributed.fuse(ctx, fused, optimizers)  # every rank ends with the same model
+
+            # ---- learn ----------------------------------------------------------------------------------
+            if global_step >= args.learning_starts:
+                beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, global_step / args.total_steps)
+                for _ in range(args.gradient_steps):
+                    b = rb.sample(args.batch_size, beta=beta)
+                    alpha = log_alpha.detach().exp()
+                    c_loss, td_abs = c_loss_fn(actor, critic, critic_t, args.gamma, b, alpha)
+                    meter.add(critic_loss=c_loss)
+                    guard.watch("critic loss", c_loss)
+                    critic_opt.zero_grad(set_to_none=True)
+                    c_loss.backward()
+                    critic_step()
+                    guard.watch_params("parameters", critic)  # before the actor loss reads it
+                    rb.update_priorities(b.indices, td_abs)
+                    updates += 1
+                    a_loss, logp = a_loss_fn(actor, critic, b, alpha)
+                    meter.add(actor_loss=a_loss)
+                    guard.watch("actor loss", a_loss)
+                    actor_opt.zero_grad(set_to_none=True)
+                    a_loss.backward()
+                    actor_step()
+                    if args.autotune:  # alpha follows the entropy target
+                        alpha_loss = -(log_alpha * (logp + target_entropy)).mean()
+                        alpha_opt.zero_grad(set_to_none=True)
+                        alpha_loss.backward()
+                        alpha_step()
+                    with torch.no_grad():
+                        torch._foreach_lerp_(params_t, params, args.tau)
+                    guard.watch_params("parameters", actor)  # the critic: checked after its step
+                    guard.watch("parameters", log_alpha)
+                    guard.check(global_step)
 
             # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
-            do_eval = is_last or (args.eval_every > 0 and global_step - last_eval >= args.eval_every)
-            if ctx.is_main and (do_eval or time.perf_counter() - last_log > 1.0):
-                last_log = time.perf_counter()
-                ep = stats_env.pop()
-                c_mean, a_mean = [x / k if k else float("nan") for x, k in zip(loss_sum.tolist(), n_loss)]  # since the last tick
-                loss_sum.zero_()
-                n_loss[:] = [0, 0]
-                metrics = dict(ep_length=ep["length"], critic_loss=c_mean, actor_loss=a_mean, updates=updates,
-                               alpha=log_alpha.exp().item())
-                metrics["return"] = ep["return"]
-                if pipe is not None:
-                    metrics.update(pipe.stats())
-                if do_eval:
-                    last_eval = global_step
-                    with logger.paused():
-                        eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
-                    metrics.update({k: v for k, v in eval_result.items() if k != "returns"})
-                logger.log(global_step, **metrics)
-                if do_eval:
-                    logger.write_files()
-            if ctx.is_main and (is_last or (args.save_every > 0 and global_step - last_save >= args.save_every)):
-                last_save = global_step
+            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
+            if do_eval:
+                with logger.paused():
+                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
+            if do_log:
+                logger.log(global_step, stats_env.pop(), eval_result if do_eval else None, **meter.pop(),
+                           updates=updates, alpha=log_alpha.exp().item())
+            if do_save:
                 save()
-            # the sps clock starts after the (compile) warm-up: two iterations that learned (the second one also
-            # explored with the policy)
-            if logger is not None and not warm and updates > updates_at_start + args.gradient_steps:
-                warm = True
-                logger.restart_sps(global_step)
+            logger.burn_in(global_step, learned=global_step >= args.learning_starts)
 
-    if pipe is not None:
-        pipe.close()
-    if logger is not None:
-        logger.close()
+    logger.close()
     env.close()
-    distributed.shutdown(ctx)
     return {"eval_return": eval_result.get("eval_return", float("nan")),
             "eval_return_std": eval_result.get("eval_return_std", float("nan")),
-            "steps": global_step, "seconds": logger.seconds if logger else float("nan"),
-            "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
 
 
 def load_policy(path: str, device: str = "cpu") -> PolicyFn:
     """A deterministic `obs -> action` callable from a checkpoint of this file (observation
     normalization and action rescaling included); takes torch or numpy, batched or single obs."""
-    ckpt = load_checkpoint(path, algo=ALGO, map_location=device)
-    args = Args(**{k: tuple(v) if k == "hidden" else v for k, v in ckpt["args"].items()})
-    env = envs.make(args.env, num_envs=1)
+    ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
     obs_shape, raw_space = tuple(env.single_observation_space.shape), env.single_action_space
     actor = Actor(int(np.prod(obs_shape)), int(np.prod(raw_space.shape)), args.hidden).to(device)
     actor.load_state_dict(ckpt["actor"])
-    actor.eval()
-    obs_norm = None
-    if ckpt.get("obs_norm") is not None:
-        obs_norm = RunningMeanStd(obs_shape, device)
-        obs_norm.load_state_dict(ckpt["obs_norm"])
-    env.close()
-    return PolicyFn(policy_from(actor, obs_norm, ActionScaler(raw_space, device)), device, env_id=args.env,
+    return PolicyFn(policy_from(actor.eval(), obs_norm, ActionScaler(raw_space, device)), device, env_id=args.env,
                     obs_shape=obs_shape)
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args, description=__doc__))
+    main(cli(Args, __doc__))

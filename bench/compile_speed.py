@@ -2,10 +2,9 @@
 (Pendulum-v1, 4 envs, hidden (128, 128)), side by side, one torch thread.
 
 Each run is its own process (fresh torch, same seed) and runs `main(Args(...))` of the algorithm file.
-The compile warm-up is excluded like this: the algorithm files restart the Logger's sps clock
-(`Logger.restart_sps`) once the first updates have run (PPO: after the first iteration; SAC: after
-the first iteration that learned, i.e. just past `learning_starts`), so every compilation happens
-before it, and evaluation time is left out by `Logger.paused`. The figure here is the steady-state
+The compile warm-up is excluded like this: every algorithm file restarts the Logger's sps clock after
+its second iteration that ran updates (`Logger.burn_in`; SAC: the second one past `learning_starts`),
+so every compilation happens before it, and evaluation time is left out by `Logger.paused`. The figure here is the steady-state
 rate over the logged intervals after that point, sum(steps) / sum(steps / sps) over the rows of
 `metrics.jsonl` whose interval starts there or later. "outside s" is the wall time of the run minus that measured
 interval time: the compilation with --compile, the first iteration, the random-action phase before

@@ -16,7 +16,7 @@ rm -rf "$DIR"; mkdir -p "$DIR"
 export OMP_NUM_THREADS=1 TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 RUN=(-m torch.distributed.run --nnodes 1:2 --nproc-per-node 2 --max-restarts 3 --rdzv-backend c10d
      --rdzv-endpoint "127.0.0.1:$PORT" --rdzv-id "elastic$PORT"
-     common/population.py --dir "$DIR" --heartbeat-timeout 20 --rounds 4 --steps-per-round 40000
+     -m population --dir "$DIR" --heartbeat-timeout 20 --rounds 4 --steps-per-round 40000
      -- --env CartPole-v1 --num-envs 128 --no-anneal-lr --save-every 8192)
 log="$DIR/population.jsonl"
 $PY "${RUN[@]}" > "$DIR/node_a.log" 2>&1 &

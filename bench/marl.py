@@ -39,7 +39,7 @@ CONTINUOUS = {"maddpg", "matd3"}  # trained on simple_spread with continuous_act
 
 
 def random_return(continuous: bool, episodes: int, seed: int) -> float:
-    from common.ma_vec_env import ma_evaluate
+    from common.evaluate import ma_evaluate
 
     gen = torch.Generator().manual_seed(seed)
 

@@ -113,9 +113,10 @@ def worker(algo: str, seed: int, flags: list[str], threshold: float | None, prof
     import gymnasium as gym
     import torch
 
-    import common.run
-    from common.evaluate import gym_rollouts
-    from common.run import Logger, PolicyFn, cli
+    import common.logger
+    from common.cli import cli
+    from common.evaluate import PolicyFn, gym_rollouts
+    from common.logger import Logger
 
     torch.set_num_threads(1)
     mod = importlib.import_module({"ppo": "algos.ppo_vec", "sac": "algos.sac", "td3": "algos.td3"}[algo])
@@ -152,7 +153,7 @@ def worker(algo: str, seed: int, flags: list[str], threshold: float | None, prof
 
     mod.Logger = ClockedLogger
     mod.evaluate = gym_evaluate
-    common.run.plot_curves = lambda *a, **k: None  # curves.png at each eval: SB3 draws nothing either
+    common.logger.plot_curves = lambda *a, **k: None  # curves.png at each eval: SB3 draws nothing either
     prof = None
     if profile:
         import cProfile

@@ -14,7 +14,7 @@ envs, 1 update per vectorized step: on Pendulum the env is nearly free and explo
 the actor's forward pass, so it takes this many envs per update before exploring is a sizeable
 share of the work; a throughput setting, ~1.9k updates are too few to learn the task).
 
-    python bench/pipeline.py --algos sac td3 --settings learn wide
+    python bench/pipeline.py --algos sac_podracer td3_podracer --settings learn wide
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def command(algo: str, setting: str, pipeline: bool, threads: int, seed: int, se
 
 def main() -> str:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--algos", nargs="+", default=["sac", "td3"])
+    p.add_argument("--algos", nargs="+", default=["sac_podracer", "td3_podracer"])
     p.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--segment", type=int, default=16, help="--pipeline-segment (vectorized steps)")

@@ -1,7 +1,7 @@
 """Population-based training vs one run, at equal total environment steps, on Pendulum-v1 with PPO
 (`algos/ppo_vec.py` at the settings of its learning test, `tests/conftest.py: PPO_PENDULUM`).
 
-* population: `python -m common.population` with P members whose learning rates span good and poor
+* population: `python -m population` with P members whose learning rates span good and poor
   values (`--vary learning_rate=3e-4,1e-3,3e-3,1e-2`), R rounds of S environment steps each, in
   `tournament` and `generational` mode; P*R*S environment steps in all.
 * single run: one `ppo_vec` run at a typical member's settings (lr 1e-3, the seed of the population's
@@ -14,7 +14,7 @@
 Every run uses constant learning rates (`--no-anneal-lr`): a population round extends --total-steps,
 so annealing would restart every round; the single run does the same so that the two differ only
 in the population's selection. Metric: the chosen checkpoint (population: leaderboard.json's best
-entry) re-evaluated with `common.run.evaluate(load_policy(ckpt), env, episodes=50, seed=...)` on an
+entry) re-evaluated with `common.evaluate.evaluate(load_policy(ckpt), env, episodes=50, seed=...)` on an
 evaluation seed that no selection used (a pick is the maximum of noisy scores, so its own score is
 optimistic), then mean +- std over seeds.
 Curves: best-so-far training-time score vs total environment steps and vs wall time,
@@ -49,7 +49,7 @@ RL_ZOO_SOURCE = "RL Baselines3 Zoo benchmark.md (PPO; one agent, deterministic e
 PPO_FLAGS = ["--num-envs", "64", "--num-steps", "64", "--num-minibatches", "32", "--update-epochs", "10",
              "--gamma", "0.9", "--norm-reward", "--no-anneal-lr"]
 EVAL_SEED = 424_242  # the final re-evaluation; no selection uses it
-SELECT_SEED = 10_000  # common.population's default --eval-seed: scores every round (and the single run's snapshots)
+SELECT_SEED = 10_000  # population's default --eval-seed: scores every round (and the single run's snapshots)
 ALGO = "algos/ppo_vec.py"
 
 
@@ -64,7 +64,7 @@ def run_population(mode: str, seed: int, a, workdir: Path) -> dict:
     pop_dir = workdir / f"{mode}-seed{seed}"
     if pop_dir.exists():  # the same --dir would continue an old population
         shutil.rmtree(pop_dir)
-    cmd = [sys.executable, "-m", "common.population", "--algo", ALGO, "--mode", mode, "--population",
+    cmd = [sys.executable, "-m", "population", "--algo", ALGO, "--mode", mode, "--population",
            str(a.population), "--rounds", str(a.rounds), "--steps-per-round", str(a.steps_per_round), "--seed",
            str(seed), "--dir", str(pop_dir), "--vary", "learning_rate=" + ",".join(a.lrs), "--eval-episodes",
            str(a.eval_episodes), "--eval-seed", str(SELECT_SEED), "--",
@@ -105,7 +105,7 @@ def run_single(job) -> dict:
 
     torch.set_num_threads(1)
     from algos import ppo_vec
-    from common.run import cli
+    from common.cli import cli
 
     out_dir = Path(out_dir)
     if out_dir.exists():
@@ -150,7 +150,7 @@ def reevaluate(path: str, env: str, episodes: int, seed: int = EVAL_SEED) -> flo
     import torch
 
     from algos import ppo_vec
-    from common.run import evaluate
+    from common.evaluate import evaluate
 
     with torch.no_grad():
         return evaluate(ppo_vec.load_policy(path), env, episodes=episodes, seed=seed)["eval_return"]

@@ -28,8 +28,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from algos import ppo_vec  # noqa: E402
+from common.checkpoint import atomic_write  # noqa: E402
 from common.evaluate import load_policy  # noqa: E402
-from common.run import atomic_write  # noqa: E402
 from envs.stock_trading import METRICS, backtest, performance, plot_account_values, report_markdown  # noqa: E402
 
 PPO_STOCK = dict(env="StockTrading-v0", num_envs=256, num_steps=64, total_steps=5_000_000, learning_rate=3e-4,
@@ -108,7 +108,7 @@ def main() -> str:
         f"(one CPU thread, {np.mean(list(train_secs.values())):.0f} s per seed on average: "
         + ", ".join(f"seed {s} {t:.0f} s" for s, t in train_secs.items()) + "), 252-day episodes from random "
         f"start days of 2010-2019. Backtest: the deterministic policy, {dates[0]}..{dates[-1]} "
-        f"({len(dates)} trading days), starting from all cash (`python -m envs.stock_trading backtest "
+        f"({len(dates)} trading days), starting from all cash (`python bench/stock_backtest.py "
         "<checkpoint>`). No setting was tuned on the backtest period.",
         "",
         report_markdown(rows).rstrip(),

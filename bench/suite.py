@@ -274,7 +274,7 @@ def baseline_rows(env_id: str) -> list[str]:
     """Scripted or fixed policies printed beside the learners (computed live: cheap)."""
     import torch
 
-    from common.run import evaluate
+    from common.evaluate import evaluate
 
     rows = []
     if env_id == "Chasing-v0":

@@ -1,6 +1,6 @@
 """Multi-process training on `torch.distributed`, launched by `torchrun` (the thin part).
 
-    torchrun --nproc-per-node 2 algos/ppo_vec.py --env CartPole-v1
+    torchrun --nproc-per-node 2 algos/ppo_podracer.py --env CartPole-v1   (or td3_podracer.py, sac_podracer.py)
 
 `init(device)` reads torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT),
 joins the process group (NCCL on CUDA, gloo on CPU) and picks this rank's device (`cuda:LOCAL_RANK`
@@ -19,7 +19,7 @@ evaluates and writes checkpoints (`ctx.is_main`); at a checkpoint tick `gather_t
 every rank's own state (environments, RNG, optimizer) to rank 0, so that the one checkpoint file
 resumes every rank exactly. `all_mean(x)` averages a tensor over ranks (e.g. a KL all ranks test).
 
-`solo()` runs code as one process even under torchrun: population members (`common.population`)
+`solo()` runs code as one process even under torchrun: population members (`population/`)
 are torchrun workers that each train their own algorithm instance, not one fused learner.
 """
 
@@ -186,3 +186,16 @@ def gather_to_main(ctx: Context, obj) -> list | None:
     if ctx.is_main:
         out[0] = obj
     return out
+
+
+def check_world_size(ckpt: dict, ctx: Context, path: str, script: str) -> None:
+    """A checkpoint that holds every rank's envs, RNG and optimizer resumes with the world size that wrote it;
+    otherwise a ValueError names the command that resumes it (`script`: the algorithm file)."""
+    saved = int(ckpt.get("world_size", 1))
+    if saved == ctx.world_size:
+        return
+    how = (f"torchrun --nproc-per-node {saved} {script} --resume {path} (or --nnodes x --nproc-per-node "
+           f"= {saved} across nodes)" if saved > 1 else f"python {script} --resume {path} (without torchrun)")
+    raise ValueError(f"{path} was written by {saved} process{'es' if saved > 1 else ''} and this run has "
+                     f"{ctx.world_size}: a checkpoint holds every rank's environments, RNG and optimizer state, "
+                     f"so resume it with {saved}: {how}")

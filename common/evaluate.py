@@ -1,5 +1,7 @@
-"""Evaluate a saved agent for N episodes, on our vectorized env or on gymnasium's own env, and
-optionally record a video of it.
+"""Evaluation: the deterministic policy object (`PolicyFn`), deterministic evaluation of a policy on
+fresh envs (`evaluate`, and `ma_evaluate` for multi-agent envs), and the command line that evaluates
+a saved agent for N episodes, on our vectorized env or on gymnasium's own env, optionally recording
+a video of it:
 
     python -m common.evaluate runs/<run>/checkpoint.pt --episodes 10            # our env
     python -m common.evaluate runs/<run>/checkpoint.pt --gym                    # gymnasium.make(id)
@@ -7,6 +9,9 @@ optionally record a video of it.
 
 The checkpoint names the algorithm file that wrote it; that file's `load_policy` rebuilds the
 deterministic policy (observation normalization and action rescaling included).
+
+This is the one module of `common/` that imports `envs` (to build evaluation envs), and, for the
+command line only, the algorithm file named by a checkpoint.
 """
 
 from __future__ import annotations
@@ -17,16 +22,119 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Callable
 
 import numpy as np
+import torch
+import tyro
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from common.run import evaluate, load_checkpoint  # noqa: E402
+from common.checkpoint import load_checkpoint  # noqa: E402
 
 
+class PolicyFn:
+    """A deterministic policy for deployment: `policy(obs) -> action`.
+
+    Takes a torch tensor or a numpy array, batched `[B, *obs_shape]` or single `[*obs_shape]`, and
+    answers in kind (numpy in, numpy out), so the same object drives our vec envs and a plain
+    `gymnasium.make(env_id)` env. `core` maps raw observations to env-native actions on `device`.
+    """
+
+    def __init__(self, core: Callable[[torch.Tensor], torch.Tensor], device="cpu", env_id: str | None = None,
+                 obs_shape: tuple | None = None):
+        self.core, self.device, self.env_id, self.obs_shape = core, torch.device(device), env_id, obs_shape
+
+    @torch.no_grad()
+    def __call__(self, obs):
+        as_numpy = not isinstance(obs, torch.Tensor)
+        x = torch.as_tensor(np.asarray(obs) if as_numpy else obs, dtype=torch.float32, device=self.device)
+        single = self.obs_shape is not None and x.dim() == len(self.obs_shape)
+        if single:
+            x = x.unsqueeze(0)
+        a = self.core(x)
+        if single:
+            a = a.squeeze(0)
+        return a.cpu().numpy() if as_numpy else a
+
+
+def load_run(path, algo: str, args_cls, device="cpu", **make_kwargs):
+    """What an algorithm file's `load_policy` needs from one of its checkpoints: `(checkpoint, its Args, a
+    one-sub-env instance of its env (closed; its spaces are the raw ones, before any wrapper), the saved
+    observation normalizer or None)`. `make_kwargs` go to `envs.make` (e.g. `continuous_actions=True`)."""
+    import envs
+    from common.wrappers import RunningMeanStd
+
+    ckpt = load_checkpoint(path, algo=algo, map_location=device)
+    args = args_cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in ckpt["args"].items()})
+    env = envs.make(args.env, num_envs=1, **make_kwargs)
+    env.close()
+    obs_norm = None
+    if ckpt.get("obs_norm") is not None:
+        obs_norm = RunningMeanStd(tuple(env.single_observation_space.shape), device)
+        obs_norm.load_state_dict(ckpt["obs_norm"])
+    return ckpt, args, env, obs_norm
+
+
+@torch.no_grad()
+def evaluate(policy: Callable[[torch.Tensor], torch.Tensor], env_id: str, episodes: int = 10,
+             seed: int = 12345, device="cpu", max_steps: int = 100_000) -> dict:
+    """Run `episodes` episodes of a deterministic `policy` (obs -> env-native action) in parallel,
+    one per sub-env of a fresh `envs.make(env_id)`, and return their mean/std return and length."""
+    import envs
+
+    # in-process sub-envs for host simulators: no worker processes spawned per evaluation
+    env = envs.make(env_id, num_envs=episodes, device=device, seed=seed, vectorization_mode="sync")
+    obs, _ = env.reset(seed=seed)
+    ret = torch.zeros(episodes, dtype=torch.float64, device=env.device)
+    length = torch.zeros(episodes, dtype=torch.long, device=env.device)
+    running = torch.ones(episodes, dtype=torch.bool, device=env.device)
+    for t in range(max_steps):
+        obs, reward, term, trunc, _ = env.step(policy(obs))
+        ret += reward * running
+        length += running
+        running &= ~(term | trunc)
+        if t % 32 == 31 and not bool(running.any()):
+            break
+    env.close()
+    r = ret.cpu().numpy()
+    return {"eval_return": float(r.mean()), "eval_return_std": float(r.std()),
+            "eval_length": float(length.double().mean()), "returns": r.tolist()}
+
+
+def ma_evaluate(policy: Callable[[torch.Tensor, dict], torch.Tensor], env_id: str, episodes: int = 10,
+                seed: int = 12345, device="cpu", max_steps: int = 100_000, **env_kwargs) -> dict:
+    """Run one episode in each of `episodes` parallel worlds of a fresh `envs.make(env_id, **env_kwargs)`
+    with a deterministic `policy(obs [N, A, obs_dim], info) -> actions` and return the mean/std of
+    the episode returns (sum over steps of the mean reward over agents) and the mean length."""
+    import envs
+
+    env = envs.make(env_id, num_envs=episodes, device=device, seed=seed, **env_kwargs)
+    obs, info = env.reset(seed=seed)
+    ret = torch.zeros(episodes, dtype=torch.float64, device=env.device)
+    length = torch.zeros(episodes, dtype=torch.long, device=env.device)
+    running = torch.ones(episodes, dtype=torch.bool, device=env.device)
+    for t in range(max_steps):
+        with torch.no_grad():
+            actions = policy(obs, info)
+        obs, rewards, term, trunc, info = env.step(actions)
+        ret += rewards.double().mean(-1) * running
+        length += running
+        running &= ~(term | trunc)
+        if t % 8 == 7 and not bool(running.any()):
+            break
+    env.raise_deferred_errors()
+    env.close()
+    r = ret.cpu().numpy()
+    return {"eval_return": float(r.mean()), "eval_return_std": float(r.std()),
+            "eval_length": float(length.double().mean()), "returns": r.tolist()}
+
+
+# ---------------------------------------------------------------------------------------------
+# command line: evaluate a checkpoint
+# ---------------------------------------------------------------------------------------------
 def load_algo(name: str):
     """Import `algos/<name>.py` as a module."""
     path = ROOT / "algos" / f"{name}.py"
@@ -86,7 +194,7 @@ def write_gif(frames: list, path: str, fps: int = 30) -> None:
 
 @dataclass
 class Args:
-    checkpoint: str
+    checkpoint: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="CHECKPOINT")]
     """path of a checkpoint.pt written by any algorithm file"""
     episodes: int = 10
     """number of evaluation episodes"""
@@ -118,6 +226,6 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    import tyro
+    from common.cli import cli
 
-    main(tyro.cli(Args))
+    main(cli(Args, __doc__))

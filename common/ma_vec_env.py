@@ -34,13 +34,11 @@ world has the same fixed set of A agents acting simultaneously (PettingZoo's par
 `MultiAgentTorchVecEnv` is the base for torch-native batched multi-agent tasks: a subclass writes
 pure tensor functions over a batched world state and gets time limits, autoreset, final
 obs/state, action validation, seeding and checkpointable state from here. `MAEpisodeStatistics`
-logs episode returns (per world: the sum over steps of the mean reward over agents) and
-`ma_evaluate` runs a deterministic policy for a number of episodes.
+logs episode returns (per world: the sum over steps of the mean reward over agents);
+`common.evaluate.ma_evaluate` runs a deterministic policy for a number of episodes.
 """
 
 from __future__ import annotations
-
-from typing import Callable
 
 import gymnasium as gym
 import torch
@@ -49,7 +47,7 @@ from gymnasium.vector.utils import batch_space
 from common.vec_env import TorchVecEnv
 from common.wrappers import EpisodeStatistics
 
-__all__ = ["MultiAgentTorchVecEnv", "MAEpisodeStatistics", "ma_evaluate"]
+__all__ = ["MultiAgentTorchVecEnv", "MAEpisodeStatistics"]
 
 
 class MultiAgentTorchVecEnv(TorchVecEnv):
@@ -167,31 +165,3 @@ class MAEpisodeStatistics(EpisodeStatistics):
 
     def _step_reward(self, reward: torch.Tensor) -> torch.Tensor:
         return reward.mean(-1)
-
-
-def ma_evaluate(policy: Callable[[torch.Tensor, dict], torch.Tensor], env_id: str, episodes: int = 10,
-                seed: int = 12345, device="cpu", max_steps: int = 100_000, **env_kwargs) -> dict:
-    """Run one episode in each of `episodes` parallel worlds of a fresh `envs.make(env_id, **env_kwargs)`
-    with a deterministic `policy(obs [N, A, obs_dim], info) -> actions` and return the mean/std of
-    the episode returns (sum over steps of the mean reward over agents) and the mean length."""
-    import envs
-
-    env = envs.make(env_id, num_envs=episodes, device=device, seed=seed, **env_kwargs)
-    obs, info = env.reset(seed=seed)
-    ret = torch.zeros(episodes, dtype=torch.float64, device=env.device)
-    length = torch.zeros(episodes, dtype=torch.long, device=env.device)
-    running = torch.ones(episodes, dtype=torch.bool, device=env.device)
-    for t in range(max_steps):
-        with torch.no_grad():
-            actions = policy(obs, info)
-        obs, rewards, term, trunc, info = env.step(actions)
-        ret += rewards.double().mean(-1) * running
-        length += running
-        running &= ~(term | trunc)
-        if t % 8 == 7 and not bool(running.any()):
-            break
-    env.raise_deferred_errors()
-    env.close()
-    r = ret.cpu().numpy()
-    return {"eval_return": float(r.mean()), "eval_return_std": float(r.std()),
-            "eval_length": float(length.double().mean()), "returns": r.tolist()}

@@ -1,16 +1,17 @@
 """`StockTrading-v0`: FinRL-style multi-stock daily trading as a torch-native batched environment,
-plus the backtest (metrics, equal-weight buy-and-hold baseline, report, CLI).
+plus the backtest (metrics, equal-weight buy-and-hold baseline, report); the command line that
+backtests a saved agent is `bench/stock_backtest.py`.
 
     env = envs.make("StockTrading-v0", num_envs=1024, seed=0)             # skfolio S&P 500, train split
     env = envs.make("StockTrading-v0", split="backtest", data=load_csv("my_prices.csv"))
     STOCK_TRADING_CSV=my_prices.csv python algos/ppo_vec.py --env StockTrading-v0 ...
-    python -m envs.stock_trading backtest runs/<run>/checkpoint.pt [--out DIR]
+    python bench/stock_backtest.py runs/<run>/checkpoint.pt [--out DIR]
 
 Data (`envs/stock_data.py`): skfolio's S&P 500 dataset by default (20 stocks, daily adjusted
 closes; train 2010-01-01..2019-12-31, backtest 2020-01-01..2022-12-28), or `data=` a loaded
 `StockData`, or the CSV named by the environment variable `STOCK_TRADING_CSV` when no `data` is
 passed (then `STOCK_TRADING_BACKTEST_START=YYYY-MM-DD` optionally sets the split date; otherwise
-80% / 20%). The backtest CLI reads the same variable, so train and backtest see the same data.
+80% / 20%). The backtest command reads the same variable, so train and backtest see the same data.
 
 The market, each sub-env and day t (S stocks, prices = daily closes p_t):
 
@@ -40,20 +41,14 @@ The market, each sub-env and day t (S stocks, prices = daily closes p_t):
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-if __package__ in (None, ""):  # `python envs/stock_trading.py`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from common.vec_env import TorchVecEnv  # noqa: E402
-from envs.stock_data import StockData, from_env_var, load_sp500  # noqa: E402
+from common.vec_env import TorchVecEnv
+from envs.stock_data import StockData, from_env_var, load_sp500
 
 __all__ = ["StockTrading", "default_data", "performance", "buy_and_hold", "backtest", "report_markdown",
            "plot_account_values", "METRICS"]
@@ -249,7 +244,7 @@ def buy_and_hold(prices, initial_cash: float = 1e6, transaction_cost: float = 0.
 @torch.no_grad()
 def backtest(policy, data: StockData | None = None, device="cpu", **env_kwargs) -> dict:
     """Run a deterministic `policy` (obs tensor [1, obs_dim] -> action tensor [1, S], e.g. a
-    `common.run.PolicyFn` from `common.evaluate.load_policy`) over the backtest split.
+    `common.evaluate.PolicyFn` from `common.evaluate.load_policy`) over the backtest split.
 
     Returns `dates` (numpy datetime64 [T]), `values` (account values [T], v_0 = initial cash, the
     env's convention), `buy_and_hold` (equal-weight baseline [T], same cash and fees) and `weights`
@@ -299,7 +294,7 @@ def plot_account_values(dates, series: dict[str, np.ndarray], path, title: str =
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from common.run import atomic_write
+    from common.checkpoint import atomic_write
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
     x = np.asarray(dates).astype("datetime64[D]").astype(object)
@@ -318,49 +313,3 @@ def plot_account_values(dates, series: dict[str, np.ndarray], path, title: str =
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
     atomic_write(path, buf.getvalue())
-
-
-def backtest_checkpoint(checkpoint: str, out: str | None = None, device: str = "cpu", quiet: bool = False) -> dict:
-    """Backtest the policy in `checkpoint`, write `backtest.md` and `backtest.png` to `out` (default:
-    the checkpoint's folder) and return the metrics of the agent and of buy-and-hold."""
-    from common.evaluate import load_policy
-    from common.run import atomic_write
-
-    policy, ckpt = load_policy(checkpoint, device)
-    if ckpt.get("env_id") != StockTrading.env_id:
-        raise ValueError(f"{checkpoint} was trained on {ckpt.get('env_id')!r}, not {StockTrading.env_id!r}")
-    res = backtest(policy, device=device)
-    dates, data = res["dates"], res["data"]
-    rows = {f"agent ({ckpt['algo']})": performance(res["values"]),
-            "equal-weight buy-and-hold": performance(res["buy_and_hold"])}
-    title = (f"Backtest of {checkpoint} on {data.source}, {dates[0]}..{dates[-1]} ({len(dates)} trading days, "
-             f"{data.n_stocks} stocks, 0.1% fees on both sides)")
-    md = report_markdown(rows, title)
-    out_dir = Path(out) if out else Path(checkpoint).resolve().parent
-    atomic_write(out_dir / "backtest.md", md)
-    plot_account_values(dates, {"agent": res["values"], "equal-weight buy-and-hold": res["buy_and_hold"]},
-                        out_dir / "backtest.png", title=f"StockTrading-v0 backtest ({data.source})")
-    if not quiet:
-        print(md)
-        print(f"wrote {out_dir / 'backtest.md'} and {out_dir / 'backtest.png'}")
-    return {"rows": rows, "dates": dates, "values": res["values"], "buy_and_hold": res["buy_and_hold"]}
-
-
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m envs.stock_trading", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("backtest", help="backtest a checkpoint over the backtest split (reads STOCK_TRADING_CSV)")
-    b.add_argument("checkpoint", help="runs/<run>/checkpoint.pt written by an algorithm trained on StockTrading-v0")
-    b.add_argument("--out", default=None, help="folder for backtest.md and backtest.png (default: the checkpoint's)")
-    b.add_argument("--device", default="cpu")
-    sub.add_parser("info", help="describe the data StockTrading-v0 uses (default or STOCK_TRADING_CSV)")
-    a = p.parse_args(argv)
-    if a.cmd == "info":
-        print(default_data().describe())
-    else:
-        backtest_checkpoint(a.checkpoint, a.out, a.device)
-
-
-if __name__ == "__main__":
-    main()

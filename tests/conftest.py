@@ -1,8 +1,13 @@
-"""Shared test set-up: repo root on sys.path, one torch thread per process (CI has 2 cores), and
-session-scoped trained agents that several tests reuse (training runs once per session)."""
+"""Shared test set-up: repo root on sys.path, one torch thread per process (CI has 2 cores), the helpers
+and run settings that several test modules use (no test module imports another), and session-scoped
+trained agents that several tests reuse (training runs once per session).
+
+Tests that train to a threshold, run torchrun, a population or SIGKILL/resume subprocesses carry the
+`slow` marker (pytest.ini): `pytest -m "not slow"` is the development loop, plain `pytest` runs all."""
 
 import os
 import pathlib
+import shutil
 import socket
 import sys
 
@@ -40,6 +45,110 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# `python algos/<file>.py --help` for every algorithm file, each run as __main__ (runpy) in one interpreter: one
+# torch import instead of one a file. name -> [exit code (or the traceback of an error), what it printed]
+_HELP_ALL = """
+import contextlib, io, json, runpy, sys, traceback
+out = {}
+for name in sys.argv[1:]:
+    sys.argv, buf, code = [f"algos/{name}.py", "--help"], io.StringIO(), "no exit"
+    with contextlib.redirect_stdout(buf):
+        try:
+            runpy.run_path(f"algos/{name}.py", run_name="__main__")
+        except SystemExit as e:
+            code = e.code
+        except BaseException:
+            code = traceback.format_exc()
+    out[name] = [code, buf.getvalue()]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="session")
+def cli_help():
+    """name -> (exit code, stdout) of `python algos/<name>.py --help`, for every algorithm file."""
+    import json
+    import subprocess
+
+    names = sorted(p.stem for p in (ROOT / "algos").glob("*.py") if p.stem != "__init__")
+    out = subprocess.run([sys.executable, "-c", _HELP_ALL, *names], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def checkpoint_params(ckpt_path) -> dict:
+    """The network parameters in a checkpoint file: its "model", or its "actor" and "critic" (prefixed)."""
+    ck = torch.load(ckpt_path, weights_only=False)
+    return ck["model"] if "model" in ck else {**{f"actor.{k}": v for k, v in ck["actor"].items()},
+                                             **{f"critic.{k}": v for k, v in ck["critic"].items()}}
+
+
+def run_with_snapshots(module, args, monkeypatch):
+    """Run `module.main(args)`, keeping a copy of every checkpoint it writes (they overwrite each other).
+    Returns (main's result, the copies' paths in writing order)."""
+    snapshots = []
+    original = module.save_checkpoint
+
+    def keep(path, payload):
+        out = original(path, payload)
+        snap = path.parent / f"snap{len(snapshots)}.pt"
+        shutil.copy(path, snap)
+        snapshots.append(snap)
+        return out
+
+    monkeypatch.setattr(module, "save_checkpoint", keep)
+    result = module.main(args)
+    monkeypatch.setattr(module, "save_checkpoint", original)
+    return result, snapshots
+
+
+# ---- short runs (a few hundred env steps, CPU, a checkpoint before the end) ------------------------------
+# Shared by the determinism / resume tests (test_resume.py, the multi-agent modules) and the fault suite
+# (test_faults.py, which runs every algorithm file with these settings).
+_SMALL_DQN = dict(env="CartPole-v1", num_envs=4, total_steps=4 * 150, learning_starts=100, batch_size=32,
+                  eval_every=0, save_every=4 * 50, eval_episodes=2, quiet=True)
+_SMALL_AC = dict(env="Pendulum-v1", num_envs=2, total_steps=2 * 120, learning_starts=60, batch_size=32,
+                 hidden=(32, 32), eval_every=0, save_every=2 * 40, eval_episodes=2, quiet=True)
+# H-term actor-critics: Pendulum episodes last 200 steps, so learning (and the H step, every iteration) starts
+# when the first 4 have ended; checkpoints before (in-progress trajectories in the store) and after
+_SMALL_AC_H = {**_SMALL_AC, "num_envs": 4, "total_steps": 4 * 250, "learning_starts": 4 * 200, "save_every": 4 * 100,
+               "h_term_update_gap": 1, "h_term_batch": 16}
+# single-agent files (algos/<name>.py) -> Args settings
+SMALL_RUNS = {
+    "ppo_vec": dict(env="CartPole-v1", num_envs=16, num_steps=16, num_minibatches=4, total_steps=16 * 16 * 6,
+                    eval_every=0, save_every=16 * 16 * 2, eval_episodes=2, quiet=True),
+    "a2c": dict(env="Pendulum-v1", num_envs=8, num_steps=5, total_steps=8 * 5 * 6, eval_every=0,
+                save_every=8 * 5 * 2, eval_episodes=2, quiet=True, norm_obs=True),
+    "dqn": _SMALL_DQN, "double_dqn": _SMALL_DQN, "d3qn": {**_SMALL_DQN, "per": True},
+    "ddpg": _SMALL_AC, "td3": {**_SMALL_AC, "per": True}, "sac": _SMALL_AC, "modsac": {**_SMALL_AC, "mod_period": 8},
+    "redq": {**_SMALL_AC, "utd": 2},
+    # H-term variants: long enough for finished episodes, so the store matters on resume
+    "ppo_h": dict(env="CartPole-v1", num_envs=16, num_steps=16, num_minibatches=4, total_steps=16 * 16 * 6,
+                  eval_every=0, save_every=16 * 16 * 2, eval_episodes=2, quiet=True, h_term_batch=16),
+    "ddpg_h": {**_SMALL_AC_H}, "td3_h": {**_SMALL_AC_H}, "sac_h": {**_SMALL_AC_H},
+    # Podracer files in one process: the pipeline on (segments of 8 vectorized steps), so its explorer state
+    # (actor copy, generator, updates owed) must survive a resume; torchrun is tests/test_distributed*.py's
+    "ppo_podracer": dict(env="CartPole-v1", num_envs=16, num_steps=16, num_minibatches=4, total_steps=16 * 16 * 6,
+                         eval_every=0, save_every=16 * 16 * 2, eval_episodes=2, quiet=True),
+    "td3_podracer": {**_SMALL_AC, "per": True, "pipeline": True, "pipeline_segment": 8},
+    "sac_podracer": {**_SMALL_AC, "pipeline": True, "pipeline_segment": 8},
+}
+# ppo_vec with observation and reward normalization (their statistics travel in the checkpoint)
+SMALL_PPO_PENDULUM_NORMALIZED = dict(env="Pendulum-v1", num_envs=8, num_steps=8, num_minibatches=2,
+                                     total_steps=8 * 8 * 6, eval_every=0, save_every=8 * 8 * 2, eval_episodes=2,
+                                     quiet=True, norm_obs=True, norm_reward=True)
+# batched MuJoCo (CPU batch backend): the simulator state travels in the checkpoint too
+SMALL_PPO_HOPPER = dict(SMALL_PPO_PENDULUM_NORMALIZED, env="Hopper-v5", mujoco_backend="batch", hidden=(32, 32))
+SMALL_SAC_HOPPER = dict(_SMALL_AC, env="Hopper-v5", mujoco_backend="batch")
+# multi-agent files
+MADDPG_TINY = dict(env="simple_spread", device="cpu", num_envs=4, total_steps=4 * 90, learning_starts=100,
+                   batch_size=32, hidden=(16, 16), eval_every=0, save_every=4 * 30, eval_episodes=2, quiet=True)
+MAPPO_TINY = dict(env="simple_spread", num_envs=8, num_steps=5, num_minibatches=2, update_epochs=2, hidden=(16, 16),
+                  total_steps=8 * 5 * 6, eval_every=0, save_every=8 * 5 * 2, eval_episodes=2, quiet=True)
+VD_TINY = dict(env="simple_spread", num_envs=4, total_steps=4 * 150, learning_starts=100, batch_size=32,
+               hidden=(32, 32), eval_every=0, save_every=4 * 50, eval_episodes=2, quiet=True, device="cpu")
+
+
 # The learning budgets of the tests (fixed seeds). Kept here so one place shows what CI trains.
 PPO_CARTPOLE = dict(env="CartPole-v1", seed=1, total_steps=400_000, eval_every=0, save_every=0, quiet=True)
 PPO_PENDULUM = dict(env="Pendulum-v1", seed=1, num_envs=64, num_steps=64, num_minibatches=32, update_epochs=10,
@@ -47,6 +156,9 @@ PPO_PENDULUM = dict(env="Pendulum-v1", seed=1, num_envs=64, num_steps=64, num_mi
                     save_every=0, quiet=True)
 # DQN: 250k steps (the file's default 200k ended at 361.8 on an AMD EPYC host, on seed 1; 500 at 250k)
 DQN_CARTPOLE = dict(env="CartPole-v1", seed=1, total_steps=250_000, eval_every=0, save_every=0, quiet=True)
+# the off-policy learning tests' Pendulum-v1 setting (test_learning_offpolicy.py; the H-term variants reuse it)
+OFFPOLICY_PENDULUM = dict(env="Pendulum-v1", seed=1, num_envs=4, hidden=(128, 128), eval_every=0, save_every=0,
+                          quiet=True)
 
 
 @pytest.fixture(scope="session")

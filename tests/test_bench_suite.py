@@ -65,7 +65,7 @@ def test_group_commands_parse(group):
     """Every experiment's flags exist in its algorithm file (tyro parses the command)."""
     import importlib
 
-    from common.run import cli
+    from common.cli import cli
 
     for exp in suite.GROUPS[group]["experiments"]:
         module = importlib.import_module(f"algos.{exp.algo}")

@@ -293,6 +293,7 @@ def test_pursuit_beats_random_and_zero():
     assert c3.all() and p3.mean() > 11.0
 
 
+@pytest.mark.slow
 def test_ppo_learns_chasing(tmp_path):
     from algos import ppo_vec
 

@@ -1,5 +1,5 @@
 """Multi-process helpers (`common/distributed.py`) on gloo with 2 CPU processes, and
-`torchrun --nproc-per-node 2 algos/ppo_vec.py` end to end: learning, and exact resume."""
+`torchrun --nproc-per-node 2 algos/ppo_podracer.py` end to end: learning, and exact resume."""
 
 from __future__ import annotations
 
@@ -164,13 +164,14 @@ def test_single_process_context_is_a_no_op():
     assert torch.equal(w, net.weight)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fuse_every", [1, 0], ids=["fusion", "gradient-allreduce"])
 def test_torchrun_ppo_learns_cartpole(fuse_every, tmp_path):
     """Two learners, one process each, on CPU: the fused (or gradient-averaged) policy learns."""
     script = (
         "import json, sys; sys.path.insert(0, '.');"
-        "from algos import ppo_vec;"
-        f"r = ppo_vec.main(ppo_vec.Args(env='CartPole-v1', num_envs=512, total_steps=700_000, eval_every=0,"
+        "from algos import ppo_podracer;"
+        f"r = ppo_podracer.main(ppo_podracer.Args(env='CartPole-v1', num_envs=512, total_steps=700_000, eval_every=0,"
         f" save_every=0, quiet=True, fuse_every={fuse_every}, out_dir={str(tmp_path)!r}));"
         "print('RESULT', json.dumps(r))"
     )
@@ -201,19 +202,19 @@ RESUME = dict(env="Pendulum-v1", num_envs=8, num_steps=40, num_minibatches=2, up
 _SNAPSHOT_SCRIPT = """
 import json, shutil, sys
 sys.path.insert(0, '.')
-from algos import ppo_vec
-save = ppo_vec.save_checkpoint
+from algos import ppo_podracer
+save = ppo_podracer.save_checkpoint
 def keep(path, payload):
     out = save(path, payload)
     shutil.copy(path, path.parent / f"snap{len(list(path.parent.glob('snap*.pt')))}.pt")
     return out
-ppo_vec.save_checkpoint = keep
-print('RESULT', json.dumps(ppo_vec.main(ppo_vec.Args(**json.loads(sys.argv[1])))))
+ppo_podracer.save_checkpoint = keep
+print('RESULT', json.dumps(ppo_podracer.main(ppo_podracer.Args(**json.loads(sys.argv[1])))))
 """
 
 
 def _torchrun_ppo(kw: dict, nproc: int = 2):
-    """`torchrun --nproc-per-node nproc` of ppo_vec.main(Args(**kw)): (completed process, rank 0's result)."""
+    """`torchrun --nproc-per-node nproc` of ppo_podracer.main(Args(**kw)): (completed process, rank 0's result)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")  # a crash prints its Python stack
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
                           "--master-port", str(_free_port()), "--no-python", sys.executable, "-c", _SNAPSHOT_SCRIPT,
@@ -240,6 +241,7 @@ def torchrun_full(tmp_path_factory):
     return run
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("torchrun_resume")
 @pytest.mark.parametrize("fuse_every", [3, 0], ids=["fusion", "gradient-allreduce"])
 def test_torchrun_resume_continues_exactly(fuse_every, torchrun_full, tmp_path):
@@ -285,19 +287,21 @@ def test_torchrun_resume_continues_exactly(fuse_every, torchrun_full, tmp_path):
     assert resumed["eval_return"] == full["eval_return"]
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("torchrun_resume")
 def test_resume_with_another_world_size_is_refused(torchrun_full, tmp_path):
-    from algos import ppo_vec
+    from algos import ppo_podracer
 
     _, snaps = torchrun_full(3)
     with pytest.raises(ValueError, match=r"written by 2 processes and this run has 1.*torchrun --nproc-per-node 2"):
-        ppo_vec.main(ppo_vec.Args(resume=str(snaps[0]), quiet=True))
+        ppo_podracer.main(ppo_podracer.Args(resume=str(snaps[0]), quiet=True))
     # a single-process checkpoint under torchrun (the check every rank makes before anything else)
-    single = ppo_vec.main(ppo_vec.Args(out_dir=str(tmp_path), env="CartPole-v1", num_envs=8, num_steps=8,
-                                       num_minibatches=2, total_steps=64, eval_every=0, eval_episodes=1, quiet=True))
+    single = ppo_podracer.main(ppo_podracer.Args(out_dir=str(tmp_path), env="CartPole-v1", num_envs=8, num_steps=8,
+                                                 num_minibatches=2, total_steps=64, eval_every=0, eval_episodes=1, quiet=True))
     ckpt = torch.load(single["checkpoint"], weights_only=False)
     assert ckpt["world_size"] == 1 and "ranks" not in ckpt
     with pytest.raises(ValueError, match=r"written by 1 process and this run has 3.*without torchrun"):
-        ppo_vec.check_world_size(ckpt, distributed.Context(rank=1, world_size=3), single["checkpoint"])
-    ppo_vec.check_world_size({k: v for k, v in ckpt.items() if k != "world_size"}, distributed.Context(),
-                             "old.pt")  # older single-process checkpoints: world size 1
+        distributed.check_world_size(ckpt, distributed.Context(rank=1, world_size=3), single["checkpoint"],
+                                     "algos/ppo_podracer.py")
+    distributed.check_world_size({k: v for k, v in ckpt.items() if k != "world_size"}, distributed.Context(),
+                                 "old.pt", "algos/ppo_podracer.py")  # older single-process checkpoints: world size 1

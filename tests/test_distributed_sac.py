@@ -1,4 +1,4 @@
-"""Multi-process SAC: `torchrun --nproc-per-node 2 algos/sac.py` on 2 CPU (gloo) processes, each with its
+"""Multi-process SAC: `torchrun --nproc-per-node 2 algos/sac_podracer.py` on 2 CPU (gloo) processes, each with its
 own envs and replay buffer. With model fusion the fused policy learns Pendulum-v1 and, after the final
 fusion, both ranks hold the same actor; with gradient all-reduce the ranks never part."""
 
@@ -14,13 +14,15 @@ import torch
 
 from conftest import ROOT, free_port as _free_port
 
+pytestmark = pytest.mark.slow  # every test here runs torchrun
+
 # each rank saves its final actor and env state (normalizer included) to $STATES/rank<RANK>.pt, recording
 # the Actor and the env that main builds
 SCRIPT = """
 import json, os, sys
 sys.path.insert(0, '.')
 import torch
-from algos import sac
+from algos import sac_podracer as sac
 actors, envs = [], []
 class Actor(sac.Actor):
     def __init__(self, *a, **k):
@@ -81,6 +83,6 @@ def test_torchrun_sac_gradient_allreduce_keeps_ranks_identical(pipeline, tmp_pat
 def test_torchrun_sac_refuses_resume(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")  # a crash prints its Python stack
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                          "--master-port", str(_free_port()), "algos/sac.py", "--resume", str(tmp_path / "x.pt")],
+                          "--master-port", str(_free_port()), "algos/sac_podracer.py", "--resume", str(tmp_path / "x.pt")],
                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode != 0 and "--resume is a single-process option" in out.stderr

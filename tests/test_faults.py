@@ -3,6 +3,10 @@ parameters is caught within one update, named, and the last good checkpoint surv
 with SIGKILL at an arbitrary moment resumes to the same parameters and evaluation metrics as the
 uninterrupted run; a SIGKILL during a checkpoint write never leaves an unreadable checkpoint.
 
+The SIGKILL test is the suite's exact-resume test (no other module repeats it): every algorithm file,
+plus the settings in `RESUME_EXTRA` (normalizers, batched MuJoCo, per-agent MAPPO actors). It and the
+checkpoint-write test are marked `slow` (subprocesses killed at random moments).
+
 Every file in `algos/` must have an entry in `CONFIGS` (a tiny CPU setting with a checkpoint before
 the end): a new algorithm file without one fails `test_every_algorithm_file_is_covered`.
 """
@@ -23,15 +27,20 @@ import pytest
 import torch
 
 import envs
-from conftest import ROOT, assert_same
-from test_maddpg import TINY as MADDPG_TINY
-from test_mappo import TINY as MAPPO_TINY
-from test_resume import SMALL
-from test_value_decomposition import TINY as VD_TINY
+from conftest import (MADDPG_TINY, MAPPO_TINY, ROOT, SMALL_PPO_HOPPER, SMALL_PPO_PENDULUM_NORMALIZED, SMALL_RUNS,
+                      SMALL_SAC_HOPPER, VD_TINY, assert_same)
 
-CONFIGS = {m.ALGO: kw for m, kw in SMALL.items()}
+CONFIGS = dict(SMALL_RUNS)
 CONFIGS.update(maddpg=MADDPG_TINY, matd3=MADDPG_TINY, mappo=MAPPO_TINY, qmix=VD_TINY, vdn=VD_TINY)
 ALGOS = sorted(CONFIGS)
+# settings beyond CONFIGS whose state must survive a resume too (the SIGKILL test): case -> (file, settings)
+RESUME_EXTRA = {
+    "ppo_vec-pendulum-normalized": ("ppo_vec", SMALL_PPO_PENDULUM_NORMALIZED),  # obs/reward normalizer statistics
+    "ppo_vec-hopper": ("ppo_vec", SMALL_PPO_HOPPER),  # batched MuJoCo simulator state
+    "sac-hopper": ("sac", SMALL_SAC_HOPPER),
+    "mappo-per-agent-actors": ("mappo", dict(MAPPO_TINY, share_actor=False)),
+}
+RESUME_CASES = {**{a: (a, CONFIGS[a]) for a in ALGOS}, **RESUME_EXTRA}
 
 
 def _module(name: str):
@@ -213,13 +222,18 @@ def _kill_some_time_after_first_checkpoint(cmd, run_parent: Path, rng: random.Ra
     return killed, (dirs[0] if dirs else None)
 
 
-@pytest.mark.parametrize("algo", ALGOS)
-def test_sigkill_then_resume_matches_uninterrupted_run(algo, tmp_path):
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(RESUME_CASES))
+def test_sigkill_then_resume_matches_uninterrupted_run(case, tmp_path):
+    """The one exact-resume test: every algorithm file (and the settings in RESUME_EXTRA), killed at a random
+    moment and resumed, ends with a checkpoint equal bit for bit (parameters, optimizers, buffers, normalizers,
+    env and RNG states) and the same evaluation rows as the uninterrupted run."""
+    algo, config = RESUME_CASES[case]
     module = _module(algo)
-    kw = dict(CONFIGS[algo], eval_every=CONFIGS[algo]["save_every"], quiet=True)
+    kw = dict(config, eval_every=config["save_every"], quiet=True)
     full = module.main(module.Args(**dict(kw, out_dir=str(tmp_path / "full"))))
     calls = kw["total_steps"] // kw["num_envs"]
-    rng = random.Random(f"kill-{algo}")
+    rng = random.Random(f"kill-{case}")
     for attempt in range(5):  # a kill that came after the last checkpoint (nothing left to resume) is drawn again
         parent = tmp_path / f"killed{attempt}"
         parent.mkdir()
@@ -230,7 +244,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(algo, tmp_path):
         resumed_from = torch.load(ckpt, weights_only=False)["global_step"]
         if killed and resumed_from < full["steps"]:
             break
-    assert killed and resumed_from < full["steps"], f"{algo}: no kill landed before the run's last checkpoint"
+    assert killed and resumed_from < full["steps"], f"{case}: no kill landed before the run's last checkpoint"
     resumed = module.main(module.Args(**dict(kw, resume=str(ckpt))))
     assert resumed["steps"] == full["steps"]
     a, b = (torch.load(p, weights_only=False) for p in (full["checkpoint"], resumed["checkpoint"]))
@@ -240,7 +254,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(algo, tmp_path):
         assert_same(a[k], b[k], k)
     assert _eval_rows(Path(full["run_dir"])) == _eval_rows(run_dir), "evaluation metrics differ after the resume"
     assert resumed["eval_return"] == full["eval_return"]
-    print(f"{algo}: killed on attempt {attempt + 1}, resumed from env step {resumed_from} of {full['steps']}")
+    print(f"{case}: killed on attempt {attempt + 1}, resumed from env step {resumed_from} of {full['steps']}")
 
 
 # ---- SIGKILL during checkpoint writes --------------------------------------------------------------------
@@ -249,7 +263,7 @@ import sys
 sys.path.insert(0, '.')
 import os, time
 import torch
-from common.run import save_checkpoint
+from common.checkpoint import save_checkpoint
 fsync = os.fsync
 def slow_disk_fsync(fd):  # a slow disk: most of the time is spent inside a write, where a kill hurts
     time.sleep(0.05)
@@ -264,11 +278,12 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_sigkill_during_checkpoint_writes_never_leaves_a_torn_checkpoint(tmp_path):
     """Kill a process that writes 16 MB checkpoints back to back (on a slow disk), at random moments, 10 times: the
     checkpoint on disk always loads and is one complete write; a temp file left by the killed write is
     removed by the next one."""
-    from common.run import load_checkpoint
+    from common.checkpoint import load_checkpoint
 
     path, rng, mid_write, last = tmp_path / "checkpoint.pt", random.Random(10), 0, 0
     big = torch.arange(4_000_000, dtype=torch.float32)
@@ -288,7 +303,7 @@ def test_sigkill_during_checkpoint_writes_never_leaves_a_torn_checkpoint(tmp_pat
     assert mid_write >= 3, f"only {mid_write} of 10 kills landed inside a write: the test did not test much"
     assert last >= 1
     # the next write clears what killed writes left behind
-    from common.run import save_checkpoint
+    from common.checkpoint import save_checkpoint
 
     save_checkpoint(path, {"algo": "writer", "i": 0, "data": big})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt"]
@@ -297,7 +312,7 @@ def test_sigkill_during_checkpoint_writes_never_leaves_a_torn_checkpoint(tmp_pat
 # ---- bad input at the edges, for every algorithm file ---------------------------------------------------
 MULTI_AGENT_ALGOS = {"maddpg", "matd3", "mappo", "qmix", "vdn"}
 DISCRETE_ONLY = {"dqn", "double_dqn", "d3qn"}
-CONTINUOUS_ONLY = {"ddpg", "td3", "sac", "modsac", "redq", "ddpg_h", "td3_h", "sac_h"}
+CONTINUOUS_ONLY = {"ddpg", "td3", "sac", "modsac", "redq", "ddpg_h", "td3_h", "sac_h", "sac_podracer", "td3_podracer"}
 
 
 class _ContractBreaker:
@@ -346,7 +361,7 @@ def _other_kind_env(algo: str) -> tuple[str, str]:
         return "Pendulum-v1", "needs a Discrete action space"
     if algo in CONTINUOUS_ONLY:
         return "CartPole-v1", "needs a continuous \\(Box\\) action space"
-    return "simple_spread", "is a multi-agent env .*use algos/"  # ppo_vec, a2c, ppo_h: both action kinds, one agent
+    return "simple_spread", "is a multi-agent env .*use algos/"  # ppo_vec, a2c, ppo_h, ppo_podracer: both kinds
 
 
 def _bad_inputs(algo: str) -> dict:
@@ -413,7 +428,7 @@ def test_wrong_flag_names_the_right_one(algo, capsys):
 # ---- foreign, truncated and non-checkpoint files given to --resume ------------------------------------
 def _foreign_files(algo: str, tmp_path: Path) -> dict:
     """case -> (path, expected message)"""
-    from common.run import save_checkpoint
+    from common.checkpoint import save_checkpoint
 
     env = CONFIGS[algo]["env"]
     other_algo = "dqn" if algo != "dqn" else "sac"

@@ -20,7 +20,7 @@ it is deferred to the logging tick), and (c) `NumericGuard.watch` on CPU (the Na
 sums at once on CPU; on an accelerator it keeps an on-device flag that `check` copies without waiting).
 
 Logging ticks are time-based (every ~1 s) plus evaluation/checkpoints at `eval_every` /
-`save_every` and at the end. The test freezes the algorithm module's clock (`time.perf_counter`
+`save_every` and at the end. The test freezes the clock of `common.logger.Ticks` (`time.perf_counter`
 returns a constant, so no time-based tick fires), sets `eval_every = save_every = 0` (one tick at
 the end) and stubs the evaluation (run at the tick: its episode lengths, hence its syncs, depend
 on the policy). Then it runs each algorithm for a short and a longer budget: the event counts must
@@ -64,7 +64,7 @@ def _site(frame) -> str | None:
         if f.startswith(OURS):
             if frame.f_code.co_name == "_validate" and f.endswith("common/vec_env.py"):
                 return None  # the CPU action validation, by design
-            if frame.f_code.co_name == "watch" and f.endswith("common/run.py"):
+            if frame.f_code.co_name == "watch" and f.endswith("common/guard.py"):
                 return None  # NumericGuard on CPU checks at once, by design (deferred on an accelerator)
             if site is None:
                 site = f"{Path(f).relative_to(ROOT)}:{frame.f_lineno} ({frame.f_code.co_name})"
@@ -145,7 +145,11 @@ CASES = {
 def count_syncs(case: str, iterations: int, counter: SyncCounter, tmp_path, monkeypatch) -> Counter:
     env, settings, steps_per_iter = CASES[case]
     mod = importlib.import_module("algos." + case.split("-")[0])
-    monkeypatch.setattr(mod, "time", FrozenClock())
+    import common.logger
+
+    monkeypatch.setattr(common.logger, "time", FrozenClock())  # Ticks: no time-based logging tick
+    if hasattr(mod, "time"):
+        monkeypatch.setattr(mod, "time", FrozenClock())
     monkeypatch.setattr(mod, "evaluate", fake_evaluate)
     fields = mod.Args.__dataclass_fields__
     settings = {k: v for k, v in settings.items() if k in fields}

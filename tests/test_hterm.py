@@ -4,7 +4,8 @@
 import pytest
 import torch
 
-from common.hterm import TrajectoryStore, h_term_loss
+from algos.ddpg_h import h_term_loss
+from common.buffers import TrajectoryStore
 
 
 def test_h_term_loss_by_hand():
@@ -14,6 +15,16 @@ def test_h_term_loss_by_hand():
     # window 0: H = -1 + 0.5 * -2 = -2 (third step masked); window 1: H = -0.5 * (1 + 0.5 + 0.25) = -0.875
     # loss = -0.1 * mean(-2 * 2, -0.875 * -1) = -0.1 * (-4 + 0.875) / 2 = 0.15625
     assert h_term_loss(logp, mask, returns_norm, gamma=0.5, lam=0.1).item() == pytest.approx(0.15625)
+
+
+@pytest.mark.parametrize("name", ["ppo_h", "td3_h", "sac_h"])
+def test_every_h_file_has_the_same_loss(name):
+    import importlib
+
+    torch.manual_seed(0)
+    logp, mask, ret = torch.randn(8, 5), torch.rand(8, 5) > 0.2, torch.randn(8)
+    other = importlib.import_module(f"algos.{name}").h_term_loss
+    assert torch.equal(other(logp, mask, ret, 0.9, 0.3), h_term_loss(logp, mask, ret, 0.9, 0.3))
 
 
 def _fill(store, rewards, dones):

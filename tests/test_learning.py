@@ -8,8 +8,9 @@ import torch
 
 from common.evaluate import gym_rollouts, load_policy
 
-# the trained fixtures are shared: keep these tests on one xdist worker
-pytestmark = pytest.mark.xdist_group("trained_fixtures")
+# every test here trains (or reuses) an agent to a threshold: slow; the trained fixtures are shared, so
+# these tests stay on one xdist worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("trained_fixtures")]
 
 
 def test_ppo_learns_cartpole(ppo_cartpole):

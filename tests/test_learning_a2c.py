@@ -8,6 +8,8 @@ import pytest
 
 from algos import a2c
 
+pytestmark = pytest.mark.slow  # trains to a threshold
+
 CASES = {
     "cartpole": (dict(env="CartPole-v1"), 400),
     "pendulum": (dict(env="Pendulum-v1", num_envs=16, num_steps=8, learning_rate=1e-3, gae_lambda=0.95, gamma=0.9,

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-PENDULUM = dict(env="Pendulum-v1", seed=1, num_envs=4, hidden=(128, 128), eval_every=0, save_every=0, quiet=True)
+from conftest import OFFPOLICY_PENDULUM as PENDULUM
+
+pytestmark = pytest.mark.slow  # trains to a threshold
 CARTPOLE = dict(env="CartPole-v1", seed=1, eval_every=0, save_every=0, quiet=True)
 
 CASES = {

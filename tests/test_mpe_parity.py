@@ -19,7 +19,8 @@ import pytest
 import torch
 
 import envs
-from common.ma_vec_env import MAEpisodeStatistics, ma_evaluate
+from common.evaluate import ma_evaluate
+from common.ma_vec_env import MAEpisodeStatistics
 from envs.mpe import SimpleSpread, SimpleTag
 
 mpe2 = pytest.importorskip("mpe2")

@@ -175,6 +175,7 @@ def test_state_dict_round_trip_is_exact():
         assert torch.equal(o, o2) and torch.equal(r, r2) and torch.equal(te, te2)
 
 
+@pytest.mark.slow  # MuJoCo Warp compiles its kernels on first use (~40 s a task on a fresh cache)
 @pytest.mark.parametrize("env_id", ["Ant-v5", "Hopper-v5", "HalfCheetah-v5"])
 def test_warp_backend_matches_gymnasium_per_step(env_id):
     """MuJoCo Warp (float32) against gymnasium (float64), one step at a time from gymnasium's state.

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from algos import sac, td3
+from algos import sac_podracer as sac, td3_podracer as td3
 
 # as in tests/test_learning_offpolicy.py (settings and threshold), with the pipeline on. TD3 gets 14k steps
 # instead of 12k: at 12k its seed-1 pipelined run ends with 2 of 10 eval episodes failed (-503); at 14k
@@ -34,6 +34,7 @@ def _same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(LEARN))
 def test_pipeline_learns_pendulum(name, tmp_path):
     module, kw = LEARN[name]
@@ -64,6 +65,7 @@ def test_pipeline_same_seed_same_result(name, tmp_path):
     assert not _same(_params(r1["checkpoint"]), _params(plain["checkpoint"]))
 
 
+@pytest.mark.slow  # exact resume: tests/test_faults.py's SIGKILL test covers the files; this, the pipeline's state
 @pytest.mark.parametrize("name", list(SHORT))
 def test_pipeline_resume_continues_exactly(name, tmp_path, monkeypatch):
     module, kw = SHORT[name]

@@ -1,4 +1,4 @@
-"""Population training (`common/population.py`): the pieces in-process (leaderboard on a local
+"""Population training (`population/population.py`): the pieces in-process (leaderboard on a local
 TCPStore, mutation, selection, generation decisions, bad input), then whole populations under
 torchrun: tournament mode with a member SIGKILLed mid-run, and generational mode with deliberately
 bad learning rates for half the members."""
@@ -19,8 +19,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from common import population as P
-from common.run import load_checkpoint, save_checkpoint
+from common.checkpoint import load_checkpoint, save_checkpoint
+from population import population as P
 from conftest import ROOT
 
 
@@ -134,7 +134,7 @@ def test_bad_population_input_is_refused_with_the_fix():
         P.load_algo("algos/nope.py")
     with pytest.raises(ValueError, match="must be positive"):
         P.check(P.PopArgs(rounds=0), [])
-    out = subprocess.run([sys.executable, "-m", "common.population", "--rounds", "1", "--", "--env", "CartPol-v1"],
+    out = subprocess.run([sys.executable, "-m", "population", "--rounds", "1", "--", "--env", "CartPol-v1"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and "CartPole-v1" in out.stderr  # "did you mean", before any worker starts
     argv = ["--mode", "generational", "--", "--env", "X", "--num-envs", "4"]
@@ -142,7 +142,7 @@ def test_bad_population_input_is_refused_with_the_fix():
 
 
 def _launch(tmp_path, pop_flags, algo_flags, **env):
-    cmd = [sys.executable, "-m", "common.population", "--dir", str(tmp_path / "pop"), *pop_flags, "--", *algo_flags]
+    cmd = [sys.executable, "-m", "population", "--dir", str(tmp_path / "pop"), *pop_flags, "--", *algo_flags]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **env)
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
@@ -161,6 +161,7 @@ def _wait(proc, timeout):
 CARTPOLE_MEMBER = ["--env", "CartPole-v1", "--num-envs", "128", "--no-anneal-lr", "--save-every", "8192"]
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("population")
 def test_tournament_survives_a_killed_member(tmp_path):
     """4 PPO members, tournament mode; member 2's process is SIGKILLed after the population's first
@@ -206,13 +207,14 @@ def test_tournament_survives_a_killed_member(tmp_path):
     assert not list(root.rglob("*.tmp"))
 
     from algos import ppo_vec
-    from common.run import evaluate
+    from common.evaluate import evaluate
 
     best = index[0]
     result = evaluate(ppo_vec.load_policy(best["checkpoint"]), "CartPole-v1", episodes=20, seed=4242)
     assert result["eval_return"] >= 475, (best, result)
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("population")
 def test_generational_replaces_bad_members_with_copies_of_the_best(tmp_path):
     """4 members, two algorithms (PPO and A2C, both discrete), members 2 and 3 with a destructive

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from common.buffers import ReplayBuffer
-from common.run import (Logger, load_checkpoint, resolve_device, rng_state, save_checkpoint, seed_everything,
-                        set_rng_state)
+from common.checkpoint import load_checkpoint, save_checkpoint
+from common.device import resolve_device, rng_state, seed_everything, set_rng_state
+from common.logger import Logger
 
 
 def test_checkpoint_round_trip_and_atomic_replace(tmp_path):

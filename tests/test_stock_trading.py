@@ -392,12 +392,12 @@ def test_backtest_buy_everything_equals_buy_and_hold():
 
 def test_backtest_cli_end_to_end(tmp_path):
     from algos import ppo_vec
-    from envs.stock_trading import main as cli_main
+    from bench.stock_backtest import main as cli_main
 
     out = ppo_vec.main(ppo_vec.Args(env="StockTrading-v0", num_envs=8, num_steps=8, num_minibatches=2,
                                     total_steps=64, eval_every=0, eval_episodes=2, save_every=0,
                                     out_dir=str(tmp_path), quiet=True))
-    cli_main(["backtest", out["checkpoint"], "--out", str(tmp_path / "bt")])
+    assert cli_main([out["checkpoint"], "--out", str(tmp_path / "bt")]) == 0
     md = (tmp_path / "bt" / "backtest.md").read_text()
     assert "equal-weight buy-and-hold" in md and "2020-01-02..2022-12-28" in md
     assert (tmp_path / "bt" / "backtest.png").stat().st_size > 10_000

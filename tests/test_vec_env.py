@@ -129,7 +129,7 @@ def test_nan_action_raises():
 
 
 def test_evaluate_runs_on_native_and_gymnasium_ids():
-    from common.run import evaluate
+    from common.evaluate import evaluate
 
     def upright(obs):  # a hand-made balancing rule
         return (obs[:, 2] + 0.5 * obs[:, 3] > 0).long()

@@ -1,19 +1,19 @@
 """Population training on `torch.distributed`: tournament-based ensemble training and generational
 evolution (ElegantRL-Podracer's two population schemes), one member per `torchrun` worker.
 
-    python -m common.population --algo algos/ppo_vec.py --population 4 --rounds 8 --steps-per-round 50000 \\
+    python -m population --algo algos/ppo_vec.py --population 4 --rounds 8 --steps-per-round 50000 \\
         --vary learning_rate=3e-4,1e-3,3e-3 -- --env CartPole-v1 --num-envs 128 --no-anneal-lr
 
 Everything after `--` is the algorithm's own flags, shared by every member; `--vary KEY=V1,V2,...`
 gives member i the value `V[i % len]` (member i also gets seed `seed + i`). With several `--algo`
 files (of the same action space) members take them in turn.
 
-Run as above, the module launches `torchrun --standalone --nproc-per-node POPULATION --max-restarts
-MAX_RESTARTS` on itself; under an existing `torchrun` (many nodes, elastic `--nnodes MIN:MAX`) each
-worker is one member, member id = its global rank:
+Run as above, the command launches `torchrun --standalone --nproc-per-node POPULATION --max-restarts
+MAX_RESTARTS -m population` on itself; under an existing `torchrun` (many nodes, elastic `--nnodes
+MIN:MAX`, started in the repository's root) each worker is one member, member id = its global rank:
 
     torchrun --nnodes 1:4 --nproc-per-node 8 --max-restarts 3 --rdzv-backend c10d \\
-        --rdzv-endpoint HOST:29400 common/population.py --dir /shared/pop ... -- --env Pendulum-v1
+        --rdzv-endpoint HOST:29400 -m population --dir /shared/pop ... -- --env Pendulum-v1
 
 A member trains in rounds of `--steps-per-round` environment steps: a round resumes the member's
 checkpoint with `--total-steps` raised by one round (the algorithm's own `main(Args(resume=...))`,
@@ -65,14 +65,17 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 import numpy as np
 import torch
 
 from common import distributed
-from common.run import (RESUME_MAY_CHANGE, atomic_write, cli, evaluate, load_checkpoint, rng_state, save_checkpoint,
-                        seed_everything, set_rng_state)
+from common.checkpoint import RESUME_MAY_CHANGE, atomic_write, load_checkpoint, save_checkpoint
+from common.cli import cli
+from common.device import rng_state, seed_everything, set_rng_state
+from common.evaluate import evaluate
 
 STORE_PREFIX = "podracer-population/"
 
@@ -268,7 +271,7 @@ def connect_store(timeout: float, client: bool = False):
 
     if "MASTER_ADDR" not in os.environ:
         raise RuntimeError("a population worker needs torchrun's environment (MASTER_ADDR, RANK, ...): run "
-                           "`python -m common.population ...` (it launches torchrun) or launch it with torchrun")
+                           "`python -m population ...` (it launches torchrun) or launch it with torchrun")
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     host = not agent and int(os.environ["RANK"]) == 0 and not client
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=host,
@@ -656,10 +659,12 @@ def launch(pop: PopArgs, pop_argv: list[str], algo_argv: list[str]) -> int:
     root.mkdir(parents=True, exist_ok=True)
     write_json(root / "population.json", {**dataclasses.asdict(pop), "dir": str(root), "algo_argv": algo_argv})
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(pop.population),
-           "--max-restarts", str(pop.max_restarts), str(Path(__file__).resolve()), *pop_argv, "--dir", str(root),
+           "--max-restarts", str(pop.max_restarts), "-m", "population", *pop_argv, "--dir", str(root),
            "--", *algo_argv]
     print(f"population of {pop.population} ({pop.mode}) in {root}", flush=True)
-    proc = subprocess.Popen(cmd, env=dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1")))
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)  # `-m population` from any cwd
+    proc = subprocess.Popen(cmd, env=dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
+                                          PYTHONPATH=path))
     try:
         code = proc.wait()
     except KeyboardInterrupt:

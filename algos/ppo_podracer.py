@@ -1,0 +1,436 @@
+"""PPO with the ElegantRL-Podracer parallelism: `algos/ppo_vec.py` plus torchrun model fusion.
+
+The algorithm is `algos/ppo_vec.py`'s, unchanged (`diff -w algos/ppo_vec.py algos/ppo_podracer.py` shows
+only the parallelism below); run without torchrun, a run is the same run as `algos/ppo_vec.py`'s.
+
+Under torchrun (`common.distributed`) every rank steps its own envs and trains its own learner; the
+learners are fused (parameters and Adam moments averaged) every `--fuse-every` updates, or their
+gradients averaged before every step (`--fuse-every 0`); normalizer statistics are pooled across
+ranks at the first fusion point after each rollout (once per iteration with gradient averaging).
+Only rank 0 logs, evaluates and writes the checkpoint, which holds every rank's own state (model,
+optimizer, envs, next observations, RNG), so `--resume` under the same number of processes
+continues exactly.
+
+    torchrun --nproc-per-node 2 algos/ppo_podracer.py --env CartPole-v1
+    torchrun --nproc-per-node 8 algos/ppo_podracer.py --env Ant --num-envs 4096   # one GPU per process
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.distributions import Categorical, Normal
+
+import envs
+from common import distributed
+from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.cli import RunArgs, cli
+from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.evaluate import PolicyFn, evaluate, load_run
+from common.guard import NumericGuard
+from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.vec_env import check_single_agent
+from common.wrappers import (ActionScaler, EpisodeStatistics, NormalizeObservation, NormalizeReward, find_wrapper,
+                             wrap_env)
+
+ALGO = "ppo_podracer"
+
+
+@dataclass
+class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
+    num_envs: int = 1024
+    resume: str | None = None
+    """path of a checkpoint.pt to continue from (a torchrun checkpoint: under torchrun with the same
+    number of processes)"""
+    compile: bool = False
+    """torch.compile the policy step, GAE, the PPO loss (forward and backward) and the
+    optimizer step, learning-rate annealing included (CUDA graphs and a capturable Adam on CUDA)"""
+
+    # PPO
+    num_steps: int = 16
+    """rollout horizon per sub-env per iteration"""
+    learning_rate: float = 2.5e-3
+    """Adam learning rate"""
+    anneal_lr: bool = True
+    """anneal the learning rate linearly to 0"""
+    gamma: float = 0.99
+    """discount factor"""
+    gae_lambda: float = 0.95
+    """GAE lambda"""
+    num_minibatches: int = 8
+    """minibatches per epoch"""
+    update_epochs: int = 4
+    """epochs over each rollout"""
+    norm_adv: bool = True
+    """normalize advantages per minibatch"""
+    clip_coef: float = 0.2
+    """policy ratio clip"""
+    clip_vloss: bool = False
+    """clip the value loss around the old values"""
+    ent_coef: float = 0.0
+    """entropy bonus coefficient"""
+    vf_coef: float = 0.5
+    """value loss coefficient"""
+    max_grad_norm: float = 0.5
+    """global gradient-norm clip"""
+    target_kl: float | None = None
+    """stop the epochs early when the approximate KL exceeds this (one host sync per epoch; under
+    torchrun the KL is averaged over ranks first, so all ranks stop together)"""
+    hidden: tuple[int, ...] = (64, 64)
+    """hidden layer sizes of actor and critic"""
+    norm_obs: bool = False
+    """normalize observations with running statistics (saved in the checkpoint; pooled across ranks
+    under torchrun)"""
+    norm_reward: bool = False
+    """scale rewards by the running std of the discounted return (pooled across ranks under torchrun)"""
+    init_log_std: float = 0.0
+    """initial log-std of the Gaussian policy (continuous actions)"""
+    fuse_every: int = 1
+    """under torchrun: average parameters and Adam moments across ranks every this many updates
+    (model fusion, normalizer statistics pooled at the first fusion after each rollout); 0: average
+    gradients before every step instead (statistics pooled once per iteration)"""
+
+
+# Massively parallel locomotion (many envs, short horizon, few large minibatches, normalized
+# observations and rewards), as in Rudin et al. 2021 (arXiv:2109.11978) and Brax's PPO: the defaults
+# for the batched MuJoCo tasks, so that `--env Ant --num-envs 4096` needs no other flag on a GPU.
+MUJOCO_DEFAULTS = dict(
+    num_envs=4096, num_steps=16, num_minibatches=4, update_epochs=5, learning_rate=3e-4, max_grad_norm=1.0,
+    hidden=(256, 128, 64), norm_obs=True, norm_reward=True, total_steps=50_000_000, eval_every=5_000_000,
+    save_every=5_000_000,
+)
+
+
+def default_args(env_id: str) -> Args:
+    """The defaults for a task: `Args()` for most, `MUJOCO_DEFAULTS` for the batched MuJoCo tasks."""
+    if envs.mujoco_id(env_id) is not None:
+        return replace(Args(env=env_id), **MUJOCO_DEFAULTS)
+    return Args(env=env_id)
+
+
+def check_args(args: Args, envs_) -> None:
+    check_single_agent(envs_, args.env, ALGO)
+    batch = args.num_envs * args.num_steps
+    if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0:
+        raise ValueError("--num-steps, --num-minibatches and --update-epochs must be positive")
+    if batch % args.num_minibatches:
+        raise ValueError(
+            f"num_envs * num_steps = {batch} is not divisible by --num-minibatches {args.num_minibatches}; "
+            f"pick a divisor of {batch}"
+        )
+    if batch < args.num_minibatches:
+        raise ValueError(f"batch {batch} is smaller than --num-minibatches {args.num_minibatches}")
+    if args.total_steps < batch:
+        raise ValueError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
+    if len(envs_.single_observation_space.shape) != 1:
+        raise ValueError(f"{ALGO}'s MLP needs flat observations, {args.env} has shape "
+                         f"{envs_.single_observation_space.shape}; flatten them in the env")
+    space = envs_.single_action_space
+    if not isinstance(space, (gym.spaces.Discrete, gym.spaces.Box)):
+        raise ValueError(f"{ALGO} supports Discrete and Box action spaces, got {space}")
+
+
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias: float = 0.0) -> nn.Linear:
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+def mlp(sizes, out_std: float) -> nn.Sequential:
+    layers = []
+    for a, b in zip(sizes[:-2], sizes[1:-1]):
+        layers += [layer_init(nn.Linear(a, b)), nn.Tanh()]
+    layers.append(layer_init(nn.Linear(sizes[-2], sizes[-1]), std=out_std))
+    return nn.Sequential(*layers)
+
+
+class Agent(nn.Module):
+    def __init__(self, obs_dim: int, action_space: gym.Space, hidden=(64, 64), init_log_std: float = 0.0):
+        super().__init__()
+        self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        out = action_space.n if self.discrete else int(np.prod(action_space.shape))
+        self.critic = mlp([obs_dim, *hidden, 1], out_std=1.0)
+        self.actor = mlp([obs_dim, *hidden, out], out_std=0.01)
+        if not self.discrete:
+            self.log_std = nn.Parameter(torch.full((out,), float(init_log_std)))
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(obs).squeeze(-1)
+
+    def dist(self, obs: torch.Tensor):
+        out = self.actor(obs)
+        if self.discrete:
+            return Categorical(logits=out, validate_args=False)  # validation would read tensors: host syncs
+        return Normal(out, self.log_std.exp().expand_as(out), validate_args=False)
+
+    def act(self, obs: torch.Tensor):
+        """Sample actions; return (action, log_prob, value)."""
+        d = self.dist(obs)
+        action = d.sample()
+        logp = d.log_prob(action) if self.discrete else d.log_prob(action).sum(-1)
+        return action, logp, self.value(obs)
+
+    def evaluate_actions(self, obs: torch.Tensor, action: torch.Tensor):
+        d = self.dist(obs)
+        if self.discrete:
+            return d.log_prob(action.long()), d.entropy(), self.value(obs)
+        return d.log_prob(action).sum(-1), d.entropy().sum(-1), self.value(obs)
+
+    def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+        out = self.actor(obs)
+        return out.argmax(-1) if self.discrete else out
+
+
+def ppo_loss(agent: Agent, args: Args, obs, actions, old_logp, advantages, returns, old_values):
+    """Clipped surrogate + value + entropy loss on one minibatch; returns (loss, named statistics)."""
+    logp, entropy, value = agent.evaluate_actions(obs, actions)
+    log_ratio = logp - old_logp
+    ratio = log_ratio.exp()
+    if args.norm_adv:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    pg_loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)).mean()
+    if args.clip_vloss:
+        v_clipped = old_values + (value - old_values).clamp(-args.clip_coef, args.clip_coef)
+        v_loss = 0.5 * torch.max((value - returns).square(), (v_clipped - returns).square()).mean()
+    else:
+        v_loss = 0.5 * (value - returns).square().mean()
+    ent = entropy.mean()
+    loss = pg_loss - args.ent_coef * ent + args.vf_coef * v_loss
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - log_ratio).mean()
+        clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
+    return loss, dict(pg_loss=pg_loss.detach(), v_loss=v_loss.detach(), entropy=ent.detach(), approx_kl=approx_kl,
+                      clipfrac=clipfrac)
+
+
+@torch.no_grad()
+def compute_gae(rewards, values, dones, next_value, gamma: float, lam: float):
+    """GAE over a [T, N] rollout; `dones[t]` marks that the episode ended at step t."""
+    advantages = torch.zeros_like(rewards)
+    last = torch.zeros_like(next_value)
+    for t in reversed(range(rewards.shape[0])):
+        next_v = next_value if t == rewards.shape[0] - 1 else values[t + 1]
+        not_done = 1.0 - dones[t]
+        delta = rewards[t] + gamma * next_v * not_done - values[t]
+        last = delta + gamma * lam * not_done * last
+        advantages[t] = last
+    return advantages, advantages + values
+
+
+def make_env(args: Args, device, seed: int):
+    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed, backend=args.mujoco_backend)
+    return wrap_env(env, norm_obs=args.norm_obs, norm_reward=args.norm_reward, gamma=args.gamma)
+
+
+def policy_from(agent: Agent, obs_norm, to_env) -> "callable":
+    """obs (raw, env-native) -> deterministic env-native action, including normalization/rescaling."""
+
+    def core(obs):
+        if obs_norm is not None:
+            obs = obs_norm.normalize(obs)
+        a = agent.deterministic(obs)
+        return to_env(a) if to_env is not None else a
+
+    return core
+
+
+def main(args: Args) -> dict:
+    ctx, device = distributed.init(resolve_device(args.device))  # torchrun: one learner per rank
+    if args.fuse_every < 0:
+        raise ValueError(f"--fuse-every must be >= 0, got {args.fuse_every}")
+    ckpt = mine = None
+    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
+        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
+        try:
+            distributed.check_world_size(ckpt, ctx, args.resume, "algos/ppo_podracer.py")
+        except ValueError:
+            distributed.shutdown(ctx)
+            raise
+        args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env))
+        mine = ckpt["ranks"][ctx.rank] if ctx.enabled else ckpt  # this rank's own state
+    seed_everything(args.seed + ctx.rank)
+    env = make_env(args, device, args.seed + 1000 * ctx.rank)
+    check_args(args, env)
+    obs_space, act_space = env.single_observation_space, env.single_action_space
+    obs_dim = int(np.prod(obs_space.shape))
+    agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std).to(device)
+    # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
+    # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
+    lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, capturable=device.type == "cuda")
+    distributed.broadcast(ctx, [agent])  # every rank starts from rank 0's weights
+    raw_space = env.unwrapped.single_action_space  # the env's own bounds, before RescaleAction
+    to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
+
+    batch_size = args.num_envs * args.num_steps
+    minibatch_size = batch_size // args.num_minibatches
+    num_iterations = args.total_steps // (batch_size * ctx.world_size)  # --total-steps counts all ranks
+    T, N = args.num_steps, args.num_envs
+    obs_buf, final_obs_buf = torch.zeros((2, T, N, obs_dim), device=device)  # rollout storage on the device
+    act_shape = () if agent.discrete else act_space.shape
+    actions_buf = torch.zeros((T, N, *act_shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
+    logp_buf, rewards_buf, dones_buf, trunc_buf, values_buf = torch.zeros((5, T, N), device=device)
+
+
+    def opt_step():  # gradient clipping and the Adam step
+        nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+        optimizer.step()
+
+    act_fn, loss_fn, gae_fn, step_fn = agent.act, ppo_loss, compute_gae, opt_step
+    if args.compile:
+        act_fn, loss_fn, gae_fn = compile_fn(agent.act, device), compile_fn(ppo_loss, device), compile_fn(compute_gae, device)
+        step_fn = compile_fn(opt_step, device)
+
+    start_iter, global_step, elapsed, updates = 0, 0, 0.0, 0
+    next_obs, _ = env.reset(seed=args.seed + 1000 * ctx.rank)  # each rank its own initial states
+    if ckpt is not None:
+        agent.load_state_dict(mine["model"])
+        optimizer.load_state_dict(mine["optimizer"])
+        env.load_state_dict(mine["env"])
+        next_obs = mine["next_obs"].to(device)
+        start_iter, global_step, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["seconds"]
+        # optimizer steps so far: where the --fuse-every schedule stands (older checkpoints: no early stops)
+        updates = ckpt.get("updates", start_iter * args.update_epochs * args.num_minibatches)
+        set_rng_state(mine["rng"])
+    run_dir = logger = None  # only rank 0 logs, evaluates and checkpoints
+    if ctx.is_main:
+        run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
+        logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
+                        resume_step=global_step if args.resume else None)
+    stats_env = find_wrapper(env, EpisodeStatistics)
+    ckpt_path = run_dir / "checkpoint.pt" if ctx.is_main else Path(args.out_dir) / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path if ctx.is_main else None)  # NaN/Inf: stop, keep the last good checkpoint
+    # normalizer statistics, pooled across ranks under torchrun (evaluation uses rank 0's, pooled)
+    norm_stats = [w.rms for w in (find_wrapper(env, NormalizeObservation), find_wrapper(env, NormalizeReward))
+                  if w is not None]
+    fresh_stats = False  # the normalizers saw samples that are not pooled yet
+
+    def policy():
+        norm = find_wrapper(env, NormalizeObservation)
+        return policy_from(agent, norm.rms if norm else None, to_env)
+
+    def save():
+        """Write the checkpoint (rank 0). Under torchrun a collective: every rank sends its own state
+        (between fusions the ranks' models and optimizers differ too) and `ranks[r]` keeps rank r's;
+        the top-level fields are rank 0's, as in a single-process checkpoint."""
+        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
+        own = {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(),
+               "next_obs": next_obs, "rng": rng_state()}
+        every = distributed.gather_to_main(ctx, own)
+        if not ctx.is_main:
+            return
+        save_checkpoint(ckpt_path, {
+            "algo": ALGO, "env_id": args.env, "args": asdict(args),
+            "obs_shape": tuple(obs_space.shape), "action_space": repr(act_space),
+            "model": own["model"], "optimizer": own["optimizer"], "env": own["env"],
+            "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
+            "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step,
+            "seconds": logger.seconds, "rng": own["rng"], "updates": updates, "world_size": ctx.world_size,
+            **({"ranks": every} if ctx.enabled else {}),
+        })
+
+    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
+    iteration = start_iter - 1
+    with resume_hint(ckpt_path) if ctx.is_main else contextlib.nullcontext():  # Ctrl-C: which checkpoint to --resume
+        for iteration in range(start_iter, num_iterations):
+            if args.anneal_lr:
+                optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
+
+            # ---- rollout ----------------------------------------------------------------------------
+            with torch.no_grad():
+                for t in range(T):
+                    obs_buf[t] = next_obs
+                    action, logp, value = act_fn(next_obs)
+                    next_obs, reward, terminated, truncated, info = env.step(action)
+                    guard.watch("observations", next_obs, info["final_obs"])
+                    guard.watch("rewards", reward)
+                    actions_buf[t], logp_buf[t], values_buf[t] = action, logp, value
+                    rewards_buf[t] = reward
+                    dones_buf[t] = (terminated | truncated).float()
+                    trunc_buf[t] = (truncated & ~terminated).float()
+                    final_obs_buf[t] = info["final_obs"]
+                global_step += batch_size * ctx.world_size
+                fresh_stats = bool(norm_stats)
+                if ctx.enabled and args.fuse_every == 0 and fresh_stats:  # gradient mode: pool once per iteration
+                    distributed.fuse_statistics(ctx, norm_stats)
+                    fresh_stats = False
+                # bootstrap through time limits: r += gamma * V(final_obs) where truncated
+                final_values = agent.value(final_obs_buf)
+                rewards_buf.add_(args.gamma * final_values * trunc_buf)
+                advantages, returns = gae_fn(rewards_buf, values_buf, dones_buf, agent.value(next_obs),
+                                             args.gamma, args.gae_lambda)
+
+            # ---- update -----------------------------------------------------------------------------
+            b_obs, b_actions = obs_buf.reshape(-1, obs_dim), actions_buf.reshape(-1, *act_shape)
+            b_logp, b_adv = logp_buf.reshape(-1), advantages.reshape(-1)
+            b_ret, b_val = returns.reshape(-1), values_buf.reshape(-1)
+            for epoch in range(args.update_epochs):
+                perm = torch.randperm(batch_size, device=device)
+                for start in range(0, batch_size, minibatch_size):
+                    idx = perm[start:start + minibatch_size]
+                    loss, stats = loss_fn(agent, args, b_obs[idx], b_actions[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
+                    meter.add(**stats)
+                    guard.watch("PPO loss", loss)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    if ctx.enabled and args.fuse_every == 0:
+                        distributed.allreduce_gradients(ctx, [agent])
+                    step_fn()
+                    updates += 1
+                    guard.watch_params("parameters", agent)
+                    guard.check(global_step)
+                    if ctx.enabled and args.fuse_every and updates % args.fuse_every == 0:
+                        distributed.fuse(ctx, [agent], [optimizer])
+                        if fresh_stats:  # the rollout's normalizer statistics, once
+                            distributed.fuse_statistics(ctx, norm_stats)
+                            fresh_stats = False
+                # host sync, opt-in; under torchrun the ranks' mean KL, so that all stop together
+                if args.target_kl is not None and distributed.all_mean(ctx, stats["approx_kl"]) > args.target_kl:
+                    break
+
+            # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
+            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
+            if ctx.is_main and do_eval:
+                with logger.paused():
+                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
+            if ctx.is_main and do_log:
+                logger.log(global_step, stats_env.pop(), eval_result if do_eval else None, **meter.pop(),
+                           lr=optimizer.param_groups[0]["lr"])
+            if do_save:  # decided on global_step, identical on every rank: all ranks take part in save()'s gather
+                save()
+            if logger is not None:
+                logger.burn_in(global_step)
+
+    if logger is not None:
+        logger.close()
+    env.close()
+    distributed.shutdown(ctx)
+    return {"eval_return": eval_result.get("eval_return", float("nan")),
+            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
+            "steps": global_step, "seconds": logger.seconds if logger else float("nan"),
+            "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+
+
+def load_policy(path: str, device: str = "cpu") -> PolicyFn:
+    """A deterministic `obs -> action` callable from a checkpoint of this file, with observation
+    normalization and action rescaling included; takes torch or numpy, batched or single obs."""
+    ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
+    obs_shape, raw_space = tuple(env.single_observation_space.shape), env.single_action_space
+    agent = Agent(int(np.prod(obs_shape)), raw_space, args.hidden).to(device)
+    agent.load_state_dict(ckpt["model"])
+    to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
+    return PolicyFn(policy_from(agent.eval(), obs_norm, to_env), device, env_id=args.env, obs_shape=obs_shape)
+
+
+if __name__ == "__main__":
+    main(cli(Args, __doc__, defaults_for=default_args))

@@ -1,0 +1,58 @@
+"""Where a run computes and how it is seeded: the device (`--device auto`), `--compile` for that
+device, seeds, and the host RNG states a checkpoint saves and a resume restores."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+
+def resolve_device(spec: str) -> torch.device:
+    """`auto` -> CUDA when present, else CPU; anything else must be a valid, available device."""
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(spec)
+    except RuntimeError as e:
+        raise ValueError(f"--device {spec!r} is not a device: use auto, cpu, cuda or cuda:N ({e})") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {spec} asked for CUDA but torch sees no GPU here; use --device auto or cpu")
+    return dev
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict:
+    """Host RNG states (python, numpy, torch CPU and CUDA) as checkpoint-safe objects."""
+    np_state = np.random.get_state()
+    state = {
+        "python": random.getstate(),
+        "numpy": (np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    name, keys, *rest = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), *rest))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+
+def compile_fn(fn, device):
+    """`torch.compile(fn)` for `--compile`: CUDA graphs (mode "reduce-overhead") on CUDA, where the
+    algorithms create their Adam optimizers with `capturable=True` so that the step counter stays on
+    the device; inductor's default mode elsewhere."""
+    return torch.compile(fn, mode="reduce-overhead" if torch.device(device).type == "cuda" else None)

@@ -1,0 +1,88 @@
+"""`NumericGuard`: NaN/Inf in observations, rewards, losses or parameters stops the run within one
+update, naming the quantity, and never reaches a checkpoint."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from pathlib import Path
+
+import torch
+
+
+class NumericGuard:
+    """Stops a run at the first NaN/Inf in what it watches (observations, rewards, losses, parameters),
+    within one update, naming the quantity, before a bad value reaches a checkpoint.
+
+    `watch(name, *tensors)` checks the tensors. On CPU it reads the answer at once (one sum per
+    tensor; there is no device to wait for) and raises `FloatingPointError` there. On an accelerator
+    it folds "is any of these non-finite?" into an on-device flag that keeps the first bad name (no
+    host sync), and `check(step)` reports it: it starts a non-blocking copy of the flag and reads the
+    copy the previous `check` started once that copy has landed, so the loop never waits and a NaN
+    is reported an update late at most. `check(step, sync=True)`, called before every checkpoint
+    write, waits: a checkpoint never holds a non-finite value, and the last one written before the
+    error stays the last good one.
+    """
+
+    def __init__(self, device, checkpoint: str | os.PathLike | None = None):
+        self.device = torch.device(device)
+        self.checkpoint = checkpoint
+        self.names: list[str] = []
+        self.first = torch.zeros((), dtype=torch.int32, device=self.device)  # 0: all finite; k: names[k-1] went bad
+        self._host = self._event = None
+        self._last_step = 0
+        self._lock = threading.Lock()  # --pipeline: the explorer thread watches too
+        if self.device.type == "cuda":
+            self._host = torch.zeros((), dtype=torch.int32).pin_memory()
+            self._event = torch.cuda.Event()
+
+    def watch(self, name: str, *tensors: torch.Tensor) -> None:
+        if name not in self.names:
+            self.names.append(name)
+        code = self.names.index(name) + 1
+        floats = [t for t in tensors if t.is_floating_point()]
+        if not floats:
+            return
+        if self.device.type == "cpu":  # a NaN/Inf makes the sum non-finite (a finite overflow is re-checked)
+            total = floats[0].sum() if len(floats) == 1 else torch.stack([t.sum() for t in floats]).sum()
+            if not math.isfinite(total.item()) and not all(bool(torch.isfinite(t).all()) for t in floats):
+                self._raise(code, None)
+            return
+        ok = torch.stack([torch.isfinite(t).all() for t in floats]).all()
+        with self._lock:
+            self.first = torch.where((self.first == 0) & ~ok, code, self.first)
+
+    def watch_params(self, name: str, modules) -> None:
+        """`watch` every parameter of `modules` (one module or several)."""
+        modules = modules if isinstance(modules, (list, tuple)) else [modules]
+        self.watch(name, *(p for m in modules for p in m.parameters()))
+
+    def check(self, step: int, sync: bool = False) -> None:
+        """Report a non-finite value watched on an accelerator (on CPU `watch` has reported it already)."""
+        code = 0
+        if self.device.type != "cpu":
+            if sync:
+                code = int(self.first.item())
+            elif self._event is not None and self._event.query():  # the previous copy landed: read it, start the next
+                code = int(self._host.item())
+                self._host.copy_(self.first, non_blocking=True)
+                self._event.record()
+        if code:
+            self._raise(code, step)
+        self._last_step = step
+
+    def _raise(self, code: int, step: int | None) -> None:
+        if step is None:
+            where = f"after env step {self._last_step:,}"
+        else:
+            where = f"between env steps {self._last_step:,} and {step:,}" if step > self._last_step else f"at env step {step:,}"
+        kept = "no checkpoint was written yet"
+        if self.checkpoint is not None and Path(self.checkpoint).is_file():
+            saved = torch.load(self.checkpoint, map_location="cpu", weights_only=False).get("global_step", "?")
+            kept = (f"{self.checkpoint} (env step {saved}) is the last good checkpoint, kept as it was: resume "
+                    f"from it with --resume {self.checkpoint} (a lower --learning-rate helps if the losses blew up)")
+        raise FloatingPointError(
+            f"non-finite value (NaN or Inf) in the {self.names[code - 1]} {where}, the first of the watched "
+            f"quantities ({', '.join(self.names)}) to go bad; the run stopped: {kept}. If the env produced "
+            f"it, check its observations and rewards (a NaN there is a bug in the env or its inputs).")

@@ -1,0 +1,295 @@
+"""Where a run writes and what it writes while training: the run directory (created, checked
+writable with disk to spare), the console progress line, `metrics.jsonl` + `metrics.csv`,
+`curves.png` and optional wandb tracking; and the two small pieces of bookkeeping every training loop
+shares: `Meter` (named statistics summed on the device) and `Ticks` (when to log, evaluate, save).
+Nothing here is an algorithm; the loop calls it at logging ticks (and `Meter.add`, which never syncs)."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def run_name(algo: str, env_id: str, seed: int) -> str:
+    return f"{env_id}__{algo}__s{seed}__{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+MIN_FREE_BYTES = 256 * 2**20  # below this much free disk a run refuses to start (checkpoints would fail later)
+
+
+def check_writable(directory: Path, what: str = "the run directory") -> None:
+    """Fail now, with the fix, if `directory` cannot take files or its disk is (nearly) full, rather than
+    at the first checkpoint an hour into the run."""
+    try:
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".write-probe.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise PermissionError(f"cannot write to {what} {directory} ({type(e).__name__}: {e.strerror or e}); "
+                              f"pass a writable --out-dir") from None
+    free = shutil.disk_usage(directory).free
+    if free < MIN_FREE_BYTES:
+        raise OSError(f"only {free / 2**20:.0f} MiB free on the disk of {what} {directory} (at least "
+                      f"{MIN_FREE_BYTES // 2**20} MiB wanted for checkpoints and metrics): free some space or pass "
+                      f"an --out-dir on another disk")
+
+
+def make_run_dir(out_dir: str, algo: str, env_id: str, seed: int, resume: str | None = None) -> Path:
+    """A fresh directory under `out_dir`, or the resumed checkpoint's directory; checked to be writable
+    with disk space to spare (`check_writable`)."""
+    if resume:
+        path = Path(resume).resolve().parent
+        check_writable(path, "the resumed run's directory")
+        return path
+    base = Path(out_dir) / run_name(algo, env_id, seed)
+    try:
+        base.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PermissionError(f"cannot create --out-dir {out_dir} ({type(e).__name__}: {e.strerror or e}); "
+                              f"pass a writable --out-dir") from None
+    check_writable(base.parent, "--out-dir")
+    path, k = base, 1
+    while True:  # mkdir is the atomic claim: runs started in the same second get -1, -2, ...
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            path, k = base.with_name(f"{base.name}-{k}"), k + 1
+
+
+def _fmt_time(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class Logger:
+    """Console progress line, `metrics.jsonl` + `metrics.csv`, `curves.png`, optional wandb.
+
+    `log(step, episodes, evaluation, **metrics)` is the one call a training loop makes at a logging tick;
+    `seconds` (wall time since start, resumed runs included) and `sps` are added here. `burn_in` is the
+    one rule of every file for leaving the warm-up out of `sps`.
+    """
+
+    def __init__(self, run_dir: Path, algo: str, args, total_steps: int, track: bool = False,
+                 wandb_project: str = "torch-podracer", quiet: bool = False, elapsed: float = 0.0,
+                 resume_step: int | None = None):
+        self.run_dir = Path(run_dir)
+        self.algo, self.total_steps, self.quiet = algo, total_steps, quiet
+        self.env_id = getattr(args, "env", "")
+        self.t0 = time.perf_counter() - elapsed
+        self._last = (time.perf_counter(), None)
+        self._burnt = 0  # iterations with updates seen by burn_in
+        self.jsonl = self.run_dir / "metrics.jsonl"
+        self.rows: list[dict] = []
+        if self.jsonl.exists():  # resumed: keep the curve so far
+            with open(self.jsonl) as f:
+                self.rows = [json.loads(line) for line in f if line.strip()]
+            if resume_step is not None:  # drop what was logged after the checkpoint we resume from
+                self.rows = [r for r in self.rows if r["step"] <= resume_step]
+                with open(self.jsonl, "w") as f:
+                    f.writelines(json.dumps(r) + "\n" for r in self.rows)
+        (self.run_dir / "args.json").write_text(json.dumps(_jsonable(args), indent=2))
+        self.wandb = None
+        if track:
+            try:
+                import wandb
+            except ImportError:
+                raise ImportError("--track needs wandb: pip install wandb") from None
+            self.wandb = wandb.init(project=wandb_project, name=self.run_dir.name, dir=str(self.run_dir),
+                                    config=_jsonable(args), resume="allow", id=self.run_dir.name.replace("/", "_"))
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.t0
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Time spent inside (evaluation, plotting) is left out of the next `sps` figure."""
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            now, (last_t, last_step) = time.perf_counter(), self._last
+            self._last = (last_t + (now - t), last_step)
+
+    def restart_sps(self, step: int) -> None:
+        """Start the next `sps` figure here, at env step `step`: called once the first updates have run,
+        so that `--compile`'s warm-up (tracing and compiling on the first calls) is left out of it."""
+        self._last = (time.perf_counter(), step)
+
+    def burn_in(self, step: int, learned: bool = True) -> None:
+        """Call after every iteration (`learned`: it ran updates). The `sps` clock restarts once two iterations
+        have learned, so that the warm-up (first allocations, `--compile`'s tracing of the first calls and of
+        the branches the second one takes) is left out of the logged `sps`; a resumed run burns in again."""
+        if learned and self._burnt < 2:
+            self._burnt += 1
+            if self._burnt == 2:
+                self.restart_sps(step)
+
+    def log(self, step: int, episodes: dict | None = None, evaluation: dict | None = None, **metrics) -> dict:
+        """One row: `metrics` (named statistics), then the training episodes' mean `return` and `ep_length`
+        (`EpisodeStatistics.pop()`), then the evaluation's fields (`evaluate()`; its per-episode `returns`
+        left out). A row with an evaluation also rewrites `metrics.csv` and `curves.png`."""
+        if episodes is not None:
+            metrics.update({"ep_length": episodes["length"], "return": episodes["return"]})
+        if evaluation is not None:
+            metrics.update({k: v for k, v in evaluation.items() if k != "returns"})
+        row = self._log(step, metrics)
+        if evaluation is not None:
+            self.write_files()
+        return row
+
+    def _log(self, step: int, metrics: dict) -> dict:
+        now = time.perf_counter()
+        last_t, last_step = self._last
+        sps = (step - last_step) / max(now - last_t, 1e-9) if last_step is not None else float("nan")
+        self._last = (now, step)
+        row = {"step": int(step), "seconds": round(self.seconds, 3), "sps": round(sps, 1)}
+        row.update({k: (float(v) if isinstance(v, (int, float, np.floating, torch.Tensor)) else v) for k, v in metrics.items()})
+        self.rows.append(row)
+        with open(self.jsonl, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        if self.wandb is not None:
+            self.wandb.log(row, step=int(step))
+        if not self.quiet:
+            self._print(row)
+        return row
+
+    def _print(self, row: dict) -> None:
+        step = row["step"]
+        frac = step / max(self.total_steps, 1)
+        eta = row["seconds"] * (1 - frac) / frac if frac > 0 else float("nan")
+        parts = [f"[{self.algo} {self.env_id}] step {step:,}/{self.total_steps:,} ({100 * frac:.0f}%)"]
+        if math.isfinite(row["sps"]):
+            parts.append(f"{row['sps']:,.0f} sps")
+        for key in ("return", "eval_return"):
+            if key in row and row[key] is not None and math.isfinite(row[key]):
+                parts.append(f"{key} {row[key]:.1f}")
+        parts.append(f"elapsed {_fmt_time(row['seconds'])} ETA {_fmt_time(eta)}")
+        print(" | ".join(parts), flush=True)
+
+    def write_files(self) -> None:
+        """Rewrite `metrics.csv` and `curves.png` from everything logged so far."""
+        keys: list[str] = []
+        for r in self.rows:
+            keys += [k for k in r if k not in keys]
+        with open(self.run_dir / "metrics.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows(self.rows)
+        plot_curves(self.rows, self.run_dir / "curves.png", title=f"{self.algo} on {self.env_id}")
+
+    def close(self) -> None:
+        self.write_files()
+        if self.wandb is not None:
+            self.wandb.finish()
+
+
+def plot_curves(rows: list[dict], path: Path, title: str = "") -> None:
+    """Return vs environment steps and vs wall time (training episodes and evaluations)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for key, style in (("return", dict(alpha=0.6, label="training episodes")),
+                       ("eval_return", dict(marker="o", label="deterministic eval"))):
+        pts = [(r["step"], r["seconds"], r[key]) for r in rows if r.get(key) is not None and math.isfinite(r[key])]
+        if pts:
+            s, t, v = zip(*pts)
+            axes[0].plot(s, v, **style)
+            axes[1].plot(t, v, **style)
+    axes[0].set_xlabel("environment steps")
+    axes[1].set_xlabel("wall time (s)")
+    for ax in axes:
+        ax.set_ylabel("episode return")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best")
+    fig.suptitle(title)
+    fig.tight_layout()
+    tmp = Path(path).with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def _jsonable(obj):
+    if dataclasses.is_dataclass(obj):
+        obj = dataclasses.asdict(obj)
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return str(obj)
+
+
+class Meter:
+    """Named training statistics (losses, KL, temperature ...) summed on the device between logging ticks.
+
+    `add(name=tensor, ...)` adds each 0-dim tensor to its running sum without a host sync; `pop()` returns
+    every name's mean since the last `pop` (NaN for a name that got no value, e.g. before learning starts)
+    with one host read for all of them, and starts over.
+    """
+
+    def __init__(self, device, *names: str):
+        self.names = list(names)
+        self.sums = torch.zeros(len(names), device=device)
+        self.counts = [0] * len(names)
+
+    def add(self, **values: torch.Tensor) -> None:
+        for name, v in values.items():
+            i = self.names.index(name)
+            self.sums[i] += v.detach()
+            self.counts[i] += 1
+
+    def pop(self) -> dict[str, float]:
+        sums = self.sums.tolist()
+        out = {n: s / k if k else float("nan") for n, s, k in zip(self.names, sums, self.counts)}
+        self.sums.zero_()
+        self.counts = [0] * len(self.names)
+        return out
+
+
+class Ticks:
+    """When a training loop logs, evaluates and checkpoints: `ticks(step, is_last)` -> (log, evaluate, save).
+
+    Evaluate every `eval_every` env steps and save every `save_every` (0: only at the end), both at the last
+    iteration; log at every evaluation and otherwise at most once per `log_seconds` of wall time. The
+    evaluate and save decisions depend on `step` only (every torchrun rank takes the same ones) and restart
+    from the step a run starts or resumes at, so a resumed run evaluates at the same steps.
+    """
+
+    def __init__(self, eval_every: int, save_every: int, step: int, log_seconds: float = 1.0):
+        self.eval_every, self.save_every, self.log_seconds = eval_every, save_every, log_seconds
+        self.last_eval = self.last_save = step
+        self.last_log = time.perf_counter()
+
+    def __call__(self, step: int, is_last: bool) -> tuple[bool, bool, bool]:
+        do_eval = is_last or (self.eval_every > 0 and step - self.last_eval >= self.eval_every)
+        do_save = is_last or (self.save_every > 0 and step - self.last_save >= self.save_every)
+        do_log = do_eval or time.perf_counter() - self.last_log > self.log_seconds
+        if do_eval:
+            self.last_eval = step
+        if do_save:
+            self.last_save = step
+        if do_log:
+            self.last_log = time.perf_counter()
+        return do_log, do_eval, do_save
