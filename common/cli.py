@@ -99,6 +99,8 @@ def user_error_hook(exc_type, exc, tb) -> None:
     """`sys.excepthook`: a user error (see the module docstring) is one line on stderr and exit status 2;
     anything else goes to Python's own hook (traceback, exit status 1)."""
     if issubclass(exc_type, USER_ERRORS) and _raised_by_us(tb):
-        print(f"error: {exc}", file=sys.stderr, flush=True)
+        # the process's own stderr: torch.distributed wraps this hook in one that captures sys.stderr and would
+        # drop the line when the hook exits
+        print(f"error: {exc}", file=sys.__stderr__ or sys.stderr, flush=True)
         raise SystemExit(2)
     sys.__excepthook__(exc_type, exc, tb)
