@@ -168,9 +168,11 @@ def test_overflowing_loss_is_named(algo, tmp_path, monkeypatch):
 
 
 # ---- SIGKILL at an arbitrary moment, then --resume ------------------------------------------------------
-# The killed run is a subprocess whose env steps are slowed by a sleep (results do not depend on it), so
-# that it lasts ~2 s and the kill, drawn uniformly after its first checkpoint, lands anywhere in the loop:
-# mid-rollout, mid-update, mid-evaluation or mid-checkpoint-write.
+# The killed run is a subprocess whose training env's steps are slowed by a sleep (results do not depend on
+# it), so that it lasts ~2 s and the kill, drawn uniformly after its first checkpoint, lands anywhere in the
+# loop: mid-rollout, mid-update, mid-evaluation or mid-checkpoint-write. Only the first env the run makes (its
+# training env) is slowed: slowed evaluation envs made the evaluations most of the run (and an untrained
+# policy's 1000-step Hopper episodes took ~40 s).
 _KILLED_RUN = """
 import json, sys, time
 sys.path.insert(0, '.')
@@ -179,9 +181,12 @@ torch.set_num_threads(1)
 import envs
 from algos import {algo} as m
 kw, pause = json.loads(sys.argv[1]), float(sys.argv[2])
-make = envs.make
+make, made = envs.make, []
 def slow_make(*a, **k):
     env = make(*a, **k)
+    made.append(env)
+    if len(made) > 1:
+        return env
     step = env.step
     def slow(actions):
         time.sleep(pause)
