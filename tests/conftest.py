@@ -180,3 +180,9 @@ def dqn_cartpole(tmp_path_factory):
     from algos import dqn
 
     return dqn.main(dqn.Args(out_dir=str(tmp_path_factory.mktemp("dqn_cartpole")), **DQN_CARTPOLE))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Slow tests first: pytest-xdist hands tests out in collection order, so the long ones start early and
+    the short ones fill the gaps at the end instead of one worker finishing a long test alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
