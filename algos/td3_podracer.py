@@ -374,7 +374,7 @@ def main(args: Args) -> dict:
             if ctx.is_main and do_save:
                 save()
             if logger is not None:
-                logger.burn_in(global_step, learned=updates > 0)
+                logger.burn_in(global_step, learned=global_step >= args.learning_starts)
 
     if pipe is not None:
         pipe.close()

@@ -24,8 +24,8 @@ from envs.mpe import SimpleSpread, SimpleTag
 
 
 def _stock_trading(*args, **kwargs):
-    """`envs.stock_trading.StockTrading`, imported on first use (so that `python -m envs.stock_trading`
-    runs that module once, and `import envs` does not load stock data code)."""
+    """`envs.stock_trading.StockTrading`, imported on first use (so that `import envs` does not load the
+    stock data code)."""
     from envs.stock_trading import StockTrading as cls
 
     return cls(*args, **kwargs)

@@ -218,8 +218,12 @@ def mutate_checkpoint(ckpt: dict, keys: list[str], factor_rng: np.random.Generat
             targets = [optimizers[own]] if own in optimizers else list(optimizers.values())
             for opt in targets:
                 for group in opt["param_groups"]:
-                    if own in optimizers or math.isclose(group.get("lr", float("nan")), old, rel_tol=1e-9):
-                        group["lr"] = value
+                    lr = group.get("lr", float("nan"))
+                    if own in optimizers or math.isclose(float(lr), old, rel_tol=1e-9):
+                        if torch.is_tensor(lr):  # a tensor rate (the PPO and DQN files anneal it in place) stays one
+                            lr.fill_(value)
+                        else:
+                            group["lr"] = value
     return new
 
 

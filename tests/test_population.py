@@ -29,9 +29,9 @@ def _local_store():
     return store, dist.PrefixStore(P.STORE_PREFIX, store)
 
 
-def _fake_checkpoint(path, score_seed=0, lr=1e-3):
+def _fake_checkpoint(path, score_seed=0, lr=1e-3, tensor_lr=False):
     net = torch.nn.Linear(2, 2)
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    opt = torch.optim.Adam(net.parameters(), lr=torch.tensor(lr, dtype=torch.float64) if tensor_lr else lr)
     net(torch.randn(3, 2)).sum().backward()
     opt.step()
     return save_checkpoint(path, {"algo": "ppo_vec", "env_id": "CartPole-v1", "global_step": 100 + score_seed,
@@ -104,6 +104,19 @@ def test_mutation_changes_learning_rates_in_args_and_optimizer(tmp_path):
     from algos import sac
 
     assert P.mutable_keys(P.PopArgs(), sac.Args()) == ["actor_lr", "critic_lr", "alpha_lr"]
+
+
+def test_mutation_keeps_a_tensor_learning_rate_a_tensor(tmp_path):
+    """The PPO and DQN files anneal a tensor learning rate in place (`param_groups[0]["lr"].fill_`): a mutated
+    copy must still hold a tensor, with the new value, or the resumed member fails at its first iteration."""
+    ckpt = load_checkpoint(_fake_checkpoint(tmp_path / "c.pt", lr=1e-3, tensor_lr=True))
+    new = P.mutate_checkpoint(ckpt, ["learning_rate"], np.random.default_rng(0), perturb=1.25)
+    lr = ckpt["optimizer"]["param_groups"][0]["lr"]
+    assert torch.is_tensor(lr) and lr.dtype == torch.float64 and lr.item() == new["learning_rate"]
+    net = torch.nn.Linear(2, 2)
+    opt = torch.optim.Adam(net.parameters(), lr=torch.tensor(1.0, dtype=torch.float64))
+    opt.load_state_dict(ckpt["optimizer"])
+    opt.param_groups[0]["lr"].fill_(0.5)  # what the algorithm files do every iteration
 
 
 def test_softmax_choice_prefers_better_entries():
