@@ -273,7 +273,7 @@ def main(args: Args) -> dict:
         act_fn, loss_fn, gae_fn = compile_fn(agent.act, device), compile_fn(ppo_loss, device), compile_fn(compute_gae, device)
         step_fn = compile_fn(opt_step, device)
 
-    start_iter, global_step, elapsed, updates = 0, 0, 0.0, 0
+    start_iter, global_step, elapsed = 0, 0, 0.0
     next_obs, _ = env.reset(seed=args.seed)
     if ckpt is not None:
         agent.load_state_dict(ckpt["model"])
@@ -281,7 +281,6 @@ def main(args: Args) -> dict:
         env.load_state_dict(ckpt["env"])
         next_obs = ckpt["next_obs"].to(device)
         start_iter, global_step, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["seconds"]
-        updates = ckpt["updates"]
         set_rng_state(ckpt["rng"])
     run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
     logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
@@ -302,7 +301,7 @@ def main(args: Args) -> dict:
             "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(),
             "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
             "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step,
-            "seconds": logger.seconds, "rng": rng_state(), "updates": updates,
+            "seconds": logger.seconds, "rng": rng_state(),
         })
 
     eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
@@ -347,7 +346,6 @@ def main(args: Args) -> dict:
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     step_fn()
-                    updates += 1
                     guard.watch_params("parameters", agent)
                     guard.check(global_step)
                 if args.target_kl is not None and stats["approx_kl"] > args.target_kl:  # host sync, opt-in
