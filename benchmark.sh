@@ -22,6 +22,12 @@
 #   hterm-hopper  the same study on Hopper-v5 (hours)
 #   offpolicy-long  SAC and TD3 on LunarLanderContinuous-v3 and BipedalWalker-v3 through the gymnasium
 #                 adapter (hours on a CPU; needs Box2D: pip install swig "gymnasium[box2d]")
+#   locomotion-hopper, -halfcheetah, -walker2d, -ant, -humanoid
+#                 ppo_vec (its MuJoCo defaults) beside rsl_rl (IsaacLab's classic PPO config, own venv
+#                 bench/.venv-rslrl) on the same batched MuJoCo env, seeds 1-3, one core each, final eval on
+#                 gymnasium's env; one group per task (budgets in bench/locomotion.py TASKS, each <= ~2 h)
+#   locomotion    every locomotion-* group above, then the report (about 10 hours)
+#   report locomotion   the locomotion table and PNGs from whatever tasks have run
 #   peers         Stable-Baselines3 (RL Zoo settings, own venv bench/.venv-peers) vs ours, 1 thread each: PPO
 #                 CartPole-v1 time to eval >= 475, SAC and TD3 Pendulum-v1 20k steps (~30 min)
 # Tables are printed and written to bench/results/<group>.md. Set PYTHON to pick the interpreter.
@@ -71,11 +77,15 @@ case "$group" in
                  bash "$0" "$g"
                done
              fi ;;
-  report)    $PY bench/suite.py report "${2:?usage: bash benchmark.sh report GROUP}" ;;
+  locomotion-hopper|locomotion-halfcheetah|locomotion-walker2d|locomotion-ant|locomotion-humanoid)
+             $PY bench/locomotion.py run "${group#locomotion-}" ;;
+  locomotion) for t in hopper halfcheetah walker2d ant humanoid; do bash "$0" "locomotion-$t"; done ;;
+  report)    if [ "${2:-}" = locomotion ]; then $PY bench/locomotion.py report
+             else $PY bench/suite.py report "${2:?usage: bash benchmark.sh report GROUP}"; fi ;;
   offpolicy-long)
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, full, report, peers, compile, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper or offpolicy-long" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, full, report, peers, compile, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion or locomotion-TASK" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"

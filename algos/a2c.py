@@ -88,12 +88,19 @@ MUJOCO_DEFAULTS = dict(
     save_every=5_000_000,
 )
 
+# on a CPU (fewer than 1024 envs): ppo_vec's CPU shape, 64 envs x 64 steps (not tuned on MuJoCo either)
+MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, num_envs=64, num_steps=64, total_steps=5_000_000, eval_every=250_000,
+                           save_every=1_000_000)
 
-def default_args(env_id: str) -> Args:
-    """The defaults for a task: `Args()` for most, `MUJOCO_DEFAULTS` for the batched MuJoCo tasks."""
-    if envs.mujoco_id(env_id) is not None:
-        return replace(Args(env=env_id), **MUJOCO_DEFAULTS)
-    return Args(env=env_id)
+
+def default_args(env_id: str, num_envs: int | None = None, device: str = "auto") -> Args:
+    """The defaults for a task: `Args()` for most; for the batched MuJoCo tasks `MUJOCO_DEFAULTS` when the
+    run is massively parallel (`--num-envs` >= 1024, or none given and a GPU), else `MUJOCO_CPU_DEFAULTS`."""
+    if envs.mujoco_id(env_id) is None:
+        return Args(env=env_id)
+    gpu = torch.cuda.is_available() if device == "auto" else not device.startswith("cpu")
+    big = num_envs >= 1024 if num_envs is not None else gpu
+    return replace(Args(env=env_id), **(MUJOCO_DEFAULTS if big else MUJOCO_CPU_DEFAULTS))
 
 
 def check_args(args: Args, envs_) -> None:
@@ -210,7 +217,7 @@ def main(args: Args) -> dict:
     ckpt = None
     if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
         ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
-        args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env))
+        args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env, args.num_envs, args.device))
     seed_everything(args.seed)
     env = make_env(args, device, args.seed)
     check_args(args, env)

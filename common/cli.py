@@ -65,21 +65,27 @@ class RunArgs:
 
 def cli(args_cls, description: str | None = None, defaults_for=None, argv: list[str] | None = None):
     """`tyro.cli(args_cls)` on `argv` (default: the command line), where the defaults may depend on
-    the task: `defaults_for(env_id)` returns the `args_cls` instance to start from for the `--env`
-    given (so that `--env Ant --help` shows the MuJoCo defaults). Installs `user_error_hook`."""
+    the task and its scale: `defaults_for(env_id, num_envs=None, device=...)` returns the `args_cls`
+    instance to start from for the `--env`, `--num-envs` and `--device` given (so that `--env Ant --help`
+    shows the MuJoCo defaults for this machine). Installs `user_error_hook`."""
     import tyro
 
     sys.excepthook = user_error_hook
     argv = sys.argv[1:] if argv is None else list(argv)
     if defaults_for is None:
         return tyro.cli(args_cls, description=description, args=argv)
-    env_id = args_cls().env
+    given = {}  # the flags the defaults may depend on, as given on the command line
     for i, a in enumerate(argv):
-        if a == "--env" and i + 1 < len(argv):
-            env_id = argv[i + 1]
-        elif a.startswith("--env="):
-            env_id = a.split("=", 1)[1]
-    return tyro.cli(args_cls, default=defaults_for(env_id), description=description, args=argv)
+        for flag in ("--env", "--num-envs", "--device"):
+            if a == flag and i + 1 < len(argv):
+                given[flag] = argv[i + 1]
+            elif a.startswith(flag + "="):
+                given[flag] = a.split("=", 1)[1]
+    kwargs = {"device": given.get("--device", args_cls().device)}
+    if given.get("--num-envs", "").isdigit():
+        kwargs["num_envs"] = int(given["--num-envs"])
+    default = defaults_for(given.get("--env", args_cls().env), **kwargs)
+    return tyro.cli(args_cls, default=default, description=description, args=argv)
 
 
 def _raised_by_us(tb) -> bool:

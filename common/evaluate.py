@@ -20,6 +20,7 @@ import importlib
 import json
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Callable
@@ -82,9 +83,11 @@ def load_run(path, algo: str, args_cls, device="cpu", **make_kwargs):
 def evaluate(policy: Callable[[torch.Tensor], torch.Tensor], env_id: str, episodes: int = 10,
              seed: int = 12345, device="cpu", max_steps: int = 100_000) -> dict:
     """Run `episodes` episodes of a deterministic `policy` (obs -> env-native action) in parallel,
-    one per sub-env of a fresh `envs.make(env_id)`, and return their mean/std return and length."""
+    one per sub-env of a fresh `envs.make(env_id)`, and return their mean/std return and length (and
+    `eval_seconds`, its wall time, so that a curve can leave evaluation out of training time)."""
     import envs
 
+    t0 = time.perf_counter()
     # in-process sub-envs for host simulators: no worker processes spawned per evaluation
     env = envs.make(env_id, num_envs=episodes, device=device, seed=seed, vectorization_mode="sync")
     obs, _ = env.reset(seed=seed)
@@ -101,7 +104,8 @@ def evaluate(policy: Callable[[torch.Tensor], torch.Tensor], env_id: str, episod
     env.close()
     r = ret.cpu().numpy()
     return {"eval_return": float(r.mean()), "eval_return_std": float(r.std()),
-            "eval_length": float(length.double().mean()), "returns": r.tolist()}
+            "eval_length": float(length.double().mean()), "eval_seconds": time.perf_counter() - t0,
+            "returns": r.tolist()}
 
 
 def ma_evaluate(policy: Callable[[torch.Tensor, dict], torch.Tensor], env_id: str, episodes: int = 10,

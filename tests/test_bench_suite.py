@@ -72,3 +72,38 @@ def test_group_commands_parse(group):
         argv = exp.command(1, "runs", "python")[2:]
         args = cli(module.Args, argv=argv, defaults_for=getattr(module, "default_args", None))
         assert args.env == exp.env and args.total_steps == exp.steps
+
+
+# ---- bench/locomotion.py: the side-by-side report --------------------------------------------------------
+import locomotion  # noqa: E402
+
+
+def _loco_run(root, side, seed, points, gym):
+    """A saved run: (env steps, train seconds, eval return) points and its final gymnasium return."""
+    curve = [{"step": s, "seconds": t + 1, "train_seconds": t, "eval_return": r} for s, t, r in points]
+    out = {"side": side, "task": "Hopper-v5", "seed": seed, "num_envs": 64, "steps": curve[-1]["step"],
+           "curve": curve, "train_seconds": curve[-1]["train_seconds"], "sps": curve[-1]["step"] / points[-1][1],
+           "eval_return": points[-1][2], "gym_return": gym}
+    (root / "Hopper").mkdir(parents=True, exist_ok=True)
+    (root / "Hopper" / f"{side}_seed{seed}.json").write_text(json.dumps(out))
+
+
+def test_locomotion_report_compares_at_equal_steps_and_equal_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(locomotion, "RESULTS", tmp_path)
+    # ours: twice as fast per env step; rsl_rl: slower but ends higher at equal env steps
+    _loco_run(tmp_path, "ours", 1, [(100, 10, 1000), (200, 20, 2000)], gym=2100)
+    _loco_run(tmp_path, "ours", 2, [(100, 10, 1400), (200, 20, 2350)], gym=2300)
+    _loco_run(tmp_path, "rsl_rl", 1, [(100, 20, 500), (200, 40, 3000)], gym=3100)
+    text = locomotion.report()
+    rows = {line.split("|")[2].strip(): [c.strip() for c in line.split("|")[1:-1]]
+            for line in text.splitlines() if line.startswith("| Hopper")}
+    assert rows["ours"][5] == "2200 ± 100" and rows["ours"][6] == "2100, 2300"
+    assert rows["rsl_rl"][5] == "3100 ± 0" and rows["ours"][2] == "2" and rows["rsl_rl"][2] == "1"
+    # equal wall time = 20 s (the shortest run): ours has finished (2175 mean), rsl_rl is half-way (500)
+    assert rows["ours"][9] == "2175 @ 20 s" and rows["rsl_rl"][9] == "500 @ 20 s"
+    assert rows["ours"][8] == "10" and rows["rsl_rl"][8] == "5"  # env-steps/s
+    assert "ratio ours/rsl_rl 2.00x" in text and "2200 vs 3100" in text
+    # CleanRL's 1M-step Hopper score (2383) is reached by rsl_rl's seed at 200 steps, by no seed of ours
+    assert rows["ours"][11] == "0/2" and rows["rsl_rl"][11].startswith("1/1: 0.00M steps, 40 s")
+    assert (tmp_path / "locomotion_hopper.png").stat().st_size > 10_000
+    assert (tmp_path / "locomotion.md").read_text() == text

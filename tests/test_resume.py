@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from algos import dqn, ppo_vec, redq
+from common.cli import cli
 from conftest import ROOT, SMALL_PPO_HOPPER, SMALL_RUNS, checkpoint_params, run_with_snapshots
 
 ALL = [importlib.import_module(f"algos.{name}") for name in SMALL_RUNS]
@@ -98,12 +99,18 @@ def test_resume_takes_saved_settings_and_refuses_changed_ones(tmp_path, monkeypa
 
 
 def test_mujoco_defaults_follow_env_on_the_command_line():
-    assert ppo_vec.default_args("Ant").num_envs == 4096 and ppo_vec.default_args("Ant").norm_obs
+    big, cpu = ppo_vec.default_args("Ant", num_envs=4096), ppo_vec.default_args("Ant", device="cpu")
+    assert (big.num_envs, big.num_steps, big.num_minibatches) == (4096, 16, 4) and big.norm_obs
+    assert (cpu.num_envs, cpu.num_steps, cpu.num_minibatches) == (64, 64, 8) and cpu.norm_obs
+    assert ppo_vec.default_args("Ant", num_envs=256, device="cuda").num_steps == 64  # --num-envs decides
     assert ppo_vec.default_args("CartPole-v1") == ppo_vec.Args()
-    out = subprocess.run([sys.executable, "algos/ppo_vec.py", "--env", "Ant", "--help"], cwd=ROOT,
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert "4096" in out.stdout and "--mujoco-backend" in out.stdout
+    for argv, shown in ((["--device", "cpu"], "64"), (["--num-envs", "4096"], "4096")):
+        out = subprocess.run([sys.executable, "algos/ppo_vec.py", "--env", "Ant", *argv, "--help"], cwd=ROOT,
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert f"(default: {shown})" in out.stdout and "--mujoco-backend" in out.stdout
+    args = cli(ppo_vec.Args, argv=["--env", "Ant", "--num-envs=2048"], defaults_for=ppo_vec.default_args)
+    assert (args.num_envs, args.num_steps) == (2048, 16)
     bad = subprocess.run([sys.executable, "algos/ppo_vec.py", "--env", "Hopper", "--mujoco-backend", "gpu",
                           "--total-steps", "100"], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode != 0 and "choose auto, batch or warp" in bad.stderr

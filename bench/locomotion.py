@@ -1,0 +1,298 @@
+"""The locomotion benchmark: `algos/ppo_vec.py` with its MuJoCo defaults beside rsl_rl's PPO on the same
+env objects (Ant, Humanoid, HalfCheetah, Hopper, Walker2d v5, batched CPU backend), eval return against
+env steps and against wall-clock seconds, final deterministic evaluation on gymnasium's own env.
+
+    python bench/locomotion.py run Hopper                 # seeds 1-3, the task's budget (TASKS below)
+    python bench/locomotion.py run Ant --seeds 1 --steps 2000000 --sides ours
+    python bench/locomotion.py report                     # table + one PNG per task from what has run
+
+How a task runs: for each seed, our run and rsl_rl's run at the same time, each pinned to its own core
+(`taskset`, one torch thread, one MuJoCo thread: the batch backend uses the cores it may run on), the
+cores swapped from one seed to the next. Same `--num-envs`, same env steps, same env class and seed.
+
+* ours: `algos/ppo_vec.py --env TASK --num-envs N --total-steps S --seed K` and nothing else, i.e. the
+  file's MuJoCo defaults for that many envs (`ppo_vec.default_args`), in a worker process of this script
+  that runs the file's `main` with `curves.png` drawing switched off (rsl_rl draws nothing either).
+* rsl_rl: `bench/locomotion_rslrl.py` in rsl_rl's own venv `bench/.venv-rslrl` (made on first use:
+  rsl-rl-lib, torch and what our envs need; never a project dependency), IsaacLab's classic Ant/Humanoid
+  PPO config (see that file).
+* clocks start after envs and networks are built; evaluations (deterministic, `eval_episodes` episodes on
+  a fresh copy of our env, every `eval_every` steps on both sides) are timed and left out.
+* final: 10 episodes on `gymnasium.make(TASK)` with the same episode seeds for both sides.
+
+Results: `bench/results/locomotion/<task>/<side>_seed<K>.json`; `report` writes
+`bench/results/locomotion/locomotion.md` and `locomotion_<task>.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "locomotion"
+VENV = ROOT / "bench" / ".venv-rslrl"
+PINS = {"torch": "2.13.0", "rsl-rl-lib": "5.5.1", "gymnasium": "1.4.0"}
+# per task: env steps per run (sized so that a task's group, 3 seeds x both sides, fits in about 2 hours
+# on 2 cores), envs, evaluation interval
+TASKS = {
+    "Hopper": dict(steps=3_000_000, num_envs=64, eval_every=262_144),
+    "HalfCheetah": dict(steps=4_000_000, num_envs=64, eval_every=262_144),
+    "Walker2d": dict(steps=4_000_000, num_envs=64, eval_every=262_144),
+    "Ant": dict(steps=4_000_000, num_envs=64, eval_every=262_144),
+    "Humanoid": dict(steps=3_000_000, num_envs=64, eval_every=262_144),
+}
+# CleanRL's published PPO scores at 1M steps (MuJoCo v4, 3 seeds, training-episode returns; REFERENCES.md)
+CLEANRL_1M = {"Hopper": 2382.9, "HalfCheetah": 1442.6, "Walker2d": 2288.0, "Humanoid": 716.1}
+TARGET = {"Hopper": 3000, "HalfCheetah": 5000, "Walker2d": 3500, "Ant": 3000}
+GYM_SEED = 20_000
+
+
+def thread_env() -> dict:
+    return dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", WANDB_MODE="disabled")
+
+
+def ensure_venv() -> Path:
+    py = VENV / "bin" / "python"
+    probe = "import torch, rsl_rl, gymnasium, mujoco, tyro; from importlib.metadata import version; " \
+            "print(torch.__version__.split('+')[0], version('rsl-rl-lib'), gymnasium.__version__)"
+    want = f"{PINS['torch']} {PINS['rsl-rl-lib']} {PINS['gymnasium']}"
+    if py.exists() and subprocess.run([str(py), "-c", probe], capture_output=True, text=True).stdout.strip() == want:
+        return py
+    print(f"creating {VENV.relative_to(ROOT)} ({', '.join(f'{k}=={v}' for k, v in PINS.items())})", flush=True)
+    if not py.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                    f"torch=={PINS['torch']}", f"rsl-rl-lib=={PINS['rsl-rl-lib']}",
+                    f"gymnasium[mujoco]=={PINS['gymnasium']}", "mujoco>=4.0", "numpy>=1.26", "tyro>=0.9"], check=True)
+    got = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    if got != want:
+        raise RuntimeError(f"{VENV} has {got}, wanted {want}")
+    return py
+
+
+# ---------------------------------------------------------------------------------------------
+# our side: a worker process running algos/ppo_vec.py's main on the command-line flags given
+# ---------------------------------------------------------------------------------------------
+def worker_ours(out: str, flags: list[str]) -> None:
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    import common.logger
+    from algos import ppo_vec
+    from common.cli import cli
+    from common.evaluate import gym_rollouts
+
+    torch.set_num_threads(1)
+    common.logger.plot_curves = lambda *a, **k: None  # rsl_rl draws nothing during training either
+    args = cli(ppo_vec.Args, argv=flags, defaults_for=ppo_vec.default_args)
+    res = ppo_vec.main(args)
+    rows = [json.loads(line) for line in (Path(res["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
+    curve, eval_total = [], 0.0
+    for r in rows:
+        if "eval_return" in r:
+            eval_total += r["eval_seconds"]
+            curve.append({"step": r["step"], "seconds": r["seconds"], "train_seconds": r["seconds"] - eval_total,
+                          "eval_return": r["eval_return"], "eval_return_std": r["eval_return_std"]})
+    ref = gym_rollouts(ppo_vec.load_policy(res["checkpoint"]), args.env, 10, seed=GYM_SEED)
+    settings = {k: v for k, v in vars(args).items() if k in (
+        "num_envs", "num_steps", "num_minibatches", "update_epochs", "learning_rate", "anneal_lr", "hidden",
+        "norm_obs", "norm_reward", "max_grad_norm", "clip_vloss", "ent_coef", "gamma", "gae_lambda")}
+    result = {"side": "ours", "task": args.env, "seed": args.seed, "num_envs": args.num_envs,
+              "steps": curve[-1]["step"], "threads": 1, "command": "python algos/ppo_vec.py " + " ".join(flags),
+              "config": settings, "curve": curve, "train_seconds": curve[-1]["train_seconds"],
+              "sps": curve[-1]["step"] / curve[-1]["train_seconds"], "eval_return": curve[-1]["eval_return"],
+              "gym_return": ref["eval_return"], "gym_return_std": ref["eval_return_std"], "gym_returns": ref["returns"]}
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(result, indent=1))
+
+
+# ---------------------------------------------------------------------------------------------
+# running a task
+# ---------------------------------------------------------------------------------------------
+def task_id(task: str) -> str:
+    return task if task.endswith("-v5") else f"{task}-v5"
+
+
+def short(task: str) -> str:
+    return task.split("-")[0]
+
+
+def run(task: str, seeds: list[int], steps: int, num_envs: int, eval_every: int, sides: list[str]) -> None:
+    py_rsl = ensure_venv() if "rsl_rl" in sides else None
+    tid, name = task_id(task), short(task)
+    logs = RESULTS / name / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    for i, seed in enumerate(seeds):
+        procs = []
+        for j, side in enumerate(sides):
+            core = str((i + j) % 2)
+            out = RESULTS / name / f"{side}_seed{seed}.json"
+            if side == "ours":
+                flags = ["--env", name, "--num-envs", str(num_envs), "--total-steps", str(steps), "--seed", str(seed),
+                         "--eval-every", str(eval_every), "--save-every", "0", "--quiet",
+                         "--out-dir", str(ROOT / "bench" / "runs" / "locomotion")]
+                cmd = [sys.executable, __file__, "worker-ours", "--out", str(out), "--", *flags]
+            else:
+                cmd = [str(py_rsl), str(ROOT / "bench" / "locomotion_rslrl.py"), "--task", tid, "--seed", str(seed),
+                       "--steps", str(steps), "--num-envs", str(num_envs), "--eval-every", str(eval_every),
+                       "--gym-seed", str(GYM_SEED), "--out", str(out)]
+            log = open(logs / f"{side}_seed{seed}.log", "w")
+            print(f"[{name} seed {seed}] {side} on core {core}: {' '.join(cmd[1:])}", flush=True)
+            procs.append((side, subprocess.Popen(["taskset", "-c", core, *cmd], cwd=ROOT, env=thread_env(),
+                                                 stdout=log, stderr=subprocess.STDOUT)))
+        for side, p in procs:
+            if p.wait() != 0:
+                raise SystemExit(f"{name} seed {seed} {side} failed (exit {p.returncode}); see {logs}/{side}_seed{seed}.log")
+            r = json.loads((RESULTS / name / f"{side}_seed{seed}.json").read_text())
+            print(f"[{name} seed {seed}] {side}: gym {r['gym_return']:.0f}, ours-env {r['eval_return']:.0f}, "
+                  f"{r['sps']:,.0f} env-steps/s, {r['train_seconds']:.0f} s", flush=True)
+    meta = {"task": tid, "seeds": seeds, "steps": steps, "num_envs": num_envs, "sides": sides,
+            "group_wall_seconds": time.perf_counter() - t0, "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}",
+            "date": time.strftime("%Y-%m-%d")}
+    (RESULTS / name / "group.json").write_text(json.dumps(meta, indent=1))
+    print(f"[{name}] group wall time {meta['group_wall_seconds'] / 60:.1f} min", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+# ---------------------------------------------------------------------------------------------
+def interp(curve: list[dict], key: str, x: float) -> float:
+    """eval return at `x` (env steps or train seconds) on a piecewise-linear curve; nan before its first point."""
+    import numpy as np
+
+    xs = [c[key] for c in curve]
+    return float(np.interp(x, xs, [c["eval_return"] for c in curve], left=float("nan")))
+
+
+def first_reach(curve: list[dict], level: float) -> dict | None:
+    return next((c for c in curve if c["eval_return"] >= level), None)
+
+
+def load(name: str) -> dict:
+    out = {}
+    for side in ("ours", "rsl_rl"):
+        runs = sorted((RESULTS / name).glob(f"{side}_seed*.json"))
+        if runs:
+            out[side] = [json.loads(p.read_text()) for p in runs]
+    return out
+
+
+def plot(name: str, data: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for side, color in (("ours", "tab:blue"), ("rsl_rl", "tab:orange")):
+        if side not in data:
+            continue
+        runs = data[side]
+        for ax, key in zip(axes, ("step", "train_seconds")):
+            end = min(r["curve"][-1][key] for r in runs)
+            xs = np.linspace(0, end, 200)
+            ys = np.array([[interp(r["curve"], key, x) for x in xs] for r in runs])
+            ok = ~np.isnan(ys).any(axis=0)
+            label = f"{'ppo_vec (ours)' if side == 'ours' else 'rsl_rl (IsaacLab cfg)'}, {len(runs)} seeds"
+            ax.plot(xs[ok], ys[:, ok].mean(0), color=color, label=label)
+            ax.fill_between(xs[ok], ys[:, ok].min(0), ys[:, ok].max(0), color=color, alpha=0.2)
+    axes[0].set_xlabel("env steps")
+    axes[1].set_xlabel("training wall-clock seconds (1 core each)")
+    for ax in axes:
+        ax.set_ylabel("eval return (deterministic, 10 episodes)")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right")
+    fig.suptitle(f"{name}-v5: mean over seeds, band = min..max")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def report() -> str:
+    import numpy as np
+
+    lines = ["# Locomotion: ppo_vec (MuJoCo defaults) vs rsl_rl (IsaacLab classic PPO config), same env objects", "",
+             "| task | side | seeds | envs | env steps | gymnasium return (mean ± std over seeds) | per seed | "
+             "train time | env-steps/s | at equal wall time | CleanRL 1M | reached at |",
+             "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
+    notes = []
+    for name in TASKS:
+        data = load(name)
+        if not data:
+            continue
+        png = RESULTS / f"locomotion_{name.lower()}.png"
+        plot(name, data, png)
+        # equal wall time: every run's curve read at the shortest final training time among all runs of the task
+        t_eq = min(r["train_seconds"] for runs in data.values() for r in runs)
+        for side, runs in data.items():
+            g = np.array([r["gym_return"] for r in runs])
+            at_t = np.mean([interp(r["curve"], "train_seconds", t_eq) for r in runs])
+            ref = CLEANRL_1M.get(name) or TARGET.get(name)
+            reach = [first_reach(r["curve"], ref) for r in runs] if ref else []
+            got = [c for c in reach if c]
+            where = (f"{len(got)}/{len(runs)}: {np.mean([c['step'] for c in got]) / 1e6:.2f}M steps, "
+                     f"{np.mean([c['train_seconds'] for c in got]):.0f} s" if got else f"0/{len(runs)}") if ref else ""
+            lines.append(
+                f"| {name} | {side} | {len(runs)} | {runs[0]['num_envs']} | {runs[0]['steps'] / 1e6:.2f}M | "
+                f"{g.mean():.0f} ± {g.std():.0f} | {', '.join(f'{x:.0f}' for x in g)} | "
+                f"{np.mean([r['train_seconds'] for r in runs]):.0f} s | {np.mean([r['sps'] for r in runs]):,.0f} | "
+                f"{at_t:.0f} @ {t_eq:.0f} s | {CLEANRL_1M.get(name, '—')} | {where} |")
+        if {"ours", "rsl_rl"} <= set(data):
+            sps = [np.mean([r["sps"] for r in data[s]]) for s in ("ours", "rsl_rl")]
+            gym = [np.mean([r["gym_return"] for r in data[s]]) for s in ("ours", "rsl_rl")]
+            notes.append(f"- {name}: env-steps/s ratio ours/rsl_rl {sps[0] / sps[1]:.2f}x; gymnasium return at "
+                         f"equal env steps {gym[0]:.0f} vs {gym[1]:.0f}; curve {png.name}")
+        meta = RESULTS / name / "group.json"
+        if meta.exists():
+            m = json.loads(meta.read_text())
+            notes.append(f"  - group run {m['date']}: {m['group_wall_seconds'] / 60:.0f} min wall time, {m['machine']}")
+    lines += ["", "Each run: one core and one torch thread (the two sides of a seed run at the same time, one core "
+              "each). \"at equal wall time\": eval return on our env (gymnasium-exact, tests/test_mujoco_parity.py) "
+              "read off each run's curve at the shortest final training time of the task. \"reached at\": first "
+              "evaluation at or above CleanRL's 1M-step score (Ant: the issue's 3000), mean over the seeds that "
+              "reached it.", ""] + notes
+    out = "\n".join(lines) + "\n"
+    (RESULTS / "locomotion.md").write_text(out)
+    print(out)
+    return out
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "worker-ours":
+        i = sys.argv.index("--")
+        p = argparse.ArgumentParser()
+        p.add_argument("--out", required=True)
+        worker_ours(p.parse_args(sys.argv[2:i]).out, sys.argv[i + 1:])
+        return
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run one task, both sides, its seeds")
+    r.add_argument("task", type=lambda t: {k.lower(): k for k in TASKS}.get(t.lower().removesuffix("-v5"), t),
+                   choices=list(TASKS))
+    r.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    r.add_argument("--steps", type=int, help="env steps per run (default: the task's budget in TASKS)")
+    r.add_argument("--num-envs", type=int)
+    r.add_argument("--eval-every", type=int)
+    r.add_argument("--sides", nargs="+", choices=["ours", "rsl_rl"], default=["ours", "rsl_rl"])
+    sub.add_parser("report", help="table and PNGs from the results saved so far")
+    a = p.parse_args()
+    if a.cmd == "report":
+        report()
+        return
+    cfg = TASKS[a.task]
+    run(a.task, a.seeds, a.steps or cfg["steps"], a.num_envs or cfg["num_envs"], a.eval_every or cfg["eval_every"],
+        a.sides)
+    report()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""rsl_rl's side of `bench/locomotion.py`: rsl_rl's `OnPolicyRunner` (PPO) on our batched MuJoCo env
+through `envs.rsl_rl.RslRlVecEnv`, evaluated the way `algos/ppo_vec.py` evaluates itself. Runs in
+rsl_rl's own venv (`bench/.venv-rslrl`, made by `bench/locomotion.py`); writes one JSON file.
+
+    bench/.venv-rslrl/bin/python bench/locomotion_rslrl.py --task Hopper-v5 --seed 1 --steps 1000000 \
+        --num-envs 64 --eval-every 262144 --out result.json
+
+Settings: IsaacLab's PPO runner config for its classic Ant and Humanoid tasks (the two files are the
+same: `source/isaaclab_tasks/isaaclab_tasks/manager_based/classic/{ant,humanoid}/agents/
+rsl_rl_ppo_cfg.py`), written in rsl_rl 5's dict form, for every task (IsaacLab has no Hopper,
+HalfCheetah or Walker2d). One change, `--obs-norm` (default on): rsl_rl's own empirical observation
+normalization, because IsaacLab's classic tasks scale their observations inside the env and
+gymnasium's MuJoCo tasks do not (`--no-obs-norm` runs the config exactly as published).
+
+Clock: starts after the runner, its models and the env are built; evaluations are timed and left
+out (`train_seconds`), as for ours. Evaluation: deterministic policy (the actor's mean, clipped to
+the action bounds as in training) on a fresh `envs.make(task, num_envs=episodes)`, seed 10000 +
+seed, as `ppo_vec` does; the final one also on gymnasium's own env (`common.evaluate.gym_rollouts`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+import torch
+
+import envs
+from common.evaluate import evaluate, gym_rollouts
+from envs.rsl_rl import RslRlVecEnv
+
+
+def isaaclab_classic_cfg(obs_norm: bool) -> dict:
+    """IsaacLab's classic Ant/Humanoid `RslRlOnPolicyRunnerCfg` (MLP [400, 200, 100] elu, init noise std 1,
+    lr 5e-4 with the adaptive-KL schedule, desired KL 0.01, 32 steps per env, 5 epochs x 4 minibatches,
+    clipped value loss, no entropy bonus) as rsl_rl 5's runner dict."""
+    model = {"class_name": "MLPModel", "hidden_dims": [400, 200, 100], "activation": "elu",
+             "obs_normalization": obs_norm}
+    return {
+        "num_steps_per_env": 32,
+        "save_interval": 50,
+        "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
+        "actor": dict(model, distribution_cfg={"class_name": "GaussianDistribution", "init_std": 1.0,
+                                               "std_type": "scalar"}),
+        "critic": dict(model),
+        "algorithm": {"class_name": "PPO", "value_loss_coef": 1.0, "use_clipped_value_loss": True,
+                      "clip_param": 0.2, "entropy_coef": 0.0, "num_learning_epochs": 5, "num_mini_batches": 4,
+                      "learning_rate": 5.0e-4, "schedule": "adaptive", "gamma": 0.99, "lam": 0.95,
+                      "desired_kl": 0.01, "max_grad_norm": 1.0},
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", default="Hopper-v5")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--steps", type=int, default=1_000_000)
+    p.add_argument("--num-envs", type=int, default=64)
+    p.add_argument("--eval-every", type=int, default=262_144)
+    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--gym-episodes", type=int, default=10)
+    p.add_argument("--gym-seed", type=int, default=20_000)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--obs-norm", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    from rsl_rl.runners import OnPolicyRunner
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    np.random.seed(a.seed)
+    cfg = isaaclab_classic_cfg(a.obs_norm)
+    per_iter = a.num_envs * cfg["num_steps_per_env"]
+    iters_per_eval = max(1, a.eval_every // per_iter)
+    total_iters = a.steps // per_iter
+    env = RslRlVecEnv(envs.make(a.task, num_envs=a.num_envs, seed=a.seed, device="cpu"), seed=a.seed)
+    runner = OnPolicyRunner(env, cfg, log_dir=None, device="cpu")
+    low, high = env.low, env.high
+
+    @torch.no_grad()
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        from tensordict import TensorDict
+
+        obs = torch.as_tensor(obs, dtype=torch.float32).reshape(-1, env.env.single_observation_space.shape[0])
+        actor = runner.alg.get_policy()
+        return torch.clamp(actor(TensorDict({"policy": obs}, batch_size=[obs.shape[0]])), low, high)
+
+    rows, eval_total, done_iters = [], 0.0, 0
+    t0 = time.perf_counter()
+    while done_iters < total_iters:
+        n = min(iters_per_eval, total_iters - done_iters)
+        runner.learn(n)
+        done_iters += n
+        runner.alg.eval_mode()
+        res = evaluate(policy, a.task, a.eval_episodes, seed=10_000 + a.seed)
+        runner.alg.train_mode()
+        eval_total += res["eval_seconds"]
+        seconds = time.perf_counter() - t0
+        rows.append({"step": done_iters * per_iter, "seconds": seconds, "train_seconds": seconds - eval_total,
+                     "eval_return": res["eval_return"], "eval_return_std": res["eval_return_std"]})
+        print(json.dumps(rows[-1]), flush=True)
+    runner.alg.eval_mode()
+    ref = gym_rollouts(lambda o: policy(o)[0].numpy(), a.task, a.gym_episodes, seed=a.gym_seed)
+    out = {"side": "rsl_rl", "task": a.task, "seed": a.seed, "num_envs": a.num_envs, "steps": rows[-1]["step"],
+           "threads": a.threads, "obs_norm": a.obs_norm, "config": cfg, "curve": rows,
+           "train_seconds": rows[-1]["train_seconds"], "sps": rows[-1]["step"] / rows[-1]["train_seconds"],
+           "eval_return": rows[-1]["eval_return"], "gym_return": ref["eval_return"],
+           "gym_return_std": ref["eval_return_std"], "gym_returns": ref["returns"]}
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
