@@ -45,7 +45,7 @@ TASKS = {
     "Hopper": dict(steps=3_000_000, num_envs=64, eval_every=262_144),
     "HalfCheetah": dict(steps=4_000_000, num_envs=64, eval_every=262_144),
     "Walker2d": dict(steps=4_000_000, num_envs=64, eval_every=262_144),
-    "Ant": dict(steps=4_000_000, num_envs=64, eval_every=262_144),
+    "Ant": dict(steps=3_000_000, num_envs=64, eval_every=262_144),
     "Humanoid": dict(steps=3_000_000, num_envs=64, eval_every=262_144),
 }
 # CleanRL's published PPO scores at 1M steps (MuJoCo v4, 3 seeds, training-episode returns; REFERENCES.md)

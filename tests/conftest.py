@@ -122,6 +122,7 @@ SMALL_RUNS = {
     "dqn": _SMALL_DQN, "double_dqn": _SMALL_DQN, "d3qn": {**_SMALL_DQN, "per": True},
     "ddpg": _SMALL_AC, "td3": {**_SMALL_AC, "per": True}, "sac": _SMALL_AC, "modsac": {**_SMALL_AC, "mod_period": 8},
     "redq": {**_SMALL_AC, "utd": 2},
+    "fast_td3": {**_SMALL_AC, "per": True, "n_step": 3},  # the n-step window travels in the checkpoint
     # H-term variants: long enough for finished episodes, so the store matters on resume
     "ppo_h": dict(env="CartPole-v1", num_envs=16, num_steps=16, num_minibatches=4, total_steps=16 * 16 * 6,
                   eval_every=0, save_every=16 * 16 * 2, eval_episodes=2, quiet=True, h_term_batch=16),

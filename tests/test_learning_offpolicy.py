@@ -1,5 +1,5 @@
 """Learning tests of the off-policy family on fixed seeds (each about a minute on one CPU thread):
-DDPG, TD3, SAC, ModSAC and REDQ reach a deterministic 10-episode eval >= -250 on Pendulum-v1;
+DDPG, TD3, FastTD3, SAC, ModSAC and REDQ reach a deterministic 10-episode eval >= -250 on Pendulum-v1;
 Double DQN and D3QN reach >= 400 on CartPole-v1; prioritized replay learns for one DQN-family
 and one actor-critic algorithm. Networks are (128, 128) here ((64, 64) for REDQ's ten critics) instead of the files' (256, 256)
 defaults: on one CPU thread the update cost is what bounds these tests."""
@@ -20,6 +20,9 @@ CASES = {
     # 12k steps was borderline: seed 1 scored -413 on an AMD EPYC host (2 of 10 episodes not swung up), -141 at 14k
     "td3": ("td3", {**PENDULUM, "total_steps": 14_000}, -250),
     "sac": ("sac", {**PENDULUM, "total_steps": 10_000}, -250),
+    # the file's MuJoCo-sized defaults scaled to Pendulum: 4 envs, batch 256, lr 1e-3 (td3's), 2k random steps
+    "fast_td3": ("fast_td3", {**PENDULUM, "total_steps": 10_000, "batch_size": 256, "actor_lr": 1e-3, "critic_lr": 1e-3,
+                              "learning_starts": 2_000, "norm_obs": False}, -250),
     "modsac": ("modsac", {**PENDULUM, "total_steps": 10_000}, -250),
     "redq": ("redq", {**PENDULUM, "total_steps": 5_000, "learning_starts": 1_000, "hidden": (64, 64), "batch_size": 128}, -250),
     "sac-per": ("sac", {**PENDULUM, "total_steps": 10_000, "per": True}, -250),

@@ -38,6 +38,8 @@ LINEAGE = [
     ("ddpg_h", "DDPG + H-term", "ddpg", 90, "continuous"),
     ("td3", "TD3: clipped double Q, delayed policy, target smoothing", "ddpg", 70, "continuous"),
     ("td3_h", "TD3 + H-term", "td3", 90, "continuous"),
+    ("fast_td3", "FastTD3: td3 + n-step returns, per-sub-env mixed exploration noise, large batches", "td3", 150,
+     "continuous"),
     ("td3_podracer", "td3 + explore/learn pipeline + torchrun model fusion (Podracer)", "td3", 150, "continuous"),
     ("sac", "SAC: squashed Gaussian, twin critics, learned temperature", "td3", 150, "continuous"),
     ("sac_h", "SAC + H-term", "sac", 90, "continuous"),
@@ -185,7 +187,7 @@ def test_families_have_their_features_uniformly():
     the Podracer files are where parallelism lives."""
     feats = features()
     families = {"ppo": ["ppo_vec", "a2c", "ppo_h"], "dqn": ["dqn", "double_dqn", "d3qn"],
-                "actor-critic": ["ddpg", "ddpg_h", "td3", "td3_h", "sac", "sac_h", "modsac", "redq"],
+                "actor-critic": ["ddpg", "ddpg_h", "td3", "td3_h", "fast_td3", "sac", "sac_h", "modsac", "redq"],
                 "multi-agent": ["mappo", "vdn", "qmix", "maddpg", "matd3"]}
     uniform = ["torchrun", "pipeline", "compile", "resume", "NaN guard", "evaluation", "load_policy", "tracking"]
     per_family = {"ppo": ["per-env defaults"], "actor-critic": ["PER", "normalizers", "per-env defaults"],

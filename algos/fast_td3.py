@@ -1,0 +1,369 @@
+"""FastTD3 on vectorized environments.
+
+FastTD3 (Seo et al., 2025, arXiv:2505.22642) is `algos/td3.py` (clipped double Q, delayed policy,
+target smoothing) for massively parallel simulation: many sub-envs fill the replay buffer, and large
+minibatches with several updates per vectorized step keep the learner up with them. Two changes make
+that regime sample-efficient:
+1. n-step returns: a stored transition sums `n_step` discounted rewards (stopping where the episode
+   ends) and bootstraps with gamma^k from the state k steps on (k <= n_step; no bootstrap after a
+   termination, from the true last state after a truncation);
+2. mixed exploration noise: each sub-env draws its own noise std uniformly from
+   [`noise_min`, `noise_max`] at every episode start, so one batch of sub-envs mixes near-greedy and
+   exploratory behaviour.
+The paper's distributional (C51) critic is not used here: twin scalar critics, as in TD3.
+
+Actions live in [-1, 1] and are rescaled to the env's bounds by `RescaleAction`. `--per` switches to
+proportional prioritized replay.
+
+    python algos/fast_td3.py --env HalfCheetah
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+
+import envs
+from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
+from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.cli import RunArgs, cli
+from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.ensemble import EnsembleMLP
+from common.evaluate import PolicyFn, evaluate, load_run
+from common.guard import NumericGuard
+from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.vec_env import check_single_agent
+from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
+
+ALGO = "fast_td3"
+
+
+@dataclass
+class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
+    env: str = "Pendulum-v1"
+    """environment id with a Box action space (torch-native or any gymnasium id)"""
+    num_envs: int = 32
+    total_steps: int = 1_000_000
+    eval_every: int = 50_000
+    save_every: int = 200_000
+    compile: bool = False
+    """torch.compile the critic and actor losses (forward and backward) and the policy step (CUDA graphs and
+    capturable Adams on CUDA)"""
+
+    # FastTD3
+    buffer_size: int = 1_000_000
+    """replay buffer capacity (transitions)"""
+    batch_size: int = 1024
+    """minibatch size of each update"""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor"""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critic"""
+    gamma: float = 0.99
+    """discount factor"""
+    tau: float = 0.005
+    """target networks' Polyak rate"""
+    noise_min: float = 0.001
+    """smallest per-sub-env std of the Gaussian exploration noise (actions in [-1, 1])"""
+    noise_max: float = 0.4
+    """largest per-sub-env std of the exploration noise (drawn uniformly at each episode start)"""
+    n_step: int = 3
+    """rewards summed per stored transition (n-step return)"""
+    policy_delay: int = 2
+    """critic updates per actor (and target) update"""
+    target_noise: float = 0.2
+    """std of the target policy smoothing noise"""
+    noise_clip: float = 0.5
+    """clip of the target policy smoothing noise"""
+    learning_starts: int = 10_000
+    """environment steps of uniformly random actions before learning"""
+    gradient_steps: int = 4
+    """updates after each vectorized step (update-to-data ratio = gradient_steps / num_envs)"""
+    hidden: tuple[int, ...] = (256, 256)
+    """hidden layer sizes of actor and critic"""
+    norm_obs: bool = True
+    """normalize observations with running statistics (saved in the checkpoint)"""
+    per: bool = False
+    """proportional prioritized experience replay"""
+    per_alpha: float = 0.6
+    """PER priority exponent"""
+    per_beta: float = 0.4
+    """PER initial importance-sampling exponent (annealed to 1)"""
+
+
+def check_args(args: Args, env) -> None:
+    check_single_agent(env, args.env, ALGO)
+    if not isinstance(env.single_action_space, gym.spaces.Box):
+        raise ValueError(
+            f"{ALGO} needs a continuous (Box) action space; {args.env} has {env.single_action_space}. "
+            f"Use a discrete-action algorithm (algos/dqn.py, algos/ppo_vec.py) for this env."
+        )
+    if len(env.single_observation_space.shape) != 1:
+        raise ValueError(f"{ALGO}'s MLPs need flat observations, {args.env} has shape "
+                         f"{env.single_observation_space.shape}; flatten them in the env")
+    if args.batch_size <= 0 or args.gradient_steps <= 0 or args.policy_delay <= 0 or args.n_step <= 0:
+        raise ValueError("--batch-size, --gradient-steps, --policy-delay and --n-step must be positive")
+    if not 0.0 <= args.noise_min <= args.noise_max:
+        raise ValueError(f"need 0 <= --noise-min <= --noise-max, got {args.noise_min} and {args.noise_max}")
+    if args.buffer_size < args.num_envs:
+        raise ValueError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
+    if not 0.0 < args.tau <= 1.0:
+        raise ValueError(f"--tau must be in (0, 1], got {args.tau}")
+    if args.learning_starts >= args.total_steps:
+        raise ValueError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
+
+
+class Actor(nn.Module):
+    def __init__(self, obs_dim: int, act_dim: int, hidden=(256, 256)):
+        super().__init__()
+        sizes, layers = [obs_dim, *hidden], []
+        for a, b in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        layers += [nn.Linear(sizes[-1], act_dim), nn.Tanh()]
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(obs)
+
+
+class Critic(nn.Module):
+    """K independent Q(s, a) heads evaluated in one call: returns `[K, B]`."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden=(256, 256), num_critics: int = 2):
+        super().__init__()
+        self.q = EnsembleMLP(num_critics, obs_dim + act_dim, hidden, 1)
+
+    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+        return self.q(torch.cat([obs, act], -1)).squeeze(-1)
+
+
+class NStepWindow:
+    """The last `n` vectorized steps. Once full, each `push` returns the n-step transition of the step that
+    leaves the window, for every sub-env: (s_t, a_t, R = sum_{j<k} gamma^j r_{t+j}, s_{t+k},
+    gamma^k (1 - terminated)), where k <= n stops at the first step that ended the episode."""
+
+    def __init__(self, n: int, gamma: float):
+        self.n, self.gamma, self.steps = n, gamma, []
+
+    def push(self, obs, actions, reward, final_obs, terminated, done):
+        self.steps.append((obs, actions, reward, final_obs, terminated, done))
+        if len(self.steps) < self.n:
+            return None
+        obs0, act0 = self.steps[0][:2]
+        ret, alive = torch.zeros_like(reward), torch.ones_like(done)
+        boot, discount = self.steps[-1][3], torch.zeros_like(reward)
+        for j, (_, _, r, nxt, term, d) in enumerate(self.steps):
+            ret = ret + alive * self.gamma**j * r
+            boot = torch.where((alive & d)[:, None], nxt, boot)  # the episode's last state, or s_{t+n}
+            discount = torch.where(alive & (d | (j == self.n - 1)), self.gamma ** (j + 1) * (1.0 - term.float()), discount)
+            alive = alive & ~d
+        self.steps.pop(0)
+        return obs0, act0, ret, boot, discount
+
+    def state_dict(self) -> dict:
+        return {"steps": self.steps}
+
+    def load_state_dict(self, sd: dict) -> None:
+        self.steps = list(sd["steps"])
+
+
+def critic_loss(actor_t: Actor, critic: Critic, critic_t: Critic, discount, b, target_noise: float, noise_clip: float):
+    """Importance-weighted squared TD error of both critics against the n-step target
+    R + gamma^k (1 - terminated) * min_k Q'_k(s_{t+k}, clip(mu'(s_{t+k}) + clip(noise)))."""
+    with torch.no_grad():
+        noise = (torch.randn_like(b.actions) * target_noise).clamp(-noise_clip, noise_clip)
+        next_act = (actor_t(b.next_obs) + noise).clamp(-1.0, 1.0)
+        next_q = critic_t(b.next_obs, next_act).min(0).values
+        target = b.rewards + discount * next_q
+    q = critic(b.obs, b.actions)  # [2, B]
+    td = q - target
+    return (b.weights * td.square()).mean(0).sum(), td.detach().abs().mean(0)
+
+
+def actor_loss(actor: Actor, critic: Critic, b):
+    return -critic(b.obs, actor(b.obs))[0].mean()
+
+
+def make_env(args: Args, device, seed: int):
+    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed, backend=args.mujoco_backend)
+    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
+
+
+def policy_from(actor: Actor, obs_norm, to_env) -> "callable":
+    """obs (raw, env-native) -> deterministic env-native action."""
+
+    def core(obs):
+        if obs_norm is not None:
+            obs = obs_norm.normalize(obs)
+        return to_env(actor(obs))
+
+    return core
+
+
+def main(args: Args) -> dict:
+    device = resolve_device(args.device)
+    ckpt = None
+    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
+        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
+        args = resume_args(args, ckpt, args.resume)
+    seed_everything(args.seed)
+    env = make_env(args, device, args.seed)
+    check_args(args, env)
+    obs_space, act_space = env.single_observation_space, env.single_action_space
+    obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
+    actor = Actor(obs_dim, act_dim, args.hidden).to(device)
+    critic = Critic(obs_dim, act_dim, args.hidden).to(device)
+    actor_t = Actor(obs_dim, act_dim, args.hidden).to(device)
+    critic_t = Critic(obs_dim, act_dim, args.hidden).to(device)
+    actor_t.load_state_dict(actor.state_dict())
+    critic_t.load_state_dict(critic.state_dict())
+    capturable = args.compile and device.type == "cuda"  # Adam's step counter on the device (CUDA graphs)
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, capturable=capturable)
+    critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr, capturable=capturable)
+    to_env = ActionScaler(env.unwrapped.single_action_space, device)
+    if args.per:
+        rb = PrioritizedReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device, alpha=args.per_alpha)
+    else:
+        rb = ReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device)
+    discounts = torch.zeros(args.buffer_size, device=device)  # gamma^k (1 - terminated) of each stored row
+    window = NStepWindow(args.n_step, args.gamma)
+    c_loss_fn, a_loss_fn, act_fn = critic_loss, actor_loss, actor
+    actor_step, critic_step = actor_opt.step, critic_opt.step  # compiled with --compile
+    if args.compile:
+        c_loss_fn, a_loss_fn, act_fn = compile_fn(critic_loss, device), compile_fn(actor_loss, device), compile_fn(act_fn, device)
+        actor_step, critic_step = (compile_fn(f, device) for f in (actor_step, critic_step))
+    params_t = list(actor_t.parameters()) + list(critic_t.parameters())
+    params = list(actor.parameters()) + list(critic.parameters())
+
+    N = args.num_envs
+    num_iterations = args.total_steps // N
+    start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
+    next_obs, _ = env.reset(seed=args.seed)
+    noise_std = args.noise_min + (args.noise_max - args.noise_min) * torch.rand(N, 1, device=device)
+    if ckpt is not None:
+        for name, obj in (("actor", actor), ("critic", critic), ("actor_target", actor_t), ("critic_target", critic_t),
+                          ("actor_opt", actor_opt), ("critic_opt", critic_opt), ("buffer", rb), ("env", env),
+                          ("window", window)):
+            obj.load_state_dict(ckpt[name])
+        next_obs, noise_std = ckpt["next_obs"].to(device), ckpt["noise_std"].to(device)
+        discounts[:len(rb)] = ckpt["discounts"].to(device)
+        start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
+        set_rng_state(ckpt["rng"])
+    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
+    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
+                    resume_step=global_step if args.resume else None)
+    stats_env = find_wrapper(env, EpisodeStatistics)
+    ckpt_path = run_dir / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
+
+    def policy():
+        norm = find_wrapper(env, NormalizeObservation)
+        return policy_from(actor, norm.rms if norm else None, to_env)
+
+    def save():
+        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
+        save_checkpoint(ckpt_path, {
+            "algo": ALGO, "env_id": args.env, "args": asdict(args),
+            "obs_shape": tuple(obs_space.shape), "action_space": repr(env.unwrapped.single_action_space),
+            "actor": actor.state_dict(), "critic": critic.state_dict(), "actor_target": actor_t.state_dict(),
+            "critic_target": critic_t.state_dict(), "actor_opt": actor_opt.state_dict(),
+            "critic_opt": critic_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(),
+            "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
+            "window": window.state_dict(), "discounts": discounts[:len(rb)], "noise_std": noise_std,
+            "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step, "updates": updates,
+            "seconds": logger.seconds, "rng": rng_state(),
+        })
+
+    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    meter = Meter(device, "critic_loss", "actor_loss")  # summed on the device, read at the logging tick
+    iteration = start_iter - 1
+    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
+        for iteration in range(start_iter, num_iterations):
+            # ---- explore: mu(s) + per-sub-env Gaussian noise, uniform actions before learning_starts ---
+            with torch.no_grad():
+                if global_step < args.learning_starts:
+                    actions = torch.rand(N, act_dim, device=device) * 2 - 1
+                else:
+                    actions = act_fn(next_obs)
+                    actions = (actions + noise_std * torch.randn_like(actions)).clamp(-1, 1)
+            obs = next_obs
+            next_obs, reward, terminated, truncated, info = env.step(actions)
+            guard.watch("observations", next_obs, info["final_obs"])
+            guard.watch("rewards", reward)
+            done = terminated | truncated
+            fresh = args.noise_min + (args.noise_max - args.noise_min) * torch.rand(N, 1, device=device)
+            noise_std = torch.where(done[:, None], fresh, noise_std)  # a new std for each new episode
+            transition = window.push(obs, actions, reward, info["final_obs"], terminated, done)
+            if transition is not None:
+                *stored, discount = transition
+                discounts[rb.add(*stored, terminated=discount == 0)] = discount
+            global_step += N
+            guard.check(global_step)
+
+            # ---- learn ----------------------------------------------------------------------------------
+            if global_step >= args.learning_starts:
+                beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, global_step / args.total_steps)
+                for _ in range(args.gradient_steps):
+                    b = rb.sample(args.batch_size, beta=beta)
+                    c_loss, td_abs = c_loss_fn(actor_t, critic, critic_t, discounts[b.indices], b, args.target_noise,
+                                               args.noise_clip)
+                    meter.add(critic_loss=c_loss)
+                    guard.watch("critic loss", c_loss)
+                    critic_opt.zero_grad(set_to_none=True)
+                    c_loss.backward()
+                    critic_step()
+                    guard.watch_params("parameters", critic)  # before the actor loss reads it
+                    rb.update_priorities(b.indices, td_abs)
+                    updates += 1
+                    if updates % args.policy_delay == 0:  # delayed actor and target updates
+                        a_loss = a_loss_fn(actor, critic, b)
+                        meter.add(actor_loss=a_loss)
+                        guard.watch("actor loss", a_loss)
+                        actor_opt.zero_grad(set_to_none=True)
+                        a_loss.backward()
+                        actor_step()
+                        with torch.no_grad():
+                            torch._foreach_lerp_(params_t, params, args.tau)
+                    guard.watch_params("parameters", actor)  # the critic: checked after its step
+                    guard.check(global_step)
+
+            # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
+            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
+            if do_eval:
+                with logger.paused():
+                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
+            if do_log:
+                logger.log(global_step, stats_env.pop(), eval_result if do_eval else None, **meter.pop(),
+                           updates=updates)
+            if do_save:
+                save()
+            logger.burn_in(global_step, learned=global_step >= args.learning_starts)
+
+    logger.close()
+    env.close()
+    return {"eval_return": eval_result.get("eval_return", float("nan")),
+            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
+            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+
+
+def load_policy(path: str, device: str = "cpu") -> PolicyFn:
+    """A deterministic `obs -> action` callable from a checkpoint of this file (observation
+    normalization and action rescaling included); takes torch or numpy, batched or single obs."""
+    ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
+    obs_shape, raw_space = tuple(env.single_observation_space.shape), env.single_action_space
+    actor = Actor(int(np.prod(obs_shape)), int(np.prod(raw_space.shape)), args.hidden).to(device)
+    actor.load_state_dict(ckpt["actor"])
+    return PolicyFn(policy_from(actor.eval(), obs_norm, ActionScaler(raw_space, device)), device, env_id=args.env,
+                    obs_shape=obs_shape)
+
+
+if __name__ == "__main__":
+    main(cli(Args, __doc__))
