@@ -86,6 +86,7 @@ def test_rsl_rl_runner_trains_on_our_hopper():
     assert storage.observations["policy"].shape == (32, 16, 11) and torch.isfinite(storage.rewards).all()
 
 
+@pytest.mark.slow  # trains to a threshold
 def test_rsl_rl_learns_pendulum_through_the_adapter():
     runner = _runner("Pendulum-v1", num_envs=64, seed=0)
     runner.alg.eval_mode()
