@@ -26,7 +26,10 @@
 #                 ppo_vec (its MuJoCo defaults) beside rsl_rl (IsaacLab's classic PPO config, own venv
 #                 bench/.venv-rslrl) on the same batched MuJoCo env, seeds 1-3, one core each, final eval on
 #                 gymnasium's env; one group per task (budgets in bench/locomotion.py TASKS, each <= ~2 h)
-#   locomotion    every locomotion-* group above, then the report (about 10 hours)
+#   locomotion-offpolicy-hopper, -halfcheetah, -ant
+#                 fast_td3 and sac in the many-envs, large-batch regime on the same env, seeds 1-3, one core
+#                 each, budgets in bench/locomotion.py OFFPOLICY; drawn on the PPO plots of the task
+#   locomotion    every locomotion-* group above, then the report (about 12 hours)
 #   report locomotion   the locomotion table and PNGs from whatever tasks have run
 #   peers         Stable-Baselines3 (RL Zoo settings, own venv bench/.venv-peers) vs ours, 1 thread each: PPO
 #                 CartPole-v1 time to eval >= 475, SAC and TD3 Pendulum-v1 20k steps (~30 min)
@@ -79,13 +82,16 @@ case "$group" in
              fi ;;
   locomotion-hopper|locomotion-halfcheetah|locomotion-walker2d|locomotion-ant|locomotion-humanoid)
              $PY bench/locomotion.py run "${group#locomotion-}" ;;
-  locomotion) for t in hopper halfcheetah walker2d ant humanoid; do bash "$0" "locomotion-$t"; done ;;
+  locomotion-offpolicy-hopper|locomotion-offpolicy-halfcheetah|locomotion-offpolicy-ant)
+             $PY bench/locomotion.py run "${group#locomotion-offpolicy-}" --sides fast_td3 sac ;;
+  locomotion) for t in hopper halfcheetah walker2d ant humanoid offpolicy-hopper offpolicy-halfcheetah offpolicy-ant; do
+               bash "$0" "locomotion-$t"; done ;;
   report)    if [ "${2:-}" = locomotion ]; then $PY bench/locomotion.py report
              else $PY bench/suite.py report "${2:?usage: bash benchmark.sh report GROUP}"; fi ;;
   offpolicy-long)
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, full, report, peers, compile, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion or locomotion-TASK" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, full, report, peers, compile, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK or locomotion-offpolicy-TASK" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"

@@ -4,6 +4,7 @@ env steps and against wall-clock seconds, final deterministic evaluation on gymn
 
     python bench/locomotion.py run Hopper                 # seeds 1-3, the task's budget (TASKS below)
     python bench/locomotion.py run Ant --seeds 1 --steps 2000000 --sides ours
+    python bench/locomotion.py run Hopper --sides fast_td3 sac   # off-policy at scale on the same env
     python bench/locomotion.py report                     # table + one PNG per task from what has run
 
 How a task runs: for each seed, our run and rsl_rl's run at the same time, each pinned to its own core
@@ -19,6 +20,8 @@ cores swapped from one seed to the next. Same `--num-envs`, same env steps, same
 * clocks start after envs and networks are built; evaluations (deterministic, `eval_episodes` episodes on
   a fresh copy of our env, every `eval_every` steps on both sides) are timed and left out.
 * final: 10 episodes on `gymnasium.make(TASK)` with the same episode seeds for both sides.
+* off-policy sides (`fast_td3`, `sac`; Hopper, HalfCheetah, Ant): the same worker running that file with
+  the flags in OFFPOLICY_FLAGS, budgets in OFFPOLICY, drawn on the same plots.
 
 Results: `bench/results/locomotion/<task>/<side>_seed<K>.json`; `report` writes
 `bench/results/locomotion/locomotion.md` and `locomotion_<task>.png`.
@@ -48,6 +51,19 @@ TASKS = {
     "Ant": dict(steps=3_000_000, num_envs=64, eval_every=262_144),
     "Humanoid": dict(steps=3_000_000, num_envs=64, eval_every=262_144),
 }
+# off-policy at scale (FastTD3-style: many sub-envs, large batches, several updates per vectorized step),
+# run with `--sides fast_td3 sac` on these tasks; budgets sized to about the same single-core wall time as a
+# PPO run of the task; flags: the settings tuned on this CPU (the files' defaults otherwise)
+OFFPOLICY = {
+    "Hopper": dict(steps=300_000, num_envs=16, eval_every=25_000),
+    "HalfCheetah": dict(steps=300_000, num_envs=16, eval_every=25_000),
+    "Ant": dict(steps=300_000, num_envs=16, eval_every=25_000),
+}
+OFFPOLICY_FLAGS = {"fast_td3": [], "sac": []}
+SIDES = {"ours": "ppo_vec (ours)", "rsl_rl": "rsl_rl (IsaacLab cfg)", "fast_td3": "fast_td3 (ours)",
+         "sac": "sac (ours)"}
+ALGO_OF = {"ours": "ppo_vec", "fast_td3": "fast_td3", "sac": "sac"}
+SIDE_OF = {v: k for k, v in ALGO_OF.items()}
 # CleanRL's published PPO scores at 1M steps (MuJoCo v4, 3 seeds, training-episode returns; REFERENCES.md)
 CLEANRL_1M = {"Hopper": 2382.9, "HalfCheetah": 1442.6, "Walker2d": 2288.0, "Humanoid": 716.1}
 TARGET = {"Hopper": 3000, "HalfCheetah": 5000, "Walker2d": 3500, "Ant": 3000}
@@ -80,19 +96,21 @@ def ensure_venv() -> Path:
 # ---------------------------------------------------------------------------------------------
 # our side: a worker process running algos/ppo_vec.py's main on the command-line flags given
 # ---------------------------------------------------------------------------------------------
-def worker_ours(out: str, flags: list[str]) -> None:
+def worker_ours(out: str, algo: str, flags: list[str]) -> None:
     sys.path.insert(0, str(ROOT))
+    import importlib
+
     import torch
 
     import common.logger
-    from algos import ppo_vec
-    from common.cli import cli
+    from common.cli import RunArgs, cli
     from common.evaluate import gym_rollouts
 
     torch.set_num_threads(1)
     common.logger.plot_curves = lambda *a, **k: None  # rsl_rl draws nothing during training either
-    args = cli(ppo_vec.Args, argv=flags, defaults_for=ppo_vec.default_args)
-    res = ppo_vec.main(args)
+    mod = importlib.import_module(f"algos.{algo}")
+    args = cli(mod.Args, argv=flags, defaults_for=getattr(mod, "default_args", None))
+    res = mod.main(args)
     rows = [json.loads(line) for line in (Path(res["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
     curve, eval_total = [], 0.0
     for r in rows:
@@ -100,12 +118,11 @@ def worker_ours(out: str, flags: list[str]) -> None:
             eval_total += r["eval_seconds"]
             curve.append({"step": r["step"], "seconds": r["seconds"], "train_seconds": r["seconds"] - eval_total,
                           "eval_return": r["eval_return"], "eval_return_std": r["eval_return_std"]})
-    ref = gym_rollouts(ppo_vec.load_policy(res["checkpoint"]), args.env, 10, seed=GYM_SEED)
-    settings = {k: v for k, v in vars(args).items() if k in (
-        "num_envs", "num_steps", "num_minibatches", "update_epochs", "learning_rate", "anneal_lr", "hidden",
-        "norm_obs", "norm_reward", "max_grad_norm", "clip_vloss", "ent_coef", "gamma", "gae_lambda")}
-    result = {"side": "ours", "task": args.env, "seed": args.seed, "num_envs": args.num_envs,
-              "steps": curve[-1]["step"], "threads": 1, "command": "python algos/ppo_vec.py " + " ".join(flags),
+    ref = gym_rollouts(mod.load_policy(res["checkpoint"]), args.env, 10, seed=GYM_SEED)
+    header = set(vars(RunArgs())) - {"num_envs"}
+    settings = {k: v for k, v in vars(args).items() if k not in header}
+    result = {"side": SIDE_OF[algo], "algo": algo, "task": args.env, "seed": args.seed, "num_envs": args.num_envs,
+              "steps": curve[-1]["step"], "threads": 1, "command": f"python algos/{algo}.py " + " ".join(flags),
               "config": settings, "curve": curve, "train_seconds": curve[-1]["train_seconds"],
               "sps": curve[-1]["step"] / curve[-1]["train_seconds"], "eval_return": curve[-1]["eval_return"],
               "gym_return": ref["eval_return"], "gym_return_std": ref["eval_return_std"], "gym_returns": ref["returns"]}
@@ -124,40 +141,47 @@ def short(task: str) -> str:
     return task.split("-")[0]
 
 
-def run(task: str, seeds: list[int], steps: int, num_envs: int, eval_every: int, sides: list[str]) -> None:
+def run(task: str, seeds: list[int], steps: int | None, num_envs: int | None, eval_every: int | None,
+        sides: list[str]) -> None:
+    """Each seed runs its sides two at a time (one core each, swapped from one seed to the next)."""
     py_rsl = ensure_venv() if "rsl_rl" in sides else None
     tid, name = task_id(task), short(task)
     logs = RESULTS / name / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     for i, seed in enumerate(seeds):
-        procs = []
-        for j, side in enumerate(sides):
-            core = str((i + j) % 2)
-            out = RESULTS / name / f"{side}_seed{seed}.json"
-            if side == "ours":
-                flags = ["--env", name, "--num-envs", str(num_envs), "--total-steps", str(steps), "--seed", str(seed),
-                         "--eval-every", str(eval_every), "--save-every", "0", "--quiet",
-                         "--out-dir", str(ROOT / "bench" / "runs" / "locomotion")]
-                cmd = [sys.executable, __file__, "worker-ours", "--out", str(out), "--", *flags]
-            else:
-                cmd = [str(py_rsl), str(ROOT / "bench" / "locomotion_rslrl.py"), "--task", tid, "--seed", str(seed),
-                       "--steps", str(steps), "--num-envs", str(num_envs), "--eval-every", str(eval_every),
-                       "--gym-seed", str(GYM_SEED), "--out", str(out)]
-            log = open(logs / f"{side}_seed{seed}.log", "w")
-            print(f"[{name} seed {seed}] {side} on core {core}: {' '.join(cmd[1:])}", flush=True)
-            procs.append((side, subprocess.Popen(["taskset", "-c", core, *cmd], cwd=ROOT, env=thread_env(),
-                                                 stdout=log, stderr=subprocess.STDOUT)))
-        for side, p in procs:
-            if p.wait() != 0:
-                raise SystemExit(f"{name} seed {seed} {side} failed (exit {p.returncode}); see {logs}/{side}_seed{seed}.log")
-            r = json.loads((RESULTS / name / f"{side}_seed{seed}.json").read_text())
-            print(f"[{name} seed {seed}] {side}: gym {r['gym_return']:.0f}, ours-env {r['eval_return']:.0f}, "
-                  f"{r['sps']:,.0f} env-steps/s, {r['train_seconds']:.0f} s", flush=True)
-    meta = {"task": tid, "seeds": seeds, "steps": steps, "num_envs": num_envs, "sides": sides,
-            "group_wall_seconds": time.perf_counter() - t0, "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}",
+        for pair in (sides[k:k + 2] for k in range(0, len(sides), 2)):
+            procs = []
+            for j, side in enumerate(pair):
+                core = str((i + j) % 2)
+                cfg = OFFPOLICY[name] if side in OFFPOLICY_FLAGS else TASKS[name]
+                n, s, e = (num_envs or cfg["num_envs"], steps or cfg["steps"], eval_every or cfg["eval_every"])
+                out = RESULTS / name / f"{side}_seed{seed}.json"
+                if side == "rsl_rl":
+                    cmd = [str(py_rsl), str(ROOT / "bench" / "locomotion_rslrl.py"), "--task", tid, "--seed", str(seed),
+                           "--steps", str(s), "--num-envs", str(n), "--eval-every", str(e),
+                           "--gym-seed", str(GYM_SEED), "--out", str(out)]
+                else:
+                    flags = ["--env", name, "--num-envs", str(n), "--total-steps", str(s), "--seed", str(seed),
+                             "--eval-every", str(e), "--save-every", "0", "--quiet",
+                             "--out-dir", str(ROOT / "bench" / "runs" / "locomotion"), *OFFPOLICY_FLAGS.get(side, [])]
+                    cmd = [sys.executable, __file__, "worker-ours", "--algo", ALGO_OF[side], "--out", str(out), "--", *flags]
+                log = open(logs / f"{side}_seed{seed}.log", "w")
+                print(f"[{name} seed {seed}] {side} on core {core}: {' '.join(cmd[1:])}", flush=True)
+                procs.append((side, subprocess.Popen(["taskset", "-c", core, *cmd], cwd=ROOT, env=thread_env(),
+                                                     stdout=log, stderr=subprocess.STDOUT)))
+            for side, p in procs:
+                if p.wait() != 0:
+                    raise SystemExit(f"{name} seed {seed} {side} failed (exit {p.returncode}); see "
+                                     f"{logs}/{side}_seed{seed}.log")
+                r = json.loads((RESULTS / name / f"{side}_seed{seed}.json").read_text())
+                print(f"[{name} seed {seed}] {side}: gym {r['gym_return']:.0f}, ours-env {r['eval_return']:.0f}, "
+                      f"{r['sps']:,.0f} env-steps/s, {r['train_seconds']:.0f} s", flush=True)
+    meta = {"task": tid, "seeds": seeds, "sides": sides, "group_wall_seconds": time.perf_counter() - t0,
+            "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}",
             "date": time.strftime("%Y-%m-%d")}
-    (RESULTS / name / "group.json").write_text(json.dumps(meta, indent=1))
+    group = "group.json" if sides == ["ours", "rsl_rl"] else f"group_{'_'.join(sides)}.json"
+    (RESULTS / name / group).write_text(json.dumps(meta, indent=1))
     print(f"[{name}] group wall time {meta['group_wall_seconds'] / 60:.1f} min", flush=True)
 
 
@@ -178,7 +202,7 @@ def first_reach(curve: list[dict], level: float) -> dict | None:
 
 def load(name: str) -> dict:
     out = {}
-    for side in ("ours", "rsl_rl"):
+    for side in SIDES:
         runs = sorted((RESULTS / name).glob(f"{side}_seed*.json"))
         if runs:
             out[side] = [json.loads(p.read_text()) for p in runs]
@@ -193,7 +217,7 @@ def plot(name: str, data: dict, path: Path) -> None:
     import numpy as np
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for side, color in (("ours", "tab:blue"), ("rsl_rl", "tab:orange")):
+    for side, color in zip(SIDES, ("tab:blue", "tab:orange", "tab:green", "tab:red")):
         if side not in data:
             continue
         runs = data[side]
@@ -202,7 +226,7 @@ def plot(name: str, data: dict, path: Path) -> None:
             xs = np.linspace(0, end, 200)
             ys = np.array([[interp(r["curve"], key, x) for x in xs] for r in runs])
             ok = ~np.isnan(ys).any(axis=0)
-            label = f"{'ppo_vec (ours)' if side == 'ours' else 'rsl_rl (IsaacLab cfg)'}, {len(runs)} seeds"
+            label = f"{SIDES[side]}, {len(runs)} seeds"
             ax.plot(xs[ok], ys[:, ok].mean(0), color=color, label=label)
             ax.fill_between(xs[ok], ys[:, ok].min(0), ys[:, ok].max(0), color=color, alpha=0.2)
     axes[0].set_xlabel("env steps")
@@ -231,8 +255,9 @@ def report() -> str:
             continue
         png = RESULTS / f"locomotion_{name.lower()}.png"
         plot(name, data, png)
-        # equal wall time: every run's curve read at the shortest final training time among all runs of the task
-        t_eq = min(r["train_seconds"] for runs in data.values() for r in runs)
+        # equal wall time: every run's curve read at the shortest final training time among the PPO runs
+        t_eq = min(r["train_seconds"] for side, runs in data.items() for r in runs if side in ("ours", "rsl_rl")
+                   or not {"ours", "rsl_rl"} & set(data))
         for side, runs in data.items():
             g = np.array([r["gym_return"] for r in runs])
             at_t = np.mean([interp(r["curve"], "train_seconds", t_eq) for r in runs])
@@ -242,7 +267,7 @@ def report() -> str:
             where = (f"{len(got)}/{len(runs)}: {np.mean([c['step'] for c in got]) / 1e6:.2f}M steps, "
                      f"{np.mean([c['train_seconds'] for c in got]):.0f} s" if got else f"0/{len(runs)}") if ref else ""
             lines.append(
-                f"| {name} | {side} | {len(runs)} | {runs[0]['num_envs']} | {runs[0]['steps'] / 1e6:.2f}M | "
+                f"| {name} | {SIDES[side]} | {len(runs)} | {runs[0]['num_envs']} | {runs[0]['steps'] / 1e6:.2f}M | "
                 f"{g.mean():.0f} ± {g.std():.0f} | {', '.join(f'{x:.0f}' for x in g)} | "
                 f"{np.mean([r['train_seconds'] for r in runs]):.0f} s | {np.mean([r['sps'] for r in runs]):,.0f} | "
                 f"{at_t:.0f} @ {t_eq:.0f} s | {CLEANRL_1M.get(name, '—')} | {where} |")
@@ -271,7 +296,9 @@ def main() -> None:
         i = sys.argv.index("--")
         p = argparse.ArgumentParser()
         p.add_argument("--out", required=True)
-        worker_ours(p.parse_args(sys.argv[2:i]).out, sys.argv[i + 1:])
+        p.add_argument("--algo", default="ppo_vec")
+        a = p.parse_args(sys.argv[2:i])
+        worker_ours(a.out, a.algo, sys.argv[i + 1:])
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -282,15 +309,16 @@ def main() -> None:
     r.add_argument("--steps", type=int, help="env steps per run (default: the task's budget in TASKS)")
     r.add_argument("--num-envs", type=int)
     r.add_argument("--eval-every", type=int)
-    r.add_argument("--sides", nargs="+", choices=["ours", "rsl_rl"], default=["ours", "rsl_rl"])
+    r.add_argument("--sides", nargs="+", choices=list(ALGO_OF) + ["rsl_rl"], default=["ours", "rsl_rl"],
+                   help="what runs, two at a time: ours (ppo_vec), rsl_rl, fast_td3, sac")
     sub.add_parser("report", help="table and PNGs from the results saved so far")
     a = p.parse_args()
     if a.cmd == "report":
         report()
         return
-    cfg = TASKS[a.task]
-    run(a.task, a.seeds, a.steps or cfg["steps"], a.num_envs or cfg["num_envs"], a.eval_every or cfg["eval_every"],
-        a.sides)
+    if a.task not in OFFPOLICY and set(a.sides) & set(OFFPOLICY_FLAGS):
+        raise SystemExit(f"off-policy sides run on {', '.join(OFFPOLICY)} only (OFFPOLICY in {Path(__file__).name})")
+    run(a.task, a.seeds, a.steps, a.num_envs, a.eval_every, a.sides)
     report()
 
 

@@ -94,9 +94,13 @@ def test_locomotion_report_compares_at_equal_steps_and_equal_time(tmp_path, monk
     _loco_run(tmp_path, "ours", 1, [(100, 10, 1000), (200, 20, 2000)], gym=2100)
     _loco_run(tmp_path, "ours", 2, [(100, 10, 1400), (200, 20, 2350)], gym=2300)
     _loco_run(tmp_path, "rsl_rl", 1, [(100, 20, 500), (200, 40, 3000)], gym=3100)
+    # an off-policy side: drawn and tabled, but its shorter run does not move the PPO sides' equal-time point
+    _loco_run(tmp_path, "sac", 1, [(50, 5, 800), (100, 10, 1500)], gym=1600)
     text = locomotion.report()
-    rows = {line.split("|")[2].strip(): [c.strip() for c in line.split("|")[1:-1]]
+    rows = {line.split("|")[2].strip().split()[0]: [c.strip() for c in line.split("|")[1:-1]]
             for line in text.splitlines() if line.startswith("| Hopper")}
+    rows["ours"] = rows.pop("ppo_vec")
+    assert rows["sac"][5] == "1600 ± 0" and rows["sac"][9] == "1500 @ 20 s"
     assert rows["ours"][5] == "2200 ± 100" and rows["ours"][6] == "2100, 2300"
     assert rows["rsl_rl"][5] == "3100 ± 0" and rows["ours"][2] == "2" and rows["rsl_rl"][2] == "1"
     # equal wall time = 20 s (the shortest run): ours has finished (2175 mean), rsl_rl is half-way (500)
