@@ -5,9 +5,8 @@ trajectory windows that trades compute for stability (`h_term_loss` below; the s
 is `common.buffers.TrajectoryStore`):
 * every rollout step goes into a device trajectory store that keeps the last `h_term_horizon`
   steps of each sub-env and a table of the episodes that finished there;
-* every `h_term_update_gap` PPO iterations, the stored episodes are ranked by return, the lowest
-  `h_term_drop_rate` (default 1/8) dropped, and `h_term_batch` windows of `h_term_k_step`
-  (default 16) steps drawn from the rest;
+* every `h_term_update_gap` PPO iterations, the stored episodes are ranked by return, the lowest `h_term_drop_rate`
+  (default 1/8) dropped, and `h_term_batch` windows of `h_term_k_step` (default 16) steps drawn from the rest;
 * for each window, H = sum_k h_term_gamma^k * log pi(a_k|s_k) under the current policy, and the
   actor takes one extra step on  -h_term_lambda * mean(H * normalized episode return).
 The H-term's share of wall time is logged (`h_term_time_share`) so its cost can be traded.
@@ -121,9 +120,10 @@ MUJOCO_DEFAULTS = dict(
 # the env-steps/s of the 4096-env shape cut to 64 envs, 1.7x that of 16 minibatches x 10 epochs (no faster by time).
 MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, num_envs=64, num_steps=64, num_minibatches=8, total_steps=5_000_000,
                            eval_every=250_000, save_every=1_000_000)
-# Ant: its control cost (0.5 |a|^2) beats the healthy reward (1 a step) under std-1 noise, so early policies end
-# episodes; std 0.37 keeps them alive (seed 1, CPU defaults: eval 3553 at 1.2M steps; below 50 at 0.8M with std 1).
-MUJOCO_TASK_DEFAULTS = {"Ant-v5": dict(init_log_std=-1.0)}
+# Initial std 0.37 where std 1 wastes the early steps (CPU defaults, eval return): Ant 3553 vs < 50 at ~1M (control
+# cost beats healthy reward), HalfCheetah 9820, 9383 vs 3634, 1942 at 4M, Walker2d 5910 vs 4323 at 3.1M. Hopper: std 1
+# (3000 by 0.5M steps; by 1M with 0.37).
+MUJOCO_TASK_DEFAULTS = {t: dict(init_log_std=-1.0) for t in ("Ant-v5", "HalfCheetah-v5", "Walker2d-v5")}
 
 
 def default_args(env_id: str, num_envs: int | None = None, device: str = "auto") -> Args:

@@ -105,6 +105,7 @@ def test_mujoco_defaults_follow_env_on_the_command_line():
     assert ppo_vec.default_args("Ant", num_envs=256, device="cuda").num_steps == 64  # --num-envs decides
     assert ppo_vec.default_args("CartPole-v1") == ppo_vec.Args()
     assert big.init_log_std == cpu.init_log_std == -1.0 and ppo_vec.default_args("Hopper").init_log_std == 0.0
+    assert ppo_vec.default_args("HalfCheetah").init_log_std == ppo_vec.default_args("Walker2d-v5").init_log_std == -1.0
     for argv, shown in ((["--device", "cpu"], "64"), (["--num-envs", "4096"], "4096")):
         out = subprocess.run([sys.executable, "algos/ppo_vec.py", "--env", "Ant", *argv, "--help"], cwd=ROOT,
                              capture_output=True, text=True)
