@@ -29,7 +29,9 @@
 #   locomotion-offpolicy-hopper, -halfcheetah, -ant
 #                 fast_td3 and sac in the many-envs, large-batch regime on the same env, seeds 1-3, one core
 #                 each, budgets in bench/locomotion.py OFFPOLICY; drawn on the PPO plots of the task
-#   locomotion    every locomotion-* group above, then the report (about 12 hours)
+#   locomotion-flagship  python algos/ppo_vec.py --env Ant --num-envs 4096 (GPU-sized defaults) on every core,
+#                 10M steps, final eval on gymnasium's Ant (about 40 min on 2 cores)
+#   locomotion    every locomotion-* group above, then the report (about 13 hours)
 #   report locomotion   the locomotion table and PNGs from whatever tasks have run
 #   peers         Stable-Baselines3 (RL Zoo settings, own venv bench/.venv-peers) vs ours, 1 thread each: PPO
 #                 CartPole-v1 time to eval >= 475, SAC and TD3 Pendulum-v1 20k steps (~30 min)
@@ -84,7 +86,8 @@ case "$group" in
              $PY bench/locomotion.py run "${group#locomotion-}" ;;
   locomotion-offpolicy-hopper|locomotion-offpolicy-halfcheetah|locomotion-offpolicy-ant)
              $PY bench/locomotion.py run "${group#locomotion-offpolicy-}" --sides fast_td3 sac ;;
-  locomotion) for t in hopper halfcheetah walker2d ant humanoid offpolicy-hopper offpolicy-halfcheetah offpolicy-ant; do
+  locomotion-flagship) $PY bench/locomotion.py flagship ;;
+  locomotion) for t in hopper halfcheetah walker2d ant humanoid offpolicy-hopper offpolicy-halfcheetah offpolicy-ant flagship; do
                bash "$0" "locomotion-$t"; done ;;
   report)    if [ "${2:-}" = locomotion ]; then $PY bench/locomotion.py report
              else $PY bench/suite.py report "${2:?usage: bash benchmark.sh report GROUP}"; fi ;;
@@ -92,6 +95,6 @@ case "$group" in
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, full, report, peers, compile, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK or locomotion-offpolicy-TASK" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, full, report, peers, compile, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK or locomotion-flagship" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"

@@ -5,6 +5,7 @@ env steps and against wall-clock seconds, final deterministic evaluation on gymn
     python bench/locomotion.py run Hopper                 # seeds 1-3, the task's budget (TASKS below)
     python bench/locomotion.py run Ant --seeds 1 --steps 2000000 --sides ours
     python bench/locomotion.py run Hopper --sides fast_td3 sac   # off-policy at scale on the same env
+    python bench/locomotion.py flagship                   # --env Ant --num-envs 4096, every core, 10M steps
     python bench/locomotion.py report                     # table + one PNG per task from what has run
 
 How a task runs: for each seed, our run and rsl_rl's run at the same time, each pinned to its own core
@@ -64,6 +65,8 @@ SIDES = {"ours": "ppo_vec (ours)", "rsl_rl": "rsl_rl (IsaacLab cfg)", "fast_td3"
          "sac": "sac (ours)"}
 ALGO_OF = {"ours": "ppo_vec", "fast_td3": "fast_td3", "sac": "sac"}
 SIDE_OF = {v: k for k, v in ALGO_OF.items()}
+# the flagship command on this CPU: 4096 envs, the GPU-sized defaults, all cores
+FLAGSHIP = dict(steps=10_000_000, eval_every=1_048_576)
 # CleanRL's published PPO scores at 1M steps (MuJoCo v4, 3 seeds, training-episode returns; REFERENCES.md)
 CLEANRL_1M = {"Hopper": 2382.9, "HalfCheetah": 1442.6, "Walker2d": 2288.0, "Humanoid": 716.1}
 TARGET = {"Hopper": 3000, "HalfCheetah": 5000, "Walker2d": 3500, "Ant": 3000}
@@ -96,7 +99,7 @@ def ensure_venv() -> Path:
 # ---------------------------------------------------------------------------------------------
 # our side: a worker process running algos/ppo_vec.py's main on the command-line flags given
 # ---------------------------------------------------------------------------------------------
-def worker_ours(out: str, algo: str, flags: list[str]) -> None:
+def worker_ours(out: str, algo: str, flags: list[str], threads: int = 1) -> None:
     sys.path.insert(0, str(ROOT))
     import importlib
 
@@ -106,7 +109,7 @@ def worker_ours(out: str, algo: str, flags: list[str]) -> None:
     from common.cli import RunArgs, cli
     from common.evaluate import gym_rollouts
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     common.logger.plot_curves = lambda *a, **k: None  # rsl_rl draws nothing during training either
     mod = importlib.import_module(f"algos.{algo}")
     args = cli(mod.Args, argv=flags, defaults_for=getattr(mod, "default_args", None))
@@ -122,7 +125,7 @@ def worker_ours(out: str, algo: str, flags: list[str]) -> None:
     header = set(vars(RunArgs())) - {"num_envs"}
     settings = {k: v for k, v in vars(args).items() if k not in header}
     result = {"side": SIDE_OF[algo], "algo": algo, "task": args.env, "seed": args.seed, "num_envs": args.num_envs,
-              "steps": curve[-1]["step"], "threads": 1, "command": f"python algos/{algo}.py " + " ".join(flags),
+              "steps": curve[-1]["step"], "threads": threads, "command": f"python algos/{algo}.py " + " ".join(flags),
               "config": settings, "curve": curve, "train_seconds": curve[-1]["train_seconds"],
               "sps": curve[-1]["step"] / curve[-1]["train_seconds"], "eval_return": curve[-1]["eval_return"],
               "gym_return": ref["eval_return"], "gym_return_std": ref["eval_return_std"], "gym_returns": ref["returns"]}
@@ -185,6 +188,27 @@ def run(task: str, seeds: list[int], steps: int | None, num_envs: int | None, ev
     print(f"[{name}] group wall time {meta['group_wall_seconds'] / 60:.1f} min", flush=True)
 
 
+def flagship(steps: int, seed: int) -> None:
+    """The design card's command, `python algos/ppo_vec.py --env Ant --num-envs 4096` (its GPU-sized defaults), on
+    this machine's cores (every core, no pinning), `steps` env steps; final eval on gymnasium's Ant."""
+    out = RESULTS / "Ant" / f"flagship_seed{seed}.json"
+    flags = ["--env", "Ant", "--num-envs", "4096", "--total-steps", str(steps), "--seed", str(seed),
+             "--eval-every", str(FLAGSHIP["eval_every"]), "--save-every", "0", "--quiet",
+             "--out-dir", str(ROOT / "bench" / "runs" / "locomotion")]
+    threads = os.cpu_count() or 1
+    env = dict(thread_env(), OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    (RESULTS / "Ant" / "logs").mkdir(parents=True, exist_ok=True)
+    print(f"[Ant flagship] python algos/ppo_vec.py {' '.join(flags)} ({threads} threads)", flush=True)
+    with open(RESULTS / "Ant" / "logs" / f"flagship_seed{seed}.log", "w") as log:
+        rc = subprocess.run([sys.executable, __file__, "worker-ours", "--threads", str(threads), "--out", str(out), "--",
+                             *flags], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    if rc != 0:
+        raise SystemExit(f"flagship run failed (exit {rc}); see {RESULTS}/Ant/logs/flagship_seed{seed}.log")
+    r = json.loads(out.read_text())
+    print(f"[Ant flagship] gym {r['gym_return']:.0f}, ours-env {r['eval_return']:.0f}, {r['sps']:,.0f} env-steps/s, "
+          f"{r['train_seconds']:.0f} s", flush=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # report
 # ---------------------------------------------------------------------------------------------
@@ -241,6 +265,42 @@ def plot(name: str, data: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def flagship_report() -> list[str]:
+    """The flagship runs' rows and their PNG (beside the 64-env CPU-default runs of ppo_vec on Ant)."""
+    runs = [json.loads(p.read_text()) for p in sorted((RESULTS / "Ant").glob("flagship_seed*.json"))]
+    if not runs:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, key in zip(axes, ("step", "train_seconds")):
+        for r in runs:
+            ax.plot([c[key] for c in r["curve"]], [c["eval_return"] for c in r["curve"]], "o-", color="tab:purple",
+                    label=f"--num-envs 4096 (GPU-sized defaults), {r['threads']} threads, seed {r['seed']}")
+        for r in load("Ant").get("ours", []):
+            ax.plot([c[key] for c in r["curve"]], [c["eval_return"] for c in r["curve"]], color="tab:blue", alpha=0.5,
+                    label=f"CPU defaults (64 envs), 1 thread, seed {r['seed']}")
+        ax.set_xlabel("env steps" if key == "step" else "training wall-clock seconds")
+        ax.set_ylabel("eval return (deterministic, 10 episodes)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="lower right", fontsize=7)
+    fig.suptitle("Ant-v5: python algos/ppo_vec.py --env Ant --num-envs 4096 on this CPU")
+    fig.tight_layout()
+    fig.savefig(RESULTS / "locomotion_ant_4096.png", dpi=80)
+    plt.close(fig)
+    out = ["", "## The flagship command on this CPU: `python algos/ppo_vec.py --env Ant --num-envs 4096`", "",
+           "| seed | threads | env steps | gymnasium return | our env | train time | env-steps/s |",
+           "|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in runs:
+        out.append(f"| {r['seed']} | {r['threads']} | {r['steps'] / 1e6:.1f}M | {r['gym_return']:.0f} ± "
+                   f"{r['gym_return_std']:.0f} | {r['eval_return']:.0f} | {r['train_seconds']:.0f} s | {r['sps']:,.0f} |")
+    out += ["", "Curve: locomotion_ant_4096.png (beside the 64-env runs above, which use one core each)."]
+    return out
+
+
 def report() -> str:
     import numpy as np
 
@@ -285,6 +345,7 @@ def report() -> str:
               "read off each run's curve at the shortest final training time of the task. \"reached at\": first "
               "evaluation at or above CleanRL's 1M-step score (Ant: the issue's 3000), mean over the seeds that "
               "reached it.", ""] + notes
+    lines += flagship_report()
     out = "\n".join(lines) + "\n"
     (RESULTS / "locomotion.md").write_text(out)
     print(out)
@@ -297,8 +358,9 @@ def main() -> None:
         p = argparse.ArgumentParser()
         p.add_argument("--out", required=True)
         p.add_argument("--algo", default="ppo_vec")
+        p.add_argument("--threads", type=int, default=1)
         a = p.parse_args(sys.argv[2:i])
-        worker_ours(a.out, a.algo, sys.argv[i + 1:])
+        worker_ours(a.out, a.algo, sys.argv[i + 1:], a.threads)
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -311,9 +373,16 @@ def main() -> None:
     r.add_argument("--eval-every", type=int)
     r.add_argument("--sides", nargs="+", choices=list(ALGO_OF) + ["rsl_rl"], default=["ours", "rsl_rl"],
                    help="what runs, two at a time: ours (ppo_vec), rsl_rl, fast_td3, sac")
+    f = sub.add_parser("flagship", help="python algos/ppo_vec.py --env Ant --num-envs 4096 on every core")
+    f.add_argument("--steps", type=int, default=FLAGSHIP["steps"])
+    f.add_argument("--seed", type=int, default=1)
     sub.add_parser("report", help="table and PNGs from the results saved so far")
     a = p.parse_args()
     if a.cmd == "report":
+        report()
+        return
+    if a.cmd == "flagship":
+        flagship(a.steps, a.seed)
         report()
         return
     if a.task not in OFFPOLICY and set(a.sides) & set(OFFPOLICY_FLAGS):

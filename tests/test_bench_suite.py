@@ -111,3 +111,17 @@ def test_locomotion_report_compares_at_equal_steps_and_equal_time(tmp_path, monk
     assert rows["ours"][11] == "0/2" and rows["rsl_rl"][11].startswith("1/1: 0.00M steps, 40 s")
     assert (tmp_path / "locomotion_hopper.png").stat().st_size > 10_000
     assert (tmp_path / "locomotion.md").read_text() == text
+    assert "flagship" not in text  # none run yet
+
+
+def test_locomotion_report_shows_the_flagship_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(locomotion, "RESULTS", tmp_path)
+    curve = [{"step": 1_000_000, "seconds": 120, "train_seconds": 100, "eval_return": 900.0},
+             {"step": 2_000_000, "seconds": 230, "train_seconds": 200, "eval_return": 1700.0}]
+    (tmp_path / "Ant").mkdir()
+    (tmp_path / "Ant" / "flagship_seed1.json").write_text(json.dumps(
+        {"seed": 1, "threads": 2, "steps": 2_000_000, "curve": curve, "train_seconds": 200, "sps": 10_000,
+         "eval_return": 1700.0, "gym_return": 1650.0, "gym_return_std": 40.0}))
+    text = locomotion.report()
+    assert "| 1 | 2 | 2.0M | 1650 ± 40 | 1700 | 200 s | 10,000 |" in text
+    assert (tmp_path / "locomotion_ant_4096.png").stat().st_size > 10_000
