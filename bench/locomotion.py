@@ -54,7 +54,8 @@ TASKS = {
 }
 # off-policy at scale (FastTD3-style: many sub-envs, large batches, several updates per vectorized step),
 # run with `--sides fast_td3 sac` on these tasks; budgets sized to about the same single-core wall time as a
-# PPO run of the task; flags: the settings tuned on this CPU (the files' defaults otherwise)
+# PPO run of the task; flags: the settings tuned on this CPU (the files' defaults otherwise). Not tuned yet:
+# these are first guesses, and no off-policy group has run.
 OFFPOLICY = {
     "Hopper": dict(steps=300_000, num_envs=16, eval_every=25_000),
     "HalfCheetah": dict(steps=300_000, num_envs=16, eval_every=25_000),
