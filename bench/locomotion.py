@@ -369,7 +369,7 @@ def main() -> None:
     r.add_argument("task", type=lambda t: {k.lower(): k for k in TASKS}.get(t.lower().removesuffix("-v5"), t),
                    choices=list(TASKS))
     r.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    r.add_argument("--steps", type=int, help="env steps per run (default: the task's budget in TASKS)")
+    r.add_argument("--steps", type=int, help="env steps per run (default: the task budget in TASKS, or OFFPOLICY for fast_td3 and sac)")
     r.add_argument("--num-envs", type=int)
     r.add_argument("--eval-every", type=int)
     r.add_argument("--sides", nargs="+", choices=list(ALGO_OF) + ["rsl_rl"], default=["ours", "rsl_rl"],
