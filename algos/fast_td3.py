@@ -41,7 +41,7 @@ from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.vec_env import check_single_agent
-from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
+from common.wrappers import ActionScaler, EpisodeStatistics, RunningMeanStd, find_wrapper, wrap_env
 
 ALGO = "fast_td3"
 
@@ -90,7 +90,8 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     hidden: tuple[int, ...] = (256, 256)
     """hidden layer sizes of actor and critic"""
     norm_obs: bool = True
-    """normalize observations with running statistics (saved in the checkpoint)"""
+    """normalize observations with running statistics (saved in the checkpoint); the buffer keeps raw
+    observations and each sampled batch is normalized with the current statistics"""
     per: bool = False
     """proportional prioritized experience replay"""
     per_alpha: float = 0.6
@@ -175,26 +176,28 @@ class NStepWindow:
         self.steps = list(sd["steps"])
 
 
-def critic_loss(actor_t: Actor, critic: Critic, critic_t: Critic, discount, b, target_noise: float, noise_clip: float):
+def critic_loss(actor_t: Actor, critic: Critic, critic_t: Critic, discount, obs, next_obs, b, target_noise: float,
+                noise_clip: float):
     """Importance-weighted squared TD error of both critics against the n-step target
-    R + gamma^k (1 - terminated) * min_k Q'_k(s_{t+k}, clip(mu'(s_{t+k}) + clip(noise)))."""
+    R + gamma^k (1 - terminated) * min_k Q'_k(s_{t+k}, clip(mu'(s_{t+k}) + clip(noise))); `obs` and `next_obs`
+    are the batch's observations, normalized."""
     with torch.no_grad():
         noise = (torch.randn_like(b.actions) * target_noise).clamp(-noise_clip, noise_clip)
-        next_act = (actor_t(b.next_obs) + noise).clamp(-1.0, 1.0)
-        next_q = critic_t(b.next_obs, next_act).min(0).values
+        next_act = (actor_t(next_obs) + noise).clamp(-1.0, 1.0)
+        next_q = critic_t(next_obs, next_act).min(0).values
         target = b.rewards + discount * next_q
-    q = critic(b.obs, b.actions)  # [2, B]
+    q = critic(obs, b.actions)  # [2, B]
     td = q - target
     return (b.weights * td.square()).mean(0).sum(), td.detach().abs().mean(0)
 
 
-def actor_loss(actor: Actor, critic: Critic, b):
-    return -critic(b.obs, actor(b.obs))[0].mean()
+def actor_loss(actor: Actor, critic: Critic, obs):
+    return -critic(obs, actor(obs))[0].mean()
 
 
 def make_env(args: Args, device, seed: int):
     env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed, backend=args.mujoco_backend)
-    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
+    return wrap_env(env, gamma=args.gamma)  # raw observations: normalized in main() (see --norm-obs)
 
 
 def policy_from(actor: Actor, obs_norm, to_env) -> "callable":
@@ -219,6 +222,10 @@ def main(args: Args) -> dict:
     check_args(args, env)
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
+    obs_rms = RunningMeanStd(obs_space.shape, device) if args.norm_obs else None
+
+    def norm(obs):  # with the statistics of now, also for observations stored long ago
+        return obs_rms.normalize(obs) if obs_rms is not None else obs
     actor = Actor(obs_dim, act_dim, args.hidden).to(device)
     critic = Critic(obs_dim, act_dim, args.hidden).to(device)
     actor_t = Actor(obs_dim, act_dim, args.hidden).to(device)
@@ -247,6 +254,8 @@ def main(args: Args) -> dict:
     num_iterations = args.total_steps // N
     start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
     next_obs, _ = env.reset(seed=args.seed)
+    if obs_rms is not None:
+        obs_rms.update(next_obs)
     noise_std = args.noise_min + (args.noise_max - args.noise_min) * torch.rand(N, 1, device=device)
     if ckpt is not None:
         for name, obj in (("actor", actor), ("critic", critic), ("actor_target", actor_t), ("critic_target", critic_t),
@@ -254,6 +263,8 @@ def main(args: Args) -> dict:
                           ("window", window)):
             obj.load_state_dict(ckpt[name])
         next_obs, noise_std = ckpt["next_obs"].to(device), ckpt["noise_std"].to(device)
+        if obs_rms is not None:
+            obs_rms.load_state_dict(ckpt["obs_norm"])
         discounts[:len(rb)] = ckpt["discounts"].to(device)
         start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
         set_rng_state(ckpt["rng"])
@@ -265,8 +276,7 @@ def main(args: Args) -> dict:
     guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
 
     def policy():
-        norm = find_wrapper(env, NormalizeObservation)
-        return policy_from(actor, norm.rms if norm else None, to_env)
+        return policy_from(actor, obs_rms, to_env)
 
     def save():
         guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
@@ -276,7 +286,7 @@ def main(args: Args) -> dict:
             "actor": actor.state_dict(), "critic": critic.state_dict(), "actor_target": actor_t.state_dict(),
             "critic_target": critic_t.state_dict(), "actor_opt": actor_opt.state_dict(),
             "critic_opt": critic_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(),
-            "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
+            "obs_norm": obs_rms.state_dict() if obs_rms is not None else None,
             "window": window.state_dict(), "discounts": discounts[:len(rb)], "noise_std": noise_std,
             "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step, "updates": updates,
             "seconds": logger.seconds, "rng": rng_state(),
@@ -292,12 +302,14 @@ def main(args: Args) -> dict:
                 if global_step < args.learning_starts:
                     actions = torch.rand(N, act_dim, device=device) * 2 - 1
                 else:
-                    actions = act_fn(next_obs)
+                    actions = act_fn(norm(next_obs))
                     actions = (actions + noise_std * torch.randn_like(actions)).clamp(-1, 1)
             obs = next_obs
             next_obs, reward, terminated, truncated, info = env.step(actions)
             guard.watch("observations", next_obs, info["final_obs"])
             guard.watch("rewards", reward)
+            if obs_rms is not None:
+                obs_rms.update(next_obs)
             done = terminated | truncated
             fresh = args.noise_min + (args.noise_max - args.noise_min) * torch.rand(N, 1, device=device)
             noise_std = torch.where(done[:, None], fresh, noise_std)  # a new std for each new episode
@@ -313,8 +325,9 @@ def main(args: Args) -> dict:
                 beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, global_step / args.total_steps)
                 for _ in range(args.gradient_steps):
                     b = rb.sample(args.batch_size, beta=beta)
-                    c_loss, td_abs = c_loss_fn(actor_t, critic, critic_t, discounts[b.indices], b, args.target_noise,
-                                               args.noise_clip)
+                    b_obs = norm(b.obs)
+                    c_loss, td_abs = c_loss_fn(actor_t, critic, critic_t, discounts[b.indices], b_obs, norm(b.next_obs), b,
+                                               args.target_noise, args.noise_clip)
                     meter.add(critic_loss=c_loss)
                     guard.watch("critic loss", c_loss)
                     critic_opt.zero_grad(set_to_none=True)
@@ -324,7 +337,7 @@ def main(args: Args) -> dict:
                     rb.update_priorities(b.indices, td_abs)
                     updates += 1
                     if updates % args.policy_delay == 0:  # delayed actor and target updates
-                        a_loss = a_loss_fn(actor, critic, b)
+                        a_loss = a_loss_fn(actor, critic, b_obs)
                         meter.add(actor_loss=a_loss)
                         guard.watch("actor loss", a_loss)
                         actor_opt.zero_grad(set_to_none=True)
