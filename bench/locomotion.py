@@ -322,6 +322,8 @@ def report() -> str:
         for side, runs in data.items():
             g = np.array([r["gym_return"] for r in runs])
             at_t = np.mean([interp(r["curve"], "train_seconds", t_eq) for r in runs])
+            ended = max(r["curve"][-1]["train_seconds"] for r in runs)  # a run that ended earlier: its final value
+            at_cell = f"{at_t:.0f} @ {t_eq:.0f} s" + (f" (final: ended at {ended:.0f} s)" if ended < t_eq else "")
             ref = CLEANRL_1M.get(name) or TARGET.get(name)
             reach = [first_reach(r["curve"], ref) for r in runs] if ref else []
             got = [c for c in reach if c]
@@ -331,7 +333,7 @@ def report() -> str:
                 f"| {name} | {SIDES[side]} | {len(runs)} | {runs[0]['num_envs']} | {runs[0]['steps'] / 1e6:.2f}M | "
                 f"{g.mean():.0f} ± {g.std():.0f} | {', '.join(f'{x:.0f}' for x in g)} | "
                 f"{np.mean([r['train_seconds'] for r in runs]):.0f} s | {np.mean([r['sps'] for r in runs]):,.0f} | "
-                f"{at_t:.0f} @ {t_eq:.0f} s | {CLEANRL_1M.get(name, '—')} | {where} |")
+                f"{at_cell} | {CLEANRL_1M.get(name, '—')} | {where} |")
         if {"ours", "rsl_rl"} <= set(data):
             sps = [np.mean([r["sps"] for r in data[s]]) for s in ("ours", "rsl_rl")]
             gym = [np.mean([r["gym_return"] for r in data[s]]) for s in ("ours", "rsl_rl")]

@@ -100,7 +100,7 @@ def test_locomotion_report_compares_at_equal_steps_and_equal_time(tmp_path, monk
     rows = {line.split("|")[2].strip().split()[0]: [c.strip() for c in line.split("|")[1:-1]]
             for line in text.splitlines() if line.startswith("| Hopper")}
     rows["ours"] = rows.pop("ppo_vec")
-    assert rows["sac"][5] == "1600 ± 0" and rows["sac"][9] == "1500 @ 20 s"
+    assert rows["sac"][5] == "1600 ± 0" and rows["sac"][9] == "1500 @ 20 s (final: ended at 10 s)"
     assert rows["ours"][5] == "2200 ± 100" and rows["ours"][6] == "2100, 2300"
     assert rows["rsl_rl"][5] == "3100 ± 0" and rows["ours"][2] == "2" and rows["rsl_rl"][2] == "1"
     # equal wall time = 20 s (the shortest run): ours has finished (2175 mean), rsl_rl is half-way (500)
