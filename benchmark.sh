@@ -33,6 +33,10 @@
 #                 10M steps, final eval on gymnasium's Ant (about 40 min on 2 cores)
 #   locomotion    every locomotion-* group above, then the report (about 13 hours)
 #   report locomotion   the locomotion table and PNGs from whatever tasks have run
+#   gpu           one CUDA GPU (bench/gpu.py): Ant/Humanoid env-steps/s on MuJoCo Warp at N = 1024/4096/16384
+#                 vs the CPU batch backend; ppo_vec --env Ant --num-envs 4096 end to end, compile off and on,
+#                 time to eval >= 3000; PPO CartPole at 65536 envs; rsl_rl on the same Warp Ant (~30 min on an
+#                 H100; without a GPU it says so and exits 0); table in bench/results/gpu.md
 #   peers         Stable-Baselines3 (RL Zoo settings, own venv bench/.venv-peers) vs ours, 1 thread each: PPO
 #                 CartPole-v1 time to eval >= 475, SAC and TD3 Pendulum-v1 20k steps (~30 min)
 # Tables are printed and written to bench/results/<group>.md. Set PYTHON to pick the interpreter.
@@ -71,6 +75,7 @@ case "$group" in
   pipeline)  table pipeline bench/pipeline.py ;;
   population) table population bench/population.py ;;
   compile)   table compile bench/compile_speed.py ;;
+  gpu)       $PY bench/gpu.py ;;
   peers)     table peers bench/peers.py ;;
   elastic)   PYTHON=$PY bash bench/elastic_population.sh | tee bench/results/elastic.log; extract elastic ;;
   quick|full)

@@ -68,6 +68,8 @@ def main() -> None:
     p.add_argument("--gym-seed", type=int, default=20_000)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--obs-norm", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (the env, rsl_rl's runner and the evaluations)")
+    p.add_argument("--backend", default="auto", help="MuJoCo backend: auto (warp on CUDA), batch or warp")
     p.add_argument("--out", required=True)
     a = p.parse_args()
     from rsl_rl.runners import OnPolicyRunner
@@ -79,15 +81,16 @@ def main() -> None:
     per_iter = a.num_envs * cfg["num_steps_per_env"]
     iters_per_eval = max(1, a.eval_every // per_iter)
     total_iters = a.steps // per_iter
-    env = RslRlVecEnv(envs.make(a.task, num_envs=a.num_envs, seed=a.seed, device="cpu"), seed=a.seed)
-    runner = OnPolicyRunner(env, cfg, log_dir=None, device="cpu")
+    dev = torch.device(a.device)
+    env = RslRlVecEnv(envs.make(a.task, num_envs=a.num_envs, seed=a.seed, device=dev, backend=a.backend), seed=a.seed)
+    runner = OnPolicyRunner(env, cfg, log_dir=None, device=str(dev))
     low, high = env.low, env.high
 
     @torch.no_grad()
     def policy(obs: torch.Tensor) -> torch.Tensor:
         from tensordict import TensorDict
 
-        obs = torch.as_tensor(obs, dtype=torch.float32).reshape(-1, env.env.single_observation_space.shape[0])
+        obs = torch.as_tensor(obs, dtype=torch.float32, device=dev).reshape(-1, env.env.single_observation_space.shape[0])
         actor = runner.alg.get_policy()
         return torch.clamp(actor(TensorDict({"policy": obs}, batch_size=[obs.shape[0]])), low, high)
 
@@ -98,7 +101,7 @@ def main() -> None:
         runner.learn(n)
         done_iters += n
         runner.alg.eval_mode()
-        res = evaluate(policy, a.task, a.eval_episodes, seed=10_000 + a.seed)
+        res = evaluate(policy, a.task, a.eval_episodes, seed=10_000 + a.seed, device=dev)
         runner.alg.train_mode()
         eval_total += res["eval_seconds"]
         seconds = time.perf_counter() - t0
@@ -106,9 +109,9 @@ def main() -> None:
                      "eval_return": res["eval_return"], "eval_return_std": res["eval_return_std"]})
         print(json.dumps(rows[-1]), flush=True)
     runner.alg.eval_mode()
-    ref = gym_rollouts(lambda o: policy(o)[0].numpy(), a.task, a.gym_episodes, seed=a.gym_seed)
+    ref = gym_rollouts(lambda o: policy(o)[0].cpu().numpy(), a.task, a.gym_episodes, seed=a.gym_seed)
     out = {"side": "rsl_rl", "task": a.task, "seed": a.seed, "num_envs": a.num_envs, "steps": rows[-1]["step"],
-           "threads": a.threads, "obs_norm": a.obs_norm, "config": cfg, "curve": rows,
+           "threads": a.threads, "device": str(dev), "backend": getattr(env.env, "backend", None), "obs_norm": a.obs_norm, "config": cfg, "curve": rows,
            "train_seconds": rows[-1]["train_seconds"], "sps": rows[-1]["step"] / rows[-1]["train_seconds"],
            "eval_return": rows[-1]["eval_return"], "gym_return": ref["eval_return"],
            "gym_return_std": ref["eval_return_std"], "gym_returns": ref["returns"]}

@@ -49,7 +49,9 @@ class CartPole(TorchVecEnv):
         polemass_length = self.masspole * self.length
         if self._force_table is None or self._force_table.dtype != state.dtype:
             self._force_table = torch.tensor([-self.force_mag, self.force_mag], dtype=state.dtype, device=state.device)
-        force = torch.take(self._force_table, action.long())  # action is validated to {0, 1}
+        # clamped: on an accelerator an invalid action is reported at the next logging tick (deferred check), and
+        # an out-of-bounds index would end the process first (a CUDA device-side assert)
+        force = torch.take(self._force_table, action.long().clamp(0, 1))
         costheta, sintheta = torch.cos(theta), torch.sin(theta)
         temp = (force + polemass_length * theta_dot**2 * sintheta) / total_mass
         thetaacc = (self.gravity * sintheta - costheta * temp) / (

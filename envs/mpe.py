@@ -92,7 +92,8 @@ class MPEEnv(MultiAgentTorchVecEnv):
             a = actions.to(self.dtype).clamp(0.0, 1.0)  # ClipOutOfBoundsWrapper
             u = torch.stack((a[..., 2] - a[..., 1], a[..., 4] - a[..., 3]), dim=-1)
         else:
-            u = self._directions[actions.long()]
+            # clamped: an invalid action is reported by the (deferred, on a GPU) action check, never an out-of-bounds index
+            u = self._directions[actions.long().clamp(0, 4)]
         return u * self._accel[:, None]
 
     def _contact(self, pos: torch.Tensor, force: torch.Tensor) -> torch.Tensor:

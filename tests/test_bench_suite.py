@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 from conftest import ROOT
 
@@ -125,3 +126,47 @@ def test_locomotion_report_shows_the_flagship_run(tmp_path, monkeypatch):
     text = locomotion.report()
     assert "| 1 | 2 | 2.0M | 1650 ± 40 | 1700 | 200 s | 10,000 |" in text
     assert (tmp_path / "locomotion_ant_4096.png").stat().st_size > 10_000
+
+
+# ---- bench/gpu.py: the GPU table, from saved parts; no GPU: a clear line and exit 0 -------------------------
+import gpu  # noqa: E402
+
+
+def _gpu_run(sps, curve, gym, command="python algos/ppo_vec.py --env Ant"):
+    return {"command": command, "steps": curve[-1]["step"], "train_seconds": curve[-1]["train_seconds"], "sps": sps,
+            "eval_return": curve[-1]["eval_return"], "gym_return": gym, "gym_return_std": 10.0,
+            "level": gpu.ANT_TARGET, "reached_seconds": gpu._reach(curve, gpu.ANT_TARGET)["train_seconds"]
+            if gpu._reach(curve, gpu.ANT_TARGET) else None, "curve": curve}
+
+
+def test_gpu_report_tables_the_saved_parts(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu, "OUT", tmp_path / "gpu")
+    monkeypatch.setattr(gpu, "ROOT", tmp_path)
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    monkeypatch.setattr(gpu, "machine", lambda: "FakeGPU, 16 CPU cores")
+    assert "No GPU run yet" in gpu.report()
+    gpu.save("env", {"seconds_per_cell": 5, "rows": [
+        {"task": "Ant-v5", "backend": "batch (CPU, every core)", "num_envs": 4096, "sps": 50_000.0},
+        {"task": "Ant-v5", "backend": "warp (CUDA)", "num_envs": 4096, "sps": 1_000_000.0, "vs_cpu_4096": 20.0}]})
+    curve = [{"step": 10_000_000, "train_seconds": 30.0, "eval_return": 1500.0},
+             {"step": 20_000_000, "train_seconds": 60.0, "eval_return": 3200.0}]
+    gpu.save("ppo-ant", {"eager": _gpu_run(333_333.0, curve, 3300.0)})
+    gpu.save("rsl_rl", {"rsl_rl": _gpu_run(250_000.0, [dict(c, eval_return=1000.0) for c in curve], 1100.0,
+                                           command="bench/locomotion_rslrl.py --task Ant-v5")})
+    text = gpu.report()
+    assert "| Ant-v5 | warp (CUDA) | 4096 | 1,000,000 | 20.0x |" in text
+    assert "| ppo-ant eager | 20M | 333,333 | >= 3000 | 60 s | 3300 ± 10 |" in text
+    assert "| rsl_rl rsl_rl | 20M | 250,000 | >= 3000 | not reached | 1100 ± 10 |" in text
+    assert "ours (eager) / rsl_rl env-steps/s: 1.33x; gymnasium return 3300 vs 1100" in text
+    assert "Ant x4096 >= 300,000 env-steps/s: 333,333 (eager); Ant to an eval >= 3000 in <= 5 min: 60 s (eager)" in text
+    assert (tmp_path / "bench" / "results" / "gpu.md").read_text() == text
+
+
+def test_gpu_benchmark_without_a_gpu_says_so_and_exits_0():
+    import subprocess
+    import sys
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "ppo-ant"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("no GPU: torch sees no CUDA device here"), out

@@ -175,16 +175,21 @@ def test_state_dict_round_trip_is_exact():
         assert torch.equal(o, o2) and torch.equal(r, r2) and torch.equal(te, te2)
 
 
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (pytest -m cuda on a GPU machine)")
+
+
 @pytest.mark.slow  # MuJoCo Warp compiles its kernels on first use (~40 s a task on a fresh cache)
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[pytest.mark.cuda, CUDA])])
 @pytest.mark.parametrize("env_id", ["Ant-v5", "Hopper-v5", "HalfCheetah-v5"])
-def test_warp_backend_matches_gymnasium_per_step(env_id):
+def test_warp_backend_matches_gymnasium_per_step(env_id, device):
     """MuJoCo Warp (float32) against gymnasium (float64), one step at a time from gymnasium's state.
 
     Measured: without contacts the two agree to ~1e-6; a substep with a contact changes velocities
     by up to ~0.4 (MuJoCo Warp's float32 contact solve differs from MuJoCo C's), and the difference
     then grows chaotically, so this compares the steps in which no contact occurs: the bodies
     start lifted 1 m into the air. That covers the backend's code path (state in/out, frame skip,
-    observation assembly, rewards, health checks, masked resets) to float32 tolerance."""
+    observation assembly, rewards, health checks, masked resets) to float32 tolerance. On CUDA the
+    frame-skip loop runs as a captured CUDA graph from the second step on (the first launches eagerly)."""
     pytest.importorskip("mujoco_warp")
     n = 2
     refs = [gym_env(env_id) for _ in range(n)]
@@ -194,7 +199,7 @@ def test_warp_backend_matches_gymnasium_per_step(env_id):
         qpos = g.data.qpos.copy()
         qpos[height] += 1.0
         g.set_state(qpos, g.data.qvel.copy())
-    env = envs.make(env_id, num_envs=n, seed=0, backend="warp", dtype=torch.float64)
+    env = envs.make(env_id, num_envs=n, seed=0, backend="warp", dtype=torch.float64, device=device)
     assert env.backend == "warp"
     rng = np.random.default_rng(2)
     compared = 0
@@ -203,13 +208,14 @@ def test_warp_backend_matches_gymnasium_per_step(env_id):
             g.set_state(g.data.qpos.copy(), g.data.qvel.copy())
         sync(env, [(g.data.qpos.copy(), g.data.qvel.copy()) for g in refs])
         actions = random_actions(env.single_action_space, n, rng)
-        _, reward, term, _, info = env.step(torch.as_tensor(actions))
+        _, reward, term, _, info = env.step(torch.as_tensor(actions, device=env.device))
+        reward, term, final_obs = reward.cpu(), term.cpu(), info["final_obs"].cpu()
         for i, g in enumerate(refs):
             o, r, te, *_ = g.step(actions[i])
             if g.data.ncon > 0:
                 continue
             compared += 1
-            ours = info["final_obs"][i].numpy()
+            ours = final_obs[i].numpy()
             np.testing.assert_allclose(ours, o, rtol=1e-4, atol=1e-4, err_msg=f"obs, step {t}, world {i}")
             np.testing.assert_allclose(reward[i].item(), r, rtol=1e-4, atol=1e-4, err_msg=f"reward, step {t}")
             assert bool(term[i]) == te

@@ -275,7 +275,8 @@ def test_errors():
         PrioritizedReplayBuffer(8, OBS, eps=0.0)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (pytest -m cuda on a GPU machine)")
 def test_no_host_sync_on_cuda():
     buf = PrioritizedReplayBuffer(1000, OBS, device="cuda")
     x = torch.zeros(64, 2, device="cuda")

@@ -1,0 +1,239 @@
+"""What one GPU does (issue 19): env-steps/s of MuJoCo Warp, the flagship PPO command end to end, PPO on
+CartPole at 65536 envs, and rsl_rl on the same MuJoCo Warp env, into bench/results/gpu.md.
+
+    python bench/gpu.py             # every part below, then the report (about 30 minutes on one H100)
+    python bench/gpu.py env         # Ant-v5 and Humanoid-v5 env-steps/s: MuJoCo Warp at N = 1024, 4096, 16384
+                                    # on the GPU, and the CPU batch backend (every core) at 4096 for the ratio
+    python bench/gpu.py ppo-ant     # python algos/ppo_vec.py --env Ant --num-envs 4096 --device cuda: env-steps/s,
+                                    # time to an eval >= 3000, gymnasium's score
+    python bench/gpu.py ppo-ant-compile   # the same with --compile (CUDA graphs)
+    python bench/gpu.py cartpole    # ppo_vec on CartPole-v1 with 65536 envs (16 steps a rollout, 1M samples an
+                                    # update): env-steps/s, time to an eval >= 475
+    python bench/gpu.py rsl_rl      # rsl_rl (IsaacLab's classic Ant config) on the same Warp Ant, 4096 envs
+    python bench/gpu.py report      # bench/results/gpu.md from whatever parts have run (no GPU needed)
+
+Each part writes bench/results/gpu/<part>.json and fits in 10 minutes on one H100 (so that a lent machine
+can run them one call at a time). The training parts are `bench/locomotion.py`'s workers (the same
+clock: evaluations timed and left out; final evaluation on gymnasium's own env, 10 episodes). On a machine
+without CUDA every measuring part prints that no GPU is present and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+OUT = ROOT / "bench" / "results" / "gpu"
+RUNS = ROOT / "bench" / "runs" / "gpu"
+ENV_SIZES = (1024, 4096, 16384)
+# the budgets: sized for about 5 minutes of training each at the issue's target of 300k env-steps/s
+ANT = dict(steps=100_000_000, eval_every=4_194_304, num_envs=4096)
+CARTPOLE = dict(steps=200_000_000, eval_every=8_388_608, num_envs=65536)
+ANT_TARGET, CARTPOLE_TARGET = 3000.0, 475.0
+PARTS = ("env", "ppo-ant", "ppo-ant-compile", "cartpole", "rsl_rl")
+
+
+def have_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def machine() -> str:
+    import torch
+
+    from envs.mujoco_locomotion import available_cores
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return f"{gpu}, {available_cores()} CPU cores, torch {torch.__version__}"
+
+
+def save(part: str, data: dict) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    data = dict(data, machine=machine(), date=time.strftime("%Y-%m-%d %H:%M"))
+    (OUT / f"{part}.json").write_text(json.dumps(data, indent=1))
+    print(f"wrote {(OUT / f'{part}.json').relative_to(ROOT)}", flush=True)
+
+
+# ---- parts ---------------------------------------------------------------------------------------------
+def part_env(seconds: float) -> None:
+    from mujoco_throughput import ours
+
+    from envs.mujoco_locomotion import available_cores
+
+    rows = []
+    for task in ("Ant-v5", "Humanoid-v5"):
+        cpu = ours(task, 4096, seconds, "batch", nthread=available_cores(), device="cpu")
+        rows.append({"task": task, "backend": "batch (CPU, every core)", "num_envs": 4096, "sps": cpu})
+        print(f"{task} batch CPU x4096: {cpu:,.0f} env-steps/s", flush=True)
+        for n in ENV_SIZES:
+            sps = ours(task, n, seconds, "warp", device="cuda")
+            rows.append({"task": task, "backend": "warp (CUDA)", "num_envs": n, "sps": sps, "vs_cpu_4096": sps / cpu})
+            print(f"{task} warp CUDA x{n}: {sps:,.0f} env-steps/s ({sps / cpu:.1f}x the CPU at 4096)", flush=True)
+    save("env", {"seconds_per_cell": seconds, "rows": rows})
+
+
+def _train(algo_flags: list[str], out: Path, log: Path) -> dict:
+    """`bench/locomotion.py worker-ours` (ppo_vec on these flags, every core for the host side)."""
+    threads = os.cpu_count() or 1
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), WANDB_MODE="disabled")
+    cmd = [sys.executable, str(ROOT / "bench" / "locomotion.py"), "worker-ours", "--algo", "ppo_vec", "--threads",
+           str(threads), "--out", str(out), "--", *algo_flags, "--device", "cuda", "--save-every", "0", "--quiet",
+           "--out-dir", str(RUNS)]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(" ".join(cmd[1:]), flush=True)
+    with open(log, "w") as f:
+        rc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+    if rc != 0:
+        raise SystemExit(f"training run failed (exit {rc}); see {log}")
+    return json.loads(out.read_text())
+
+
+def _reach(curve: list[dict], level: float) -> dict | None:
+    return next((c for c in curve if c["eval_return"] >= level), None)
+
+
+def _summary(r: dict, level: float) -> dict:
+    hit = _reach(r["curve"], level)
+    return {"command": r["command"], "steps": r["steps"], "train_seconds": r["train_seconds"], "sps": r["sps"],
+            "eval_return": r["eval_return"], "gym_return": r["gym_return"], "gym_return_std": r["gym_return_std"],
+            "level": level, "reached_seconds": hit["train_seconds"] if hit else None,
+            "reached_step": hit["step"] if hit else None, "curve": r["curve"]}
+
+
+def part_ppo_ant(steps: int, compile_: bool) -> None:
+    name = "compile" if compile_ else "eager"
+    flags = ["--env", "Ant", "--num-envs", str(ANT["num_envs"]), "--total-steps", str(steps), "--seed", "1",
+             "--eval-every", str(ANT["eval_every"]), *(["--compile"] if compile_ else [])]
+    r = _summary(_train(flags, RUNS / f"ppo_ant_{name}.json", OUT / "logs" / f"ppo_ant_{name}.log"), ANT_TARGET)
+    print(f"ppo_vec Ant x4096 {name}: {r['sps']:,.0f} env-steps/s, gym {r['gym_return']:.0f}, "
+          f"eval >= {ANT_TARGET:.0f} at {_secs(r['reached_seconds'])}", flush=True)
+    save("ppo-ant-compile" if compile_ else "ppo-ant", {name: r})
+
+
+def part_cartpole(steps: int) -> None:
+    flags = ["--env", "CartPole-v1", "--num-envs", str(CARTPOLE["num_envs"]), "--total-steps", str(steps), "--seed",
+             "1", "--eval-every", str(CARTPOLE["eval_every"]), "--num-steps", "16", "--num-minibatches", "4"]
+    r = _train(flags, RUNS / "ppo_cartpole.json", OUT / "logs" / "ppo_cartpole.log")
+    save("cartpole", {"ppo_vec": _summary(r, CARTPOLE_TARGET)})
+
+
+def part_rsl_rl(steps: int) -> None:
+    if importlib.util.find_spec("rsl_rl") is not None:
+        py = sys.executable  # the project venv has rsl-rl-lib (a test-only requirement)
+    else:
+        from locomotion import ensure_venv
+
+        py = str(ensure_venv())
+    out, log = RUNS / "rsl_rl_ant.json", OUT / "logs" / "rsl_rl_ant.log"
+    threads = os.cpu_count() or 1
+    cmd = [py, str(ROOT / "bench" / "locomotion_rslrl.py"), "--task", "Ant-v5", "--seed", "1", "--steps", str(steps),
+           "--num-envs", str(ANT["num_envs"]), "--eval-every", str(ANT["eval_every"]), "--device", "cuda",
+           "--backend", "warp", "--threads", str(threads), "--out", str(out)]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(" ".join(cmd[1:]), flush=True)
+    with open(log, "w") as f:
+        rc = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
+                            env=dict(os.environ, OMP_NUM_THREADS=str(threads))).returncode
+    if rc != 0:
+        raise SystemExit(f"rsl_rl run failed (exit {rc}); see {log}")
+    r = json.loads(out.read_text())
+    r["command"] = "bench/locomotion_rslrl.py " + " ".join(cmd[2:])
+    save("rsl_rl", {"rsl_rl": _summary(r, ANT_TARGET)})
+
+
+# ---- report ------------------------------------------------------------------------------------------------
+def _load(part: str) -> dict | None:
+    p = OUT / f"{part}.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def _secs(x) -> str:
+    return f"{x:.0f} s" if x is not None else "not reached"
+
+
+def report() -> str:
+    lines = ["# One GPU: MuJoCo Warp throughput, PPO end to end, rsl_rl beside it", ""]
+    parts = {p: _load(p) for p in PARTS}
+    if not any(parts.values()):
+        lines += ["No GPU run yet: on a machine with CUDA, `bash benchmark.sh gpu` (or `python bench/gpu.py PART`, "
+                  "one part at a time) fills this table."]
+    env = parts["env"]
+    if env:
+        lines += [f"## Env-steps/s (uniform random actions, same-step autoreset; {env['machine']}, {env['date']})", "",
+                  "| task | backend | envs | env-steps/s | vs CPU batch at 4096 |", "|---|---|---:|---:|---:|"]
+        for r in env["rows"]:
+            ratio = f"{r['vs_cpu_4096']:.1f}x" if "vs_cpu_4096" in r else "1.0x"
+            lines.append(f"| {r['task']} | {r['backend']} | {r['num_envs']} | {r['sps']:,.0f} | {ratio} |")
+        lines.append("")
+    runs = []
+    for part, level in (("ppo-ant", ANT_TARGET), ("ppo-ant-compile", ANT_TARGET), ("rsl_rl", ANT_TARGET),
+                        ("cartpole", CARTPOLE_TARGET)):
+        for name, r in (parts[part] or {}).items():
+            if isinstance(r, dict) and "sps" in r:
+                runs.append((part, name, r, parts[part]))
+    if runs:
+        lines += ["## Training end to end (evaluations left out of the clock; final score on gymnasium's env, 10 "
+                  "episodes)", "", "| run | env steps | env-steps/s | eval reached | at | gymnasium return | command |",
+                  "|---|---:|---:|---:|---:|---:|---|"]
+        for part, name, r, meta in runs:
+            lines.append(f"| {part} {name} | {r['steps'] / 1e6:.0f}M | {r['sps']:,.0f} | >= {r['level']:.0f} | "
+                         f"{_secs(r['reached_seconds'])} | {r['gym_return']:.0f} ± {r['gym_return_std']:.0f} | "
+                         f"`{r['command']}` |")
+        lines.append("")
+        ours, peer = (parts["ppo-ant"] or {}).get("eager"), (parts["rsl_rl"] or {}).get("rsl_rl")
+        if ours and peer:
+            lines.append(f"- Ant x4096, ours (eager) / rsl_rl env-steps/s: {ours['sps'] / peer['sps']:.2f}x; gymnasium "
+                         f"return {ours['gym_return']:.0f} vs {peer['gym_return']:.0f}")
+        ant = {**(parts["ppo-ant"] or {}), **(parts["ppo-ant-compile"] or {})}
+        modes = [(m, ant[m]) for m in ("eager", "compile") if m in ant]
+        if modes:
+            lines += ["- Targets (one H100): Ant x4096 >= 300,000 env-steps/s: "
+                      + ", ".join(f"{r['sps']:,.0f} ({m})" for m, r in modes) + "; Ant to an eval >= 3000 in <= 5 min: "
+                      + ", ".join(f"{_secs(r['reached_seconds'])} ({m})" for m, r in modes),
+                      f"- machine: {ant['machine']}, {ant['date']}"]
+    text = "\n".join(lines) + "\n"
+    (ROOT / "bench" / "results" / "gpu.md").write_text(text)
+    print(text)
+    return text
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("part", nargs="?", default="all", choices=("all", *PARTS, "report"))
+    p.add_argument("--seconds", type=float, default=5.0, help="env part: measuring time per cell")
+    p.add_argument("--steps", type=int, help=f"training parts: env steps (default: Ant {ANT['steps']:,}, CartPole "
+                                             f"{CARTPOLE['steps']:,})")
+    a = p.parse_args()
+    if a.part == "report":
+        report()
+        return
+    if not have_cuda():
+        print("no GPU: torch sees no CUDA device here, so bench/gpu.py has nothing to measure (run it on a machine "
+              "with one; `python bench/gpu.py report` rebuilds bench/results/gpu.md from saved results)")
+        return
+    todo = PARTS if a.part == "all" else (a.part,)
+    for part in todo:
+        if part == "env":
+            part_env(a.seconds)
+        elif part in ("ppo-ant", "ppo-ant-compile"):
+            part_ppo_ant(a.steps or ANT["steps"], compile_=part == "ppo-ant-compile")
+        elif part == "cartpole":
+            part_cartpole(a.steps or CARTPOLE["steps"])
+        else:
+            part_rsl_rl(a.steps or ANT["steps"])
+    report()
+
+
+if __name__ == "__main__":
+    main()

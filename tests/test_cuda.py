@@ -1,0 +1,391 @@
+"""The GPU tier (`pytest -m cuda`, issue 19): every code path that only runs on CUDA, run and checked.
+
+Skipped as a whole where torch sees no GPU (the CPU suite collects and skips it). On a GPU machine:
+
+    pytest -m cuda -n 0          # this module, plus the CUDA cases of test_per.py and test_mujoco_parity.py
+
+`-n 0`: one process owns the GPU (xdist workers would each start a CUDA context and compile Warp kernels).
+
+What is covered, path by path:
+* MuJoCo Warp on CUDA, the frame-skip loop replayed as a CUDA graph: against gymnasium on contact-free steps
+  (test_mujoco_parity.py, CUDA case), graph replay == eager launches here, and `step` makes no host sync
+  (CUDA's own sync detector, `torch.cuda.set_sync_debug_mode("error")`), resets masked on the device included;
+* the envs' deferred action checks: a NaN (or out-of-range) action does not stop `step`, the logging tick raises;
+* whole training loops on CUDA make no per-iteration host sync (CUDA's detector in warn mode: a short and a
+  longer run see the same number of syncs);
+* `--compile` (mode "reduce-overhead": CUDA graphs, capturable Adam) gives the eager run's parameters for
+  a few PPO and SAC updates (inductor's random ops fall back to eager's, so both draw the same numbers);
+* `NumericGuard`'s deferred on-device flag (read through pinned memory): an injected NaN stops the run
+  within two vectorized steps, named, and never reaches a checkpoint;
+* exact `--resume` on CUDA (ppo_vec, sac, ppo_vec on MuJoCo Warp): the resumed run ends bit-identical;
+* PER's sum tree without host syncs (test_per.py, CUDA case);
+* `--pipeline`: the explorer on its own CUDA stream, same seed same result;
+* NCCL: the fusion helpers on a one-process NCCL group (and `torchrun --nproc-per-node 2` PPO when there
+  are two GPUs: NCCL refuses two ranks on one GPU);
+* population training with its members on the GPU.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import envs
+from conftest import ROOT, SMALL_PPO_HOPPER, SMALL_RUNS, assert_same, checkpoint_params, free_port, run_with_snapshots
+
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (pytest -m cuda on a GPU machine)")]
+CUDA = "cuda"
+
+
+def _module(name: str):
+    return importlib.import_module(f"algos.{name}")
+
+
+def _warp():
+    pytest.importorskip("mujoco_warp")
+
+
+# ---- MuJoCo Warp on CUDA ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("env_id", ["Ant-v5", "Humanoid-v5"])
+def test_warp_cuda_graph_equals_eager_launches(env_id):
+    """The captured frame-skip graph replays exactly what launching the kernels one by one computes."""
+    _warp()
+    n, steps = 64, 40
+    graph = envs.make(env_id, num_envs=n, seed=3, device=CUDA, backend="warp")
+    eager = envs.make(env_id, num_envs=n, seed=3, device=CUDA, backend="warp")
+    eager.sim._use_graph = False
+    g = torch.Generator(device=CUDA).manual_seed(0)
+    o1, _ = graph.reset(seed=3)
+    o2, _ = eager.reset(seed=3)
+    torch.testing.assert_close(o1, o2, rtol=0, atol=0)
+    dims = graph.single_action_space.shape
+    for t in range(steps):
+        a = torch.rand(n, *dims, generator=g, device=CUDA) * 2 - 1
+        r1, r2 = graph.step(a), eager.step(a)
+        for x, y, what in zip(r1[:4], r2[:4], ("obs", "reward", "terminated", "truncated")):
+            # the same kernels on the same data: equal up to the order of floating-point atomics in the solver
+            torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5, msg=f"{env_id} {what} differs at step {t}")
+    assert graph.sim._graph is not None and eager.sim._graph is None
+
+
+@pytest.mark.parametrize("env_id", ["Ant-v5", "Hopper-v5"])
+def test_warp_step_makes_no_host_sync(env_id):
+    """After the first steps (kernel loading, graph capture), `step` never waits for the GPU, also when worlds
+    terminate and are reset (masked on the device). Hopper's random actions end episodes within ~20 steps."""
+    _warp()
+    n = 256
+    env = envs.make(env_id, num_envs=n, seed=0, device=CUDA, backend="warp")
+    env.reset(seed=0)
+    dims = env.single_action_space.shape
+    g = torch.Generator(device=CUDA).manual_seed(1)
+    for _ in range(3):
+        env.step(torch.rand(n, *dims, generator=g, device=CUDA) * 2 - 1)
+    torch.cuda.synchronize()
+    dones = torch.zeros(n, device=CUDA)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(60):
+            _, _, term, trunc, info = env.step(torch.rand(n, *dims, generator=g, device=CUDA) * 2 - 1)
+            dones += (term | trunc).float()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    if env_id == "Hopper-v5":
+        assert dones.sum().item() > 0, "no episode ended: the reset path was not exercised"
+
+
+def test_deferred_action_checks_raise_at_the_logging_tick():
+    """On CUDA a bad action does not stop `step` (no host sync); `raise_deferred_errors` (the logging tick) names it."""
+    cart = envs.make("CartPole-v1", num_envs=4, device=CUDA)
+    cart.reset(seed=0)
+    cart.step(torch.tensor([0, 1, 5, 0], device=CUDA))
+    with pytest.raises(ValueError, match="invalid action values, expected integers in \\[0, 2\\)"):
+        cart.raise_deferred_errors()
+    if importlib.util.find_spec("mujoco_warp") is not None:
+        hop = envs.make("Hopper-v5", num_envs=2, device=CUDA, backend="warp")
+        hop.reset(seed=0)
+        hop.step(torch.zeros(2, 3, device=CUDA))
+        hop.raise_deferred_errors()  # finite actions: nothing recorded
+        hop.step(torch.full((2, 3), float("nan"), device=CUDA))
+        with pytest.raises(ValueError, match="finite floats"):
+            hop.raise_deferred_errors()
+
+
+# ---- training loops on CUDA --------------------------------------------------------------------------------
+# (file, settings); tiny networks, a few iterations
+LOOPS = {
+    "ppo_vec": ("ppo_vec", dict(env="CartPole-v1", num_envs=64, num_steps=8, num_minibatches=2, update_epochs=2,
+                                hidden=(32,))),
+    "ppo_vec-pendulum-norm": ("ppo_vec", dict(env="Pendulum-v1", num_envs=64, num_steps=8, num_minibatches=2,
+                                              update_epochs=2, hidden=(32,), norm_obs=True, norm_reward=True)),
+    "ppo_vec-ant-warp": ("ppo_vec", dict(env="Ant-v5", num_envs=256, num_steps=8, num_minibatches=2, update_epochs=2,
+                                         hidden=(32,), mujoco_backend="warp")),
+    "sac": ("sac", dict(env="Pendulum-v1", num_envs=8, batch_size=64, hidden=(32,), learning_starts=16)),
+    "sac-per": ("sac", dict(env="Pendulum-v1", num_envs=8, batch_size=64, hidden=(32,), learning_starts=16, per=True)),
+    "td3": ("td3", dict(env="Pendulum-v1", num_envs=8, batch_size=64, hidden=(32,), learning_starts=16)),
+    "fast_td3": ("fast_td3", dict(env="Pendulum-v1", num_envs=8, batch_size=64, hidden=(32,), learning_starts=16)),
+    "dqn": ("dqn", dict(env="CartPole-v1", num_envs=8, batch_size=64, hidden=(32,), learning_starts=16)),
+}
+
+
+def _count_cuda_syncs(case: str, iterations: int, tmp_path, monkeypatch) -> int:
+    """Synchronizing CUDA calls (CUDA's own detector, warn mode) during a run of `iterations` vectorized steps,
+    with no time-based logging tick and the evaluation stubbed (tests/test_host_sync.py explains the set-up)."""
+    from test_host_sync import FrozenClock, fake_evaluate
+
+    import common.logger
+
+    name, settings = LOOPS[case]
+    mod = _module(name)
+    monkeypatch.setattr(common.logger, "time", FrozenClock())
+    monkeypatch.setattr(mod, "evaluate", fake_evaluate)
+    if hasattr(mod, "time"):
+        monkeypatch.setattr(mod, "time", FrozenClock())
+    fields = mod.Args.__dataclass_fields__
+    steps = settings["num_envs"] * settings.get("num_steps", 1)
+    if "_warp" in case:
+        _warp()
+    args = mod.Args(seed=3, total_steps=iterations * steps, eval_every=0, save_every=0, quiet=True, device=CUDA,
+                    out_dir=str(tmp_path / f"{case}-{iterations}"), **{k: v for k, v in settings.items() if k in fields})
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            mod.main(args)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    return sum("synchronizing" in str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("case", list(LOOPS))
+def test_training_loop_makes_no_host_sync_on_cuda(case, tmp_path, monkeypatch):
+    short = _count_cuda_syncs(case, 6, tmp_path, monkeypatch)
+    long = _count_cuda_syncs(case, 18, tmp_path, monkeypatch)
+    assert long == short, (f"{case}: {short} synchronizing CUDA calls in 6 iterations, {long} in 18: something in the "
+                           f"loop waits for the GPU every iteration (rerun with torch.cuda.set_sync_debug_mode('error') "
+                           f"to see where)")
+    assert short > 0  # the detector is on: the final logging tick reads values
+
+
+@pytest.mark.slow  # torch.compile: a minute or two per file
+@pytest.mark.parametrize("name", ["ppo_vec", "sac"])
+def test_compile_with_cuda_graphs_matches_eager(name, tmp_path, monkeypatch):
+    """A few updates with `--compile` (CUDA graphs, capturable Adam) end where the eager run ends. Inductor's
+    random ops fall back to eager's (`fallback_random`), so both runs draw the same numbers."""
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.setattr(inductor_config, "fallback_random", True)
+    mod = _module(name)
+    if name == "ppo_vec":  # continuous actions: a rounding difference cannot flip a sampled action
+        kw = dict(env="Pendulum-v1", num_envs=32, num_steps=16, num_minibatches=2, update_epochs=2, total_steps=32 * 16 * 3)
+    else:
+        kw = dict(env="Pendulum-v1", num_envs=4, total_steps=4 * 40, learning_starts=4 * 10, batch_size=64,
+                  gradient_steps=1)
+    kw.update(eval_every=0, save_every=0, quiet=True, device=CUDA, hidden=(64, 64), seed=5)
+    eager = checkpoint_params(mod.main(mod.Args(out_dir=str(tmp_path / "eager"), compile=False, **kw))["checkpoint"])
+    compiled = checkpoint_params(mod.main(mod.Args(out_dir=str(tmp_path / "compiled"), compile=True, **kw))["checkpoint"])
+    for k in eager:
+        torch.testing.assert_close(compiled[k].float(), eager[k].float(), rtol=1e-3, atol=1e-4,
+                                   msg=f"{name}: {k} after the compiled run differs from the eager run's")
+
+
+# ---- NumericGuard's deferred flag -------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["ppo_vec", "sac"])
+@pytest.mark.parametrize("what", ["observations", "rewards", "parameters"])
+def test_nan_is_caught_within_two_steps_and_never_checkpointed(name, what, tmp_path, monkeypatch):
+    from test_faults import CONFIGS, _all_finite, _poison_params
+
+    mod = _module(name)
+    kw = dict(CONFIGS[name], out_dir=str(tmp_path), eval_every=0, device=CUDA)
+    calls = kw["total_steps"] // kw["num_envs"]
+    at, seen = int(0.7 * calls), [0]
+    if what == "parameters":  # as tests/test_faults.py: a clean run counts the optimizer steps, 70% of them pass
+        n, adam_step = [0], torch.optim.Adam.step
+
+        def counting(self, *a, **k):
+            n[0] += 1
+            return adam_step(self, *a, **k)
+
+        monkeypatch.setattr(torch.optim.Adam, "step", counting)
+        mod.main(mod.Args(**dict(kw, out_dir=str(tmp_path / "clean"))))
+        monkeypatch.undo()
+        _poison_params(monkeypatch, at_call=max(1, int(0.7 * n[0])))
+    make = envs.make
+
+    def poisoned_make(*a, **k):
+        env = make(*a, **k)
+        if k.get("num_envs") != kw["num_envs"] or hasattr(env, "_poisoned"):
+            return env
+        step = env.step
+
+        def bad_step(actions):
+            out = list(step(actions))
+            seen[0] += 1
+            if what != "parameters" and seen[0] >= at:
+                i = 0 if what == "observations" else 1
+                out[i] = out[i].clone()
+                out[i][(0,) * out[i].dim()] = float("nan")
+            return tuple(out)
+
+        env.step, env._poisoned = bad_step, True
+        return env
+
+    monkeypatch.setattr(envs, "make", poisoned_make)
+    expected = "in the (parameters|[a-zA-Z -]*loss) " if what == "parameters" else f"in the {what} "
+    with pytest.raises(FloatingPointError, match=expected) as err:
+        mod.main(mod.Args(**kw))
+    if what != "parameters":  # the flag is copied without waiting and read one check later at most
+        assert seen[0] - at <= 2, f"{name}: the NaN of env step call {at} was reported at call {seen[0]}"
+    ckpt = next(d for d in tmp_path.iterdir() if d.name != "clean") / "checkpoint.pt"
+    assert ckpt.is_file()
+    assert _all_finite(torch.load(ckpt, weights_only=False, map_location="cpu")), "a checkpoint holds a NaN"
+    assert "--resume" in str(err.value)
+
+
+# ---- exact resume on CUDA ------------------------------------------------------------------------------------
+RESUME = {
+    "ppo_vec": ("ppo_vec", SMALL_RUNS["ppo_vec"]),
+    "sac": ("sac", SMALL_RUNS["sac"]),
+    "ppo_vec-hopper-warp": ("ppo_vec", dict(SMALL_PPO_HOPPER, mujoco_backend="warp")),
+}
+
+
+@pytest.mark.parametrize("case", list(RESUME))
+def test_resume_on_cuda_is_bit_exact(case, tmp_path, monkeypatch):
+    """Interrupted at its first checkpoint and resumed, a CUDA run ends with the uninterrupted run's checkpoint:
+    parameters, optimizer, env state (the Warp worlds included), normalizers, RNG (CUDA generators included)."""
+    name, kw = RESUME[case]
+    if "warp" in case:
+        _warp()
+    mod = _module(name)
+    full, snaps = run_with_snapshots(mod, mod.Args(out_dir=str(tmp_path / "full"), device=CUDA, **kw), monkeypatch)
+    assert len(snaps) >= 2
+    resumed_dir = tmp_path / "resumed"
+    resumed_dir.mkdir()
+    shutil.copy(snaps[0], resumed_dir / "checkpoint.pt")
+    resumed = mod.main(mod.Args(resume=str(resumed_dir / "checkpoint.pt"), quiet=True, eval_episodes=2, eval_every=0,
+                                save_every=0, total_steps=kw["total_steps"], device=CUDA))
+    a = torch.load(full["checkpoint"], weights_only=False, map_location="cpu")
+    b = torch.load(resumed["checkpoint"], weights_only=False, map_location="cpu")
+    keys = [k for k in a if k not in ("seconds", "args")]
+    assert keys == [k for k in b if k not in ("seconds", "args")]
+    for key in keys:
+        assert_same(a[key], b[key], where=f"{case}: {key}")
+
+
+# ---- --pipeline: the explorer on its own CUDA stream -----------------------------------------------------
+@pytest.mark.parametrize("name", ["sac_podracer", "td3_podracer"])
+def test_pipeline_on_cuda_same_seed_same_result(name, tmp_path):
+    from test_pipeline import SMALL, _params, _same
+
+    mod = _module(name)
+    kw = dict(SMALL, device=CUDA)
+    r1 = mod.main(mod.Args(out_dir=str(tmp_path / "a"), **kw))
+    r2 = mod.main(mod.Args(out_dir=str(tmp_path / "b"), **kw))
+    assert _same(_params(r1["checkpoint"]), _params(r2["checkpoint"])), f"{name} --pipeline on CUDA is not reproducible"
+    rows = [json.loads(line) for line in open(Path(r1["run_dir"]) / "metrics.jsonl")]
+    assert any("pipeline_overlap" in r for r in rows)
+
+
+# ---- NCCL ----------------------------------------------------------------------------------------------------
+def _nccl_worker(rank: int, port: int, out: str) -> None:
+    """One process, one GPU, an NCCL group of one: every helper of common/distributed.py runs its collective."""
+    import dataclasses
+
+    import torch.distributed as dist
+
+    from common import distributed
+    from common.wrappers import RunningMeanStd
+
+    @dataclasses.dataclass(frozen=True)
+    class One(distributed.Context):  # a group of one that still calls the collectives
+        @property
+        def enabled(self) -> bool:
+            return True
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    ctx = One(0, 1, 0)
+    torch.manual_seed(0)
+    net = torch.nn.Linear(3, 2).cuda()
+    opt = torch.optim.Adam(net.parameters(), lr=0.1)
+    net(torch.randn(4, 3, device="cuda")).square().sum().backward()
+    grads = [p.grad.clone() for p in net.parameters()]
+    distributed.allreduce_gradients(ctx, [net])
+    opt.step()
+    before = [p.detach().clone() for p in net.parameters()]
+    distributed.fuse(ctx, [net], [opt])
+    distributed.broadcast(ctx, [net])
+    rms = RunningMeanStd((3,), "cuda")
+    rms.update(torch.randn(10, 3, device="cuda"))
+    rms_before = rms.state_dict()
+    distributed.fuse_statistics(ctx, [rms])
+    mean = distributed.all_mean(ctx, torch.tensor([1.0, 2.0], device="cuda"))
+    gathered = distributed.gather_to_main(ctx, {"x": torch.ones(2, device="cuda")})
+    torch.save({"grads": grads, "after_grads": [p.grad for p in net.parameters()], "before": before,
+                "after": [p.detach() for p in net.parameters()], "rms": (rms_before, rms.state_dict()), "mean": mean,
+                "gathered": gathered}, f"{out}/nccl.pt")
+    dist.destroy_process_group()
+
+
+def test_nccl_helpers_on_one_gpu(tmp_path):
+    import torch.multiprocessing as mp
+
+    mp.spawn(_nccl_worker, args=(free_port(), str(tmp_path)), nprocs=1, join=True)
+    r = torch.load(tmp_path / "nccl.pt", weights_only=False, map_location="cpu")
+    for a, b in zip(r["grads"], r["after_grads"]):
+        torch.testing.assert_close(a, b)  # the mean over one rank is the rank's own
+    for a, b in zip(r["before"], r["after"]):
+        torch.testing.assert_close(a, b)
+    torch.testing.assert_close(r["rms"][0]["mean"], r["rms"][1]["mean"])
+    torch.testing.assert_close(r["mean"], torch.tensor([1.0, 2.0]))
+    assert len(r["gathered"]) == 1 and torch.equal(r["gathered"][0]["x"].cpu(), torch.ones(2))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL needs one GPU per rank: two GPUs")
+def test_torchrun_two_gpus_ppo_learns_cartpole(tmp_path):
+    script = (
+        "import json, sys; sys.path.insert(0, '.');"
+        "from algos import ppo_podracer;"
+        "r = ppo_podracer.main(ppo_podracer.Args(env='CartPole-v1', num_envs=1024, total_steps=1_000_000, eval_every=0,"
+        f" save_every=0, quiet=True, device='cuda', out_dir={str(tmp_path)!r}));"
+        "print('RESULT', json.dumps(r))"
+    )
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+                          str(free_port()), "--no-python", sys.executable, "-c", script], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    results = [json.loads(line.split("RESULT", 1)[1]) for line in out.stdout.splitlines() if "RESULT" in line]
+    main = [r for r in results if r["run_dir"] != "None"]
+    assert len(main) == 1 and main[0]["eval_return"] >= 400, results
+
+
+# ---- population members on the GPU ----------------------------------------------------------------------
+@pytest.mark.slow
+def test_population_members_train_on_the_gpu(tmp_path):
+    from population import population as P
+
+    cmd = [sys.executable, "-m", "population", "--dir", str(tmp_path / "pop"), "--population", "2", "--rounds", "2",
+           "--steps-per-round", "60000", "--", "--env", "CartPole-v1", "--num-envs", "256", "--device", "cuda",
+           "--no-anneal-lr"]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
+                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    index = json.loads((tmp_path / "pop" / "leaderboard.json").read_text())
+    assert {f"m{m}-r1" for m in range(2)} <= {e["id"] for e in index}
+    ckpt = torch.load(index[0]["checkpoint"], weights_only=False, map_location="cpu")
+    assert ckpt["args"]["device"] == "cuda"
+    assert index[0]["score"] >= 400, index[0]
+    assert [e for e in P.read_events(tmp_path / "pop") if e["event"] == "round"]
