@@ -28,9 +28,12 @@
 #                 gymnasium's env; one group per task (budgets in bench/locomotion.py TASKS, each <= ~2 h)
 #   locomotion-offpolicy-hopper, -halfcheetah, -ant
 #                 fast_td3 and sac in the many-envs, large-batch regime on the same env, seeds 1-3, one core
-#                 each, budgets in bench/locomotion.py OFFPOLICY; drawn on the PPO plots of the task
+#                 each, 150k env steps, budgets in bench/locomotion.py OFFPOLICY (~40 min per group);
+#                 drawn on the PPO plots of the task
 #   locomotion-flagship  python algos/ppo_vec.py --env Ant --num-envs 4096 (GPU-sized defaults) on every core,
 #                 10M steps, final eval on gymnasium's Ant (about 40 min on 2 cores)
+#   locomotion-profile  where the time goes, ppo_vec vs rsl_rl on Ant and Humanoid (cProfile buckets:
+#                 physics, env, policy, advantages, update; ~5 min) -> bench/results/locomotion/profile.md
 #   locomotion    every locomotion-* group above, then the report (about 13 hours)
 #   report locomotion   the locomotion table and PNGs from whatever tasks have run
 #   gpu           one CUDA GPU (bench/gpu.py): Ant/Humanoid env-steps/s on MuJoCo Warp at N = 1024/4096/16384
@@ -92,7 +95,8 @@ case "$group" in
   locomotion-offpolicy-hopper|locomotion-offpolicy-halfcheetah|locomotion-offpolicy-ant)
              $PY bench/locomotion.py run "${group#locomotion-offpolicy-}" --sides fast_td3 sac ;;
   locomotion-flagship) $PY bench/locomotion.py flagship ;;
-  locomotion) for t in hopper halfcheetah walker2d ant humanoid offpolicy-hopper offpolicy-halfcheetah offpolicy-ant flagship; do
+  locomotion-profile) for t in Ant Humanoid; do $PY bench/locomotion_profile.py --task "$t"; done ;;
+  locomotion) for t in hopper halfcheetah walker2d ant humanoid offpolicy-hopper offpolicy-halfcheetah offpolicy-ant flagship profile; do
                bash "$0" "locomotion-$t"; done ;;
   report)    if [ "${2:-}" = locomotion ]; then $PY bench/locomotion.py report
              else $PY bench/suite.py report "${2:?usage: bash benchmark.sh report GROUP}"; fi ;;
@@ -100,6 +104,6 @@ case "$group" in
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, full, report, peers, compile, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK or locomotion-flagship" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, full, report, peers, compile, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-flagship, locomotion-profile or gpu" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"

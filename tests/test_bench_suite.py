@@ -170,3 +170,21 @@ def test_gpu_benchmark_without_a_gpu_says_so_and_exits_0():
         pytest.skip("a GPU is present")
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "ppo-ant"], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.startswith("no GPU: torch sees no CUDA device here"), out
+
+
+# ---- bench/locomotion_profile.py: every bucket is found on both sides ------------------------------------
+@pytest.mark.slow
+def test_locomotion_profile_finds_every_bucket_on_both_sides(tmp_path):
+    """The profile reads functions by name (our env's and rsl_rl's): a rename must not quietly zero a bucket."""
+    import locomotion_profile as lp
+
+    ours = lp.side_ours("Hopper", 8192, str(tmp_path))
+    theirs = lp.side_rsl("Hopper", 4096)
+    for side in (ours, theirs):
+        assert side["steps"] in (4096, 8192)
+        for bucket in ("physics", "env", "policy", "update"):
+            assert 0 < side[bucket] < side["total"], (bucket, side)
+        assert sum(side[b] for b in ("physics", "env", "policy", "advantages", "update")) <= 1.05 * side["total"]
+    assert ours["advantages"] > 0
+    text = lp.table("Hopper", {"ours": ours, "rsl_rl": theirs})
+    assert "| physics |" in text and "| update |" in text and text.count("\n| ") >= 8
