@@ -17,6 +17,11 @@ A vec env follows gymnasium's `VectorEnv` API with torch tensors on `env.device`
   CPU; on an accelerator they are accumulated on the device and raised at the next logging tick
   (`raise_deferred_errors`, called by `EpisodeStatistics.pop`), so `step` never waits for the device.
 
+* `step` and `reset` may be called inside `torch.inference_mode()` (rsl_rl's runner does) and
+  outside it, in any order: they run with inference mode off (`NormalTensors`), so the env's state
+  and the tensors it returns are normal tensors (an inference tensor cannot be updated in place
+  or saved for backward outside inference mode).
+
 `TorchVecEnv` is the base for torch-native batched environments: a subclass describes a single
 task as pure tensor functions over a `[N, state_dim]` state and gets time limits, autoreset,
 `final_obs`, action validation, seeding and checkpointable state from here.
@@ -24,6 +29,7 @@ task as pure tensor functions over a `[N, state_dim]` state and gets time limits
 
 from __future__ import annotations
 
+import functools
 import math
 
 from typing import Any
@@ -90,7 +96,36 @@ def check_actions(
     return actions
 
 
-class ActionChecks:
+def outside_inference_mode(fn):
+    """`fn` run with `torch.inference_mode` off (and autograd off) when its caller has it on: tensors it
+    creates, the env state it keeps among them, are normal tensors, which the caller may later update in
+    place or use in autograd outside inference mode. Outside inference mode it is `fn` as it was."""
+    if getattr(fn, "_outside_inference_mode", False):
+        return fn
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if not torch.is_inference_mode_enabled():
+            return fn(*args, **kwargs)
+        with torch.inference_mode(False), torch.no_grad():
+            return fn(*args, **kwargs)
+
+    wrapper._outside_inference_mode = True
+    return wrapper
+
+
+class NormalTensors:
+    """Mixin of every vec env and wrapper here: the `__init__`, `step`, `reset` and `load_state_dict` a class
+    defines (a subclass's own, a user's env's too) run outside inference mode (`outside_inference_mode`)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in ("__init__", "step", "reset", "load_state_dict"):
+            if name in cls.__dict__ and callable(cls.__dict__[name]):
+                setattr(cls, name, outside_inference_mode(cls.__dict__[name]))
+
+
+class ActionChecks(NormalTensors):
     """Action validation shared by the batched envs (`TorchVecEnv`, the MuJoCo tasks).
 
     Needs `single_action_space`, `num_envs`, `device`, `_discrete` and a device flag
@@ -244,7 +279,7 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         return f"{type(self).__name__}({self.env_id}, num_envs={self.num_envs}, device={self.device})"
 
 
-class VecEnvWrapper(gym.vector.VectorWrapper):
+class VecEnvWrapper(NormalTensors, gym.vector.VectorWrapper):
     """Base for the torch vec-env wrappers in `common.wrappers`.
 
     Unknown attributes (`device`, `raise_deferred_errors`, ...) are looked up on the wrapped env;

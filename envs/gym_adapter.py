@@ -12,10 +12,10 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from common.vec_env import check_actions
+from common.vec_env import NormalTensors, check_actions
 
 
-class GymnasiumVecEnv(gym.vector.VectorEnv):
+class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
     def __init__(

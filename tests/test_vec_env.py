@@ -138,3 +138,66 @@ def test_evaluate_runs_on_native_and_gymnasium_ids():
     host = evaluate(upright, "CartPole-v0", episodes=3, seed=0)  # gymnasium adapter, 200-step limit
     assert native["eval_length"] == 500 and host["eval_length"] == 200
     assert native["returns"] == [500.0] * 3 and host["returns"] == [200.0] * 3
+
+
+# ---- torch.inference_mode: rsl_rl steps envs inside it; training code steps them outside ------------------
+INFERENCE_IDS = [*envs.NATIVE, *envs.MULTI_AGENT, *envs.MUJOCO_IDS, "InvertedPendulum-v5"]
+
+
+def _random_actions(env):
+    return torch.as_tensor(env.action_space.sample())
+
+
+@pytest.mark.parametrize("env_id", INFERENCE_IDS)
+def test_stepping_inside_then_outside_inference_mode(env_id):
+    """Made, reset and stepped in `torch.inference_mode()`, then stepped, reset, checkpointed and used in
+    autograd outside it, then inside again: no `Inplace update to inference tensor` (the in-place
+    `elapsed += 1` used to raise it), and what the env returns is a normal tensor."""
+    from common.wrappers import wrap_env
+
+    with torch.inference_mode():
+        env = envs.make(env_id, num_envs=3, seed=0)
+        if env_id not in envs.MULTI_AGENT:
+            env = wrap_env(env, norm_obs=True, norm_reward=True)
+        env.reset(seed=0)
+        for _ in range(3):
+            env.step(_random_actions(env))
+    for _ in range(3):
+        obs, reward, *_ = env.step(_random_actions(env))
+    assert not obs.is_inference() and not reward.is_inference()
+    obs, _ = env.reset(seed=1)
+    env.load_state_dict(env.state_dict())
+    obs, reward, *_ = env.step(_random_actions(env))
+    weight = torch.ones(obs[0].numel(), requires_grad=True)
+    (obs.flatten(1).float() @ weight).sum().backward()  # an inference tensor cannot be saved for backward
+    assert weight.grad is not None
+    with torch.inference_mode():
+        env.step(_random_actions(env))
+    env.step(_random_actions(env))
+    env.close()
+
+
+def test_a_users_env_subclass_gets_the_same_guarantee():
+    class Counter(TorchVecEnv):  # a user's task that overrides `step` with in-place state updates
+        env_id = "Counter-v0"
+
+        def __init__(self, num_envs=2, device="cpu", seed=None):
+            box = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+            super().__init__(num_envs, box, box, device, seed=seed)
+
+        def _sample_initial_state(self, n):
+            return torch.zeros(n, 1)
+
+        def _observe(self, state):
+            return state.clone()
+
+        def step(self, actions):
+            self.state += actions
+            zeros = torch.zeros(self.num_envs, dtype=torch.bool)
+            return self.state.clone(), self.state[:, 0], zeros, zeros, {"final_obs": self.state.clone(), "_final_obs": zeros}
+
+    with torch.inference_mode():
+        env = Counter()
+        env.step(torch.ones(2, 1))
+    obs, *_ = env.step(torch.ones(2, 1))
+    assert obs.tolist() == [[2.0], [2.0]] and not obs.is_inference()
