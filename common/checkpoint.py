@@ -94,7 +94,7 @@ def load_checkpoint(path: str | os.PathLike, algo: str | None = None, env_id: st
 
 # flags that may change when a run is resumed; every other flag is the run's identity
 RESUME_MAY_CHANGE = {"resume", "total_steps", "quiet", "track", "wandb_project", "device", "eval_every",
-                     "eval_episodes", "save_every", "out_dir", "compile"}
+                     "eval_episodes", "save_every", "out_dir", "compile", "tensorboard"}
 
 
 def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):

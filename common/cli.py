@@ -49,6 +49,8 @@ class RunArgs:
     """wandb project name"""
     out_dir: str = "runs"
     """where run directories (metrics, curves, checkpoints) are created"""
+    tensorboard: bool = True
+    """also write the logged scalars as TensorBoard events in the run directory (`tensorboard --logdir runs`)"""
     eval_every: int = 100_000
     """evaluate the deterministic policy every this many environment steps (0: only at the end)"""
     eval_episodes: int = 10

@@ -1,6 +1,6 @@
 """Where a run writes and what it writes while training: the run directory (created, checked
 writable with disk to spare), the console progress line, `metrics.jsonl` + `metrics.csv`,
-`curves.png` and optional wandb tracking; and the two small pieces of bookkeeping every training loop
+`curves.png`, TensorBoard events (`--tensorboard`, on by default) and optional wandb tracking; and the two small pieces of bookkeeping every training loop
 shares: `Meter` (named statistics summed on the device) and `Ticks` (when to log, evaluate, save).
 Nothing here is an algorithm; the loop calls it at logging ticks (and `Meter.add`, which never syncs)."""
 
@@ -78,7 +78,11 @@ def _fmt_time(seconds: float) -> str:
 
 
 class Logger:
-    """Console progress line, `metrics.jsonl` + `metrics.csv`, `curves.png`, optional wandb.
+    """Console progress line, `metrics.jsonl` + `metrics.csv`, `curves.png`, TensorBoard events, optional wandb.
+
+    TensorBoard (`args.tensorboard`): every numeric field of every `metrics.jsonl` row, under the same name,
+    at the row's `step`; a resumed run first drops the events logged after its checkpoint (`purge_step`),
+    as it drops those rows from `metrics.jsonl`.
 
     `log(step, episodes, evaluation, **metrics)` is the one call a training loop makes at a logging tick;
     `seconds` (wall time since start, resumed runs included) and `sps` are added here. `burn_in` is the
@@ -104,6 +108,16 @@ class Logger:
                 with open(self.jsonl, "w") as f:
                     f.writelines(json.dumps(r) + "\n" for r in self.rows)
         (self.run_dir / "args.json").write_text(json.dumps(_jsonable(args), indent=2))
+        self.tb = None
+        if getattr(args, "tensorboard", False):
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # on by default: a missing package costs the event file, not the run
+                print("note: the tensorboard package is not installed, so no TensorBoard events are written "
+                      "(pip install tensorboard, or --no-tensorboard to silence this)", flush=True)
+            else:
+                purge = None if resume_step is None else resume_step + 1  # events after the checkpoint go
+                self.tb = SummaryWriter(str(self.run_dir), purge_step=purge, flush_secs=30)
         self.wandb = None
         if track:
             try:
@@ -152,6 +166,8 @@ class Logger:
         row = self._log(step, metrics)
         if evaluation is not None:
             self.write_files()
+            if self.tb is not None:
+                self.tb.flush()
         return row
 
     def _log(self, step: int, metrics: dict) -> dict:
@@ -166,6 +182,10 @@ class Logger:
             f.write(json.dumps(row) + "\n")
         if self.wandb is not None:
             self.wandb.log(row, step=int(step))
+        if self.tb is not None:
+            for k, v in row.items():
+                if k != "step" and isinstance(v, float):
+                    self.tb.add_scalar(k, v, int(step))
         if not self.quiet:
             self._print(row)
         return row
@@ -196,6 +216,8 @@ class Logger:
 
     def close(self) -> None:
         self.write_files()
+        if self.tb is not None:
+            self.tb.close()
         if self.wandb is not None:
             self.wandb.finish()
 
@@ -220,7 +242,8 @@ def plot_curves(rows: list[dict], path: Path, title: str = "") -> None:
     for ax in axes:
         ax.set_ylabel("episode return")
         ax.grid(alpha=0.3)
-        ax.legend(loc="best")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="best")
     fig.suptitle(title)
     fig.tight_layout()
     tmp = Path(path).with_suffix(".tmp.png")

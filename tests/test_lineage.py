@@ -102,7 +102,8 @@ FEATURES = {  # column: (what it means, test on (Args fields, source))
     "evaluation": ("`--eval-every` deterministic eval", lambda a, s: "eval_every" in a and "evaluate(" in s),
     "load_policy": ("`load_policy(path)` for export", lambda a, s: "\ndef load_policy(" in s),
     "per-env defaults": ("`--env Ant` picks MuJoCo defaults", lambda a, s: "defaults_for=" in s),
-    "tracking": ("`--track` (W&B)", lambda a, s: "track" in a),
+    "tracking": ("`--track` (W&B), TensorBoard events by default (`--no-tensorboard`)",
+                 lambda a, s: "track" in a and "tensorboard" in a),
 }
 
 

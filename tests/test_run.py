@@ -97,3 +97,50 @@ def test_logger_writes_metrics_curves_and_resume_truncation(tmp_path):
     log2 = Logger(tmp_path, "ppo_vec", A(), total_steps=100, quiet=True, resume_step=20)
     assert [r["step"] for r in log2.rows] == [10, 20]
     assert len(open(tmp_path / "metrics.jsonl").readlines()) == 2
+
+
+def _tb_scalars(run_dir) -> dict:
+    """Every scalar in the TensorBoard event files of `run_dir`: {tag: [(step, value), ...]}."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def test_tensorboard_events_hold_the_metrics_rows_and_drop_what_a_resume_drops(tmp_path):
+    class A:
+        env, tensorboard = "CartPole-v1", True
+
+    log = Logger(tmp_path, "ppo_vec", A(), total_steps=100, quiet=True)
+    for s in (10, 20, 30):
+        log.log(s, **{"return": float(s), "pg_loss": 0.5 * s})
+    log.close()
+    tb = _tb_scalars(tmp_path)
+    assert tb["return"] == [(10, 10.0), (20, 20.0), (30, 30.0)] and tb["pg_loss"][-1] == (30, 15.0)
+    assert {"seconds", "sps"} <= set(tb)
+    log2 = Logger(tmp_path, "ppo_vec", A(), total_steps=100, quiet=True, resume_step=20)
+    log2.log(30, **{"return": 99.0})
+    log2.close()
+    assert _tb_scalars(tmp_path)["return"] == [(10, 10.0), (20, 20.0), (30, 99.0)]
+
+    class Off:
+        env, tensorboard = "CartPole-v1", False
+
+    (tmp_path / "off").mkdir()
+    Logger(tmp_path / "off", "ppo_vec", Off(), total_steps=100, quiet=True).close()
+    assert not list((tmp_path / "off").glob("events.out.tfevents.*"))
+
+
+def test_an_algorithm_run_writes_tensorboard_events_equal_to_its_jsonl(tmp_path):
+    import importlib
+
+    ppo_vec = importlib.import_module("algos.ppo_vec")
+    out = ppo_vec.main(ppo_vec.Args(env="CartPole-v1", num_envs=8, total_steps=2048, eval_every=1024, eval_episodes=2,
+                                    quiet=True, out_dir=str(tmp_path)))
+    rows = [json.loads(line) for line in open(f"{out['run_dir']}/metrics.jsonl")]
+    tb = _tb_scalars(out["run_dir"])
+    for key in ("eval_return", "pg_loss", "sps"):
+        want = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), float)]
+        assert [s for s, _ in tb[key]] == [s for s, _ in want] and want
+        np.testing.assert_allclose([v for _, v in tb[key]], [v for _, v in want], rtol=1e-6, equal_nan=True)
