@@ -1,0 +1,63 @@
+"""Policy export (`common/export.py`): every single-agent file's checkpoint to TorchScript, torch.export and
+ONNX, the files run (torch.jit.load, torch.export.load, onnxruntime) and give `load_policy`'s actions within 1e-5 on 1,000 observations, at any
+batch size; the command line's lines and its errors."""
+
+import importlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT, SMALL_RUNS
+from common import export
+
+onnxruntime = pytest.importorskip("onnxruntime")
+
+
+def _train(name: str, tmp_path) -> str:
+    module = importlib.import_module(f"algos.{name}")
+    settings = dict(SMALL_RUNS[name], out_dir=str(tmp_path / "runs"))
+    if "norm_obs" in module.Args.__dataclass_fields__:
+        settings["norm_obs"] = True  # the normalizer is part of what is exported
+    return module.main(module.Args(**settings))["checkpoint"]
+
+
+def _export_and_check(ckpt: str, tmp_path) -> None:
+    out = export.main(export.Args(checkpoint=ckpt, onnx=str(tmp_path / "policy.onnx"),
+                                  torchscript=str(tmp_path / "policy.pt"), pt2=str(tmp_path / "policy.pt2")))
+    assert all(out[kind]["max_abs_diff"] <= 1e-5 for kind in ("torchscript", "pt2", "onnx"))
+    policy, ckpt_ = export.load_policy(ckpt)
+    for batch in (1, 7):  # the batch dimension is free in both files
+        obs = export.sample_observations(policy, ckpt_, batch, seed=batch)
+        want = policy(obs).numpy()
+        ts = torch.jit.load(str(tmp_path / "policy.pt"))(obs).numpy()
+        pt2 = torch.export.load(str(tmp_path / "policy.pt2")).module()(obs).numpy()
+        ort = onnxruntime.InferenceSession(str(tmp_path / "policy.onnx")).run(None, {"obs": obs.numpy()})[0]
+        for got in (ts, pt2, ort):
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+
+
+def test_ppo_vec_with_observation_normalization_exports_to_both(tmp_path):
+    _export_and_check(_train("ppo_vec", tmp_path), tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(n for n in SMALL_RUNS if n != "ppo_vec"))
+def test_every_single_agent_file_exports_to_both(name, tmp_path):
+    _export_and_check(_train(name, tmp_path), tmp_path)
+
+
+def test_the_command_line_says_what_it_wrote_and_refuses_bad_input(tmp_path):
+    cmd = [sys.executable, "-m", "common.export", _train("dqn", tmp_path)]
+    ok = subprocess.run([*cmd, "--torchscript", str(tmp_path / "p.pt")], cwd=ROOT, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert "-> " + str(tmp_path / "p.pt") + " (torchscript): matches load_policy on 1000 observations" in ok.stdout
+    nothing = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert nothing.returncode == 2 and nothing.stderr.strip() == (
+        "error: nothing to write: pass --onnx PATH, --torchscript PATH and/or --pt2 PATH")
+    missing = subprocess.run([sys.executable, "-m", "common.export", str(tmp_path / "none.pt"), "--onnx", "x.onnx"],
+                             cwd=ROOT, capture_output=True, text=True)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr and "no checkpoint at" in missing.stderr
