@@ -193,8 +193,13 @@ def run(task: str, seeds: list[int], steps: int | None, num_envs: int | None, ev
     meta = {"task": tid, "seeds": seeds, "sides": sides, "group_wall_seconds": time.perf_counter() - t0,
             "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}",
             "date": time.strftime("%Y-%m-%d")}
-    group = "group.json" if sides == ["ours", "rsl_rl"] else f"group_{'_'.join(sides)}.json"
-    (RESULTS / name / group).write_text(json.dumps(meta, indent=1))
+    group = RESULTS / name / ("group.json" if sides == ["ours", "rsl_rl"] else f"group_{'_'.join(sides)}.json")
+    if group.exists():  # seeds added to a group run earlier: one record, the wall times summed
+        old = json.loads(group.read_text())
+        if set(old["seeds"]).isdisjoint(seeds):
+            meta["seeds"] = sorted(old["seeds"] + seeds)
+            meta["group_wall_seconds"] += old["group_wall_seconds"]
+    group.write_text(json.dumps(meta, indent=1))
     print(f"[{name}] group wall time {meta['group_wall_seconds'] / 60:.1f} min", flush=True)
 
 
