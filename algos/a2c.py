@@ -35,7 +35,7 @@ from common.device import compile_fn, resolve_device, rng_state, seed_everything
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
-from common.vec_env import check_single_agent
+from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "a2c"
@@ -108,15 +108,14 @@ def default_args(env_id: str, num_envs: int | None = None, device: str = "auto")
 
 
 def check_args(args: Args, envs_) -> None:
-    check_single_agent(envs_, args.env, ALGO)
+    check_single_agent(envs_, args.env, ALGO, groups=True)
     batch = args.num_envs * args.num_steps
     if args.num_steps <= 0:
         raise ValueError("--num-steps must be positive")
     if args.total_steps < batch:
         raise ValueError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
-    if len(envs_.single_observation_space.shape) != 1:
-        raise ValueError(f"ppo_vec's MLP needs flat observations, {args.env} has shape "
-                         f"{envs_.single_observation_space.shape}; flatten them in the env")
+    if any(len(s.shape) != 1 for s in group_spaces(envs_.single_observation_space)):
+        raise ValueError(f"{ALGO}'s MLP needs flat observations, {args.env} has {envs_.single_observation_space}")
     space = envs_.single_action_space
     if not isinstance(space, (gym.spaces.Discrete, gym.spaces.Box)):
         raise ValueError(f"ppo_vec supports Discrete and Box action spaces, got {space}")
@@ -137,20 +136,21 @@ def mlp(sizes, out_std: float) -> nn.Sequential:
 
 
 class Agent(nn.Module):
-    def __init__(self, obs_dim: int, action_space: gym.Space, hidden=(64, 64), init_log_std: float = 0.0):
-        super().__init__()
+    def __init__(self, obs_dim: int, action_space: gym.Space, hidden=(64, 64), init_log_std=0.0, critic_dim=0):
+        super().__init__()  # critic_dim > 0: a `critic` obs group, stored after the policy's (concat_groups)
+        self.obs_dim, self.asymmetric = obs_dim, critic_dim > 0  # actor: the first obs_dim columns; critic: the rest
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
         out = action_space.n if self.discrete else int(np.prod(action_space.shape))
-        self.critic = mlp([obs_dim, *hidden, 1], out_std=1.0)
+        self.critic = mlp([critic_dim or obs_dim, *hidden, 1], out_std=1.0)
         self.actor = mlp([obs_dim, *hidden, out], out_std=0.01)
         if not self.discrete:
             self.log_std = nn.Parameter(torch.full((out,), float(init_log_std)))
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(obs).squeeze(-1)
+        return self.critic(obs[..., self.obs_dim:] if self.asymmetric else obs).squeeze(-1)
 
     def dist(self, obs: torch.Tensor):
-        out = self.actor(obs)
+        out = self.actor(obs[..., :self.obs_dim])
         if self.discrete:
             return Categorical(logits=out, validate_args=False)  # validation would read tensors: host syncs
         return Normal(out, self.log_std.exp().expand_as(out), validate_args=False)
@@ -169,7 +169,7 @@ class Agent(nn.Module):
         return d.log_prob(action).sum(-1), d.entropy().sum(-1), self.value(obs)
 
     def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
-        out = self.actor(obs)
+        out = self.actor(obs[..., :self.obs_dim])
         return out.argmax(-1) if self.discrete else out
 
 
@@ -226,8 +226,8 @@ def main(args: Args) -> dict:
     env = make_env(args, device, args.seed)
     check_args(args, env)
     obs_space, act_space = env.single_observation_space, env.single_action_space
-    obs_dim = int(np.prod(obs_space.shape))
-    agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std).to(device)
+    obs_dim, critic_dim = group_dims(obs_space)  # critic_dim 0: no privileged `critic` group
+    agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std, critic_dim).to(device)
     # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
     # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
@@ -238,7 +238,7 @@ def main(args: Args) -> dict:
     batch_size = args.num_envs * args.num_steps
     num_iterations = args.total_steps // batch_size
     T, N = args.num_steps, args.num_envs
-    obs_buf, final_obs_buf = torch.zeros((2, T, N, obs_dim), device=device)  # rollout storage on the device
+    obs_buf, final_obs_buf = torch.zeros((2, T, N, obs_dim + critic_dim), device=device)  # rollout storage on the device
     act_shape = () if agent.discrete else act_space.shape
     actions_buf = torch.zeros((T, N, *act_shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
     rewards_buf, dones_buf, trunc_buf, values_buf = torch.zeros((4, T, N), device=device)
@@ -254,7 +254,7 @@ def main(args: Args) -> dict:
         step_fn = compile_fn(opt_step, device)
 
     start_iter, global_step, elapsed = 0, 0, 0.0
-    next_obs, _ = env.reset(seed=args.seed)
+    next_obs = concat_groups(env.reset(seed=args.seed)[0])
     if ckpt is not None:
         agent.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
@@ -277,7 +277,7 @@ def main(args: Args) -> dict:
         guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
-            "obs_shape": tuple(obs_space.shape), "action_space": repr(act_space),
+            "obs_shape": tuple(group_spaces(obs_space)[0].shape), "action_space": repr(act_space),
             "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(),
             "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
             "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step,
@@ -298,6 +298,7 @@ def main(args: Args) -> dict:
                     obs_buf[t] = next_obs
                     action, logp, value = act_fn(next_obs)
                     next_obs, reward, terminated, truncated, info = env.step(action)
+                    next_obs, info["final_obs"] = concat_groups(next_obs), concat_groups(info["final_obs"])
                     guard.watch("observations", next_obs, info["final_obs"])
                     guard.watch("rewards", reward)
                     actions_buf[t], values_buf[t] = action, value
@@ -313,7 +314,7 @@ def main(args: Args) -> dict:
                                              args.gamma, args.gae_lambda)
 
             # ---- update -----------------------------------------------------------------------------
-            b_obs, b_actions = obs_buf.reshape(-1, obs_dim), actions_buf.reshape(-1, *act_shape)
+            b_obs, b_actions = obs_buf.reshape(-1, obs_dim + critic_dim), actions_buf.reshape(-1, *act_shape)
             loss, stats = loss_fn(agent, args, b_obs, b_actions, advantages.reshape(-1), returns.reshape(-1))
             meter.add(**stats)
             guard.watch("A2C loss", loss)
@@ -346,11 +347,11 @@ def load_policy(path: str, device: str = "cpu") -> PolicyFn:
     """A deterministic `obs -> action` callable from a checkpoint of this file, with observation
     normalization and action rescaling included; takes torch or numpy, batched or single obs."""
     ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
-    obs_shape, raw_space = tuple(env.single_observation_space.shape), env.single_action_space
-    agent = Agent(int(np.prod(obs_shape)), raw_space, args.hidden).to(device)
+    (obs_dim, critic_dim), raw_space = group_dims(env.single_observation_space), env.single_action_space
+    agent = Agent(obs_dim, raw_space, args.hidden, critic_dim=critic_dim).to(device)
     agent.load_state_dict(ckpt["model"])
     to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
-    return PolicyFn(policy_from(agent.eval(), obs_norm, to_env), device, env_id=args.env, obs_shape=obs_shape)
+    return PolicyFn(policy_from(agent.eval(), obs_norm, to_env), device, env_id=args.env, obs_shape=(obs_dim,))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from common.checkpoint import load_checkpoint  # noqa: E402
+from common.vec_env import group_spaces, policy_obs  # noqa: E402
 
 
 class PolicyFn:
@@ -74,7 +75,7 @@ def load_run(path, algo: str, args_cls, device="cpu", **make_kwargs):
     env.close()
     obs_norm = None
     if ckpt.get("obs_norm") is not None:
-        obs_norm = RunningMeanStd(tuple(env.single_observation_space.shape), device)
+        obs_norm = RunningMeanStd(tuple(group_spaces(env.single_observation_space)[0].shape), device)
         obs_norm.load_state_dict(ckpt["obs_norm"])
     return ckpt, args, env, obs_norm
 
@@ -95,7 +96,7 @@ def evaluate(policy: Callable[[torch.Tensor], torch.Tensor], env_id: str, episod
     length = torch.zeros(episodes, dtype=torch.long, device=env.device)
     running = torch.ones(episodes, dtype=torch.bool, device=env.device)
     for t in range(max_steps):
-        obs, reward, term, trunc, _ = env.step(policy(obs))
+        obs, reward, term, trunc, _ = env.step(policy(policy_obs(obs)))  # the policy group only
         ret += reward * running
         length += running
         running &= ~(term | trunc)

@@ -41,6 +41,7 @@ class NumericGuard:
         if name not in self.names:
             self.names.append(name)
         code = self.names.index(name) + 1
+        tensors = [v for t in tensors for v in (t.values() if isinstance(t, dict) else [t])]  # observation groups
         floats = [t for t in tensors if t.is_floating_point()]
         if not floats:
             return

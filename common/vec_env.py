@@ -22,6 +22,12 @@ A vec env follows gymnasium's `VectorEnv` API with torch tensors on `env.device`
   and the tensors it returns are normal tensors (an inference tensor cannot be updated in place
   or saved for backward outside inference mode).
 
+* Observation groups (optional, IsaacLab's convention): an env may return a dict
+  `{"policy": [N, p], "critic": [N, c]}` (space `gymnasium.spaces.Dict`, `final_obs` the same dict)
+  where the critic sees privileged state the policy does not. The PPO files feed `policy` to the actor
+  and `critic` to the value function (stored side by side by `concat_groups`); a deployed policy
+  takes the `policy` group only. Files without an asymmetric critic refuse such an env with one line (`check_single_agent`).
+
 `TorchVecEnv` is the base for torch-native batched environments: a subclass describes a single
 task as pure tensor functions over a `[N, state_dim]` state and gets time limits, autoreset,
 `final_obs`, action validation, seeding and checkpointable state from here.
@@ -341,7 +347,7 @@ def check_env(env, num_envs: int, device: torch.device | str) -> None:
     out = env.reset(seed=0)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise TypeError(f"{name}.reset() must return (obs, info), got {type(out).__name__}")
-    _check_tensor(name, "reset() obs", out[0], (num_envs, *obs_space.shape), env.device, float)
+    _check_obs(name, "reset() obs", out[0], obs_space, num_envs, env.device)
     if isinstance(act_space, gym.spaces.Discrete):
         actions = torch.randint(0, int(act_space.n), (num_envs,), device=env.device)
     elif isinstance(act_space, gym.spaces.Box):
@@ -355,14 +361,55 @@ def check_env(env, num_envs: int, device: torch.device | str) -> None:
         raise TypeError(f"{name}.step() must return (obs, reward, terminated, truncated, info), "
                         f"got {type(out).__name__}{f' of {len(out)}' if isinstance(out, tuple) else ''}")
     obs, reward, terminated, truncated, info = out
-    _check_tensor(name, "step() obs", obs, (num_envs, *obs_space.shape), env.device, float)
+    _check_obs(name, "step() obs", obs, obs_space, num_envs, env.device)
     _check_tensor(name, "step() reward", reward, (num_envs,), env.device, float)
     _check_tensor(name, "step() terminated", terminated, (num_envs,), env.device, bool)
     _check_tensor(name, "step() truncated", truncated, (num_envs,), env.device, bool)
     if not isinstance(info, dict) or "final_obs" not in info:
         raise ValueError(f"{name}.step() info must hold 'final_obs' (the last observation of the episodes that "
                          f"ended, for same-step autoreset), got {sorted(info) if isinstance(info, dict) else info!r}")
-    _check_tensor(name, "step() info['final_obs']", info["final_obs"], (num_envs, *obs_space.shape), env.device, float)
+    _check_obs(name, "step() info['final_obs']", info["final_obs"], obs_space, num_envs, env.device)
+
+
+def policy_obs(obs):
+    """The actor's input: the `policy` group of a dict observation, else `obs`."""
+    return obs["policy"] if isinstance(obs, dict) else obs
+
+
+def concat_groups(obs):
+    """One tensor per observation for rollout storage: `policy` then `critic` along the last axis when
+    the observation has both groups (the PPO files' actor reads the first columns, the critic the rest),
+    else the policy observation."""
+    if isinstance(obs, dict):
+        return torch.cat([obs["policy"], obs["critic"]], -1) if "critic" in obs else obs["policy"]
+    return obs
+
+
+def group_spaces(space: gym.Space) -> tuple[gym.Space, gym.Space]:
+    """(actor space, critic space) of an observation space (the same space twice when it has no groups)."""
+    if isinstance(space, gym.spaces.Dict):
+        if "policy" not in space.spaces:
+            raise ValueError(f"a dict observation space needs a 'policy' group, got groups {list(space.spaces)}")
+        return space["policy"], space.spaces.get("critic", space["policy"])
+    return space, space
+
+
+def group_dims(space: gym.Space) -> tuple[int, int]:
+    """(policy width, critic width) of a flat observation space; the critic width is 0 when the space has no
+    `critic` group (the critic then reads the policy observation)."""
+    policy, critic = group_spaces(space)
+    return int(np.prod(policy.shape)), int(np.prod(critic.shape)) if critic is not policy else 0
+
+
+def _check_obs(env_name: str, what: str, x, space: gym.Space, num_envs: int, device) -> None:
+    if isinstance(space, gym.spaces.Dict):
+        if not isinstance(x, dict) or set(x) != set(space.spaces):
+            raise TypeError(f"{env_name}.{what} must be a dict with the groups of its Dict observation space "
+                            f"{sorted(space.spaces)}, got {sorted(x) if isinstance(x, dict) else type(x).__name__}")
+        for k, sub in space.spaces.items():
+            _check_tensor(env_name, f"{what}[{k!r}]", x[k], (num_envs, *sub.shape), device, float)
+    else:
+        _check_tensor(env_name, what, x, (num_envs, *space.shape), device, float)
 
 
 def _check_tensor(env_name: str, what: str, x, shape: tuple, device, kind) -> None:
@@ -380,9 +427,16 @@ def _check_tensor(env_name: str, what: str, x, shape: tuple, device, kind) -> No
         raise TypeError(f"{env_name}.{what} has dtype {x.dtype}, expected torch.bool")
 
 
-def check_single_agent(env, env_id: str, algo: str) -> None:
+def check_single_agent(env, env_id: str, algo: str, groups: bool = False) -> None:
     """Refuse a multi-agent env (`common/ma_vec_env.py`, observations `[N, n_agents, ...]`) in a
-    single-agent algorithm file, naming the files that train several agents."""
+    single-agent algorithm file, naming the files that train several agents; and an env with observation
+    groups in a file that has no asymmetric critic (`groups=False`)."""
+    space = env.single_observation_space
+    if isinstance(space, gym.spaces.Dict) and not groups:
+        raise ValueError(f"{env_id} has observation groups {sorted(space.spaces)} and algos/{algo}.py feeds one "
+                         f"observation to all its networks: train it with algos/ppo_vec.py (a2c, ppo_h, ppo_podracer: "
+                         f"the critic gets the 'critic' group), or make the env without groups (e.g. "
+                         f"FromRslRl(..., critic_group=None))")
     n_agents = getattr(env, "n_agents", None)
     if n_agents is not None:
         raise ValueError(f"{env_id} is a multi-agent env ({n_agents} agents) and algos/{algo}.py trains one agent: "

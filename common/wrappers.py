@@ -165,37 +165,53 @@ class RescaleAction(VecEnvWrapper):
 class NormalizeObservation(VecEnvWrapper):
     """Normalizes observations by running mean/std (updated while `training`), clipped to +-clip.
 
-    `info["final_obs"]` is normalized with the same statistics.
+    `info["final_obs"]` is normalized with the same statistics. Observation groups (a dict observation,
+    `common/vec_env.py`) get one set of statistics per group; `rms` is the `policy` group's, the one a
+    deployed policy needs.
     """
 
     def __init__(self, env, clip: float = 10.0, training: bool = True):
         super().__init__(env)
-        self.rms = RunningMeanStd(env.single_observation_space.shape, env.device)
+        space = env.single_observation_space
+        spaces = space.spaces if isinstance(space, gym.spaces.Dict) else {None: space}
+        self.group_rms = {k: RunningMeanStd(s.shape, env.device) for k, s in spaces.items()}
+        self.rms = self.group_rms.get("policy", self.group_rms.get(None))
         self.clip = clip
         self.training = training
 
     def _norm(self, obs):
+        if isinstance(obs, dict):
+            return {k: self.group_rms[k].normalize(v, self.clip).to(v.dtype) for k, v in obs.items()}
         return self.rms.normalize(obs, self.clip).to(obs.dtype)
+
+    def _update(self, obs):
+        for k, v in (obs.items() if isinstance(obs, dict) else [(None, obs)]):
+            self.group_rms[k].update(v)
 
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)
         if self.training:
-            self.rms.update(obs)
+            self._update(obs)
         return self._norm(obs), info
 
     def step(self, actions):
         obs, reward, terminated, truncated, info = self.env.step(actions)
         if self.training:
-            self.rms.update(obs)
+            self._update(obs)
         info = dict(info)
         if "final_obs" in info:
             info["final_obs"] = self._norm(info["final_obs"])
         return self._norm(obs), reward, terminated, truncated, info
 
     def own_state_dict(self):
-        return {"rms": self.rms.state_dict(), "clip": self.clip}
+        sd = {"rms": self.rms.state_dict(), "clip": self.clip}
+        if None not in self.group_rms:
+            sd["groups"] = {k: r.state_dict() for k, r in self.group_rms.items()}
+        return sd
 
     def load_own_state_dict(self, sd):
+        for k, r in sd.get("groups", {}).items():
+            self.group_rms[k].load_state_dict(r)
         self.rms.load_state_dict(sd["rms"])
         self.clip = sd["clip"]
 

@@ -21,6 +21,7 @@ import torch
 from envs.chasing import Chasing
 from envs.classic_control import Acrobot, CartPole, MountainCar, MountainCarContinuous, Pendulum
 from envs.mpe import SimpleSpread, SimpleTag
+from envs.partial import CARTPOLE_NOISE as NOISE, factory as _partial
 
 
 def _stock_trading(*args, **kwargs):
@@ -41,6 +42,29 @@ NATIVE = {
     "StockTrading-v0": _stock_trading,  # not a gymnasium task: multi-stock daily trading (envs/stock_trading.py)
 }
 
+
+def _genesis_go2(*args, **kwargs):
+    """`envs.genesis_go2.make_go2` (Genesis imported on first use: `pip install genesis-world`)."""
+    from envs.genesis_go2 import make_go2
+
+    return make_go2(*args, **kwargs)
+
+
+# variants of the native tasks: partially observed (envs/partial.py), with a `critic` observation group holding
+# the full state (-Privileged) for the asymmetric critic of the PPO files
+VARIANTS = {
+    "CartPoleNoVel-v0": _partial(CartPole, (0, 2), False, "CartPoleNoVel-v0"),
+    "CartPoleNoVel-Privileged-v0": _partial(CartPole, (0, 2), True, "CartPoleNoVel-Privileged-v0"),
+    "CartPoleNoisy-v0": _partial(CartPole, None, False, "CartPoleNoisy-v0", NOISE),
+    "CartPoleNoisy-Privileged-v0": _partial(CartPole, None, True, "CartPoleNoisy-Privileged-v0", NOISE),
+}
+
+# external simulators behind envs.from_rsl_rl.FromRslRl (their packages are not project dependencies)
+EXTERNAL = {
+    "GenesisGo2-v0": _genesis_go2,  # Unitree Go2 walking in Genesis (envs/genesis_go2.py), with a critic group
+    "GenesisGo2-NoCritic-v0": lambda *a, **kw: _genesis_go2(*a, privileged_critic=False, **kw),  # policy group only
+}
+
 # multi-agent tasks (`common/ma_vec_env.py` contract), under our ids and mpe2's
 MULTI_AGENT = {
     "simple_spread": SimpleSpread,
@@ -59,12 +83,30 @@ def register(env_id: str, factory) -> None:
     object that keeps the contract of `common/vec_env.py` (subclass `common.vec_env.TorchVecEnv`);
     `make` checks it with one reset and one step (`common.vec_env.check_env`) before training starts.
     A gymnasium env (numpy, one sub-env) needs no registration here: register it with gymnasium and
-    pass its id."""
+    pass its id. From the command line, `--env package.module:factory` imports and registers the factory."""
     if not callable(factory):
         raise TypeError(f"register({env_id!r}, factory): factory must be callable, got {type(factory).__name__}")
-    if env_id in NATIVE or env_id in MULTI_AGENT or mujoco_id(env_id) is not None:
+    if env_id in NATIVE or env_id in VARIANTS or env_id in EXTERNAL or env_id in MULTI_AGENT or mujoco_id(env_id) is not None:
         raise ValueError(f"{env_id!r} is one of the library's own env ids: register yours under another id")
     CUSTOM[env_id] = factory
+
+
+def _import_factory(spec: str):
+    """`package.module:factory` -> the factory (imported from the working directory or sys.path)."""
+    import importlib
+    import sys
+
+    module, _, attr = spec.partition(":")
+    if "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")  # like `python -m`: the user's own modules in the current directory
+    try:
+        factory = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"--env {spec!r}: cannot load factory {attr!r} from module {module!r} ({e}); name an "
+                         f"importable module and a factory(num_envs, device, seed, **kw) in it, e.g. my_tasks:make_go2") from None
+    if not callable(factory):
+        raise ValueError(f"--env {spec!r}: {module}.{attr} is a {type(factory).__name__}, not a factory")
+    return factory
 
 
 MUJOCO_IDS = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5")
@@ -97,6 +139,9 @@ def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", see
         return make_mujoco(env_id, num_envs=num_envs, device=device, seed=seed, **kwargs)
     kwargs.pop("backend", None)  # MuJoCo-only options
     kwargs.pop("nthread", None)
+    if env_id not in CUSTOM and env_id.partition(":")[2].isidentifier():  # `module:factory` (gymnasium's
+        # `module:Env-v0` ids, whose env name is no identifier, go on to gymnasium below)
+        register(env_id, _import_factory(env_id))
     if env_id in CUSTOM:
         from common.vec_env import check_env
 
@@ -104,6 +149,9 @@ def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", see
         env = CUSTOM[env_id](num_envs=num_envs, device=device, seed=seed, **kwargs)
         check_env(env, num_envs, device)
         return env
+    if env_id in VARIANTS or env_id in EXTERNAL:
+        kwargs.pop("vectorization_mode", None)
+        return (VARIANTS.get(env_id) or EXTERNAL[env_id])(num_envs=num_envs, device=device, seed=seed, **kwargs)
     if env_id in NATIVE or env_id in MULTI_AGENT:
         kwargs.pop("vectorization_mode", None)  # only meaningful for host (gymnasium) sub-envs
         cls = NATIVE.get(env_id) or MULTI_AGENT[env_id]
@@ -112,13 +160,14 @@ def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", see
 
     if env_id not in gym.registry:
         # phys2d/ and tabular/ are gymnasium's JAX-only functional envs: not offered here
-        known = sorted(set(NATIVE) | set(MULTI_AGENT) | set(MUJOCO_ALIASES) | set(CUSTOM) | {k for k in gym.registry if not k.startswith(("phys2d/", "tabular/"))})
+        known = sorted(set(NATIVE) | set(VARIANTS) | set(EXTERNAL) | set(MULTI_AGENT) | set(MUJOCO_ALIASES) | set(CUSTOM) | {k for k in gym.registry if not k.startswith(("phys2d/", "tabular/"))})
         close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise ValueError(
             f"unknown env id {env_id!r}.{hint} Torch-native ids: {', '.join(sorted(NATIVE))}; "
             f"batched MuJoCo: {', '.join(MUJOCO_IDS)} (or {', '.join(MUJOCO_ALIASES)}); "
-            f"multi-agent (MPE): {', '.join(MULTI_AGENT)}; "
+            f"multi-agent (MPE): {', '.join(MULTI_AGENT)}; partially observed: {', '.join(VARIANTS)}; "
+            f"external simulators: {', '.join(EXTERNAL)}; "
             f"any id registered with gymnasium also works (see gymnasium.pprint_registry()), and a torch vec "
             f"env of your own once added with envs.register(id, factory)."
         )

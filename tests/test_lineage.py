@@ -104,6 +104,8 @@ FEATURES = {  # column: (what it means, test on (Args fields, source))
     "per-env defaults": ("`--env Ant` picks MuJoCo defaults", lambda a, s: "defaults_for=" in s),
     "tracking": ("`--track` (W&B), TensorBoard events by default (`--no-tensorboard`)",
                  lambda a, s: "track" in a and "tensorboard" in a),
+    "critic group": ("asymmetric critic: a `critic` observation group feeds the value function",
+                     lambda a, s: "groups=True" in s),
 }
 
 
@@ -191,7 +193,7 @@ def test_families_have_their_features_uniformly():
                 "actor-critic": ["ddpg", "ddpg_h", "td3", "td3_h", "fast_td3", "sac", "sac_h", "modsac", "redq"],
                 "multi-agent": ["mappo", "vdn", "qmix", "maddpg", "matd3"]}
     uniform = ["torchrun", "pipeline", "compile", "resume", "NaN guard", "evaluation", "load_policy", "tracking"]
-    per_family = {"ppo": ["per-env defaults"], "actor-critic": ["PER", "normalizers", "per-env defaults"],
+    per_family = {"ppo": ["per-env defaults", "critic group"], "actor-critic": ["PER", "normalizers", "per-env defaults"],
                   "dqn": ["per-env defaults"]}
     for family, files in families.items():
         for col in uniform + per_family.get(family, []):

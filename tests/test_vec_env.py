@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import envs
-from common.vec_env import AutoresetMode, TorchVecEnv
+from common.vec_env import AutoresetMode, TorchVecEnv, concat_groups
 
 
 @pytest.mark.parametrize("env_id", sorted(envs.NATIVE))
@@ -141,7 +141,7 @@ def test_evaluate_runs_on_native_and_gymnasium_ids():
 
 
 # ---- torch.inference_mode: rsl_rl steps envs inside it; training code steps them outside ------------------
-INFERENCE_IDS = [*envs.NATIVE, *envs.MULTI_AGENT, *envs.MUJOCO_IDS, "InvertedPendulum-v5"]
+INFERENCE_IDS = [*envs.NATIVE, *envs.VARIANTS, *envs.MULTI_AGENT, *envs.MUJOCO_IDS, "InvertedPendulum-v5"]
 
 
 def _random_actions(env):
@@ -164,10 +164,11 @@ def test_stepping_inside_then_outside_inference_mode(env_id):
             env.step(_random_actions(env))
     for _ in range(3):
         obs, reward, *_ = env.step(_random_actions(env))
-    assert not obs.is_inference() and not reward.is_inference()
+    assert not concat_groups(obs).is_inference() and not reward.is_inference()
     obs, _ = env.reset(seed=1)
     env.load_state_dict(env.state_dict())
     obs, reward, *_ = env.step(_random_actions(env))
+    obs = concat_groups(obs)  # the observation groups of envs.VARIANTS side by side
     weight = torch.ones(obs[0].numel(), requires_grad=True)
     (obs.flatten(1).float() @ weight).sum().backward()  # an inference tensor cannot be saved for backward
     assert weight.grad is not None

@@ -1,0 +1,134 @@
+"""ppo_vec on an external simulator: Unitree Go2 walking in Genesis (`envs/genesis_go2.py`, through the
+rsl_rl-interface adapter `envs/from_rsl_rl.py`), on Genesis's CPU backend here.
+
+    python bench/genesis_go2.py run                      # seed 1, privileged critic, the budget below
+    python bench/genesis_go2.py run --no-privileged      # the same without the critic group
+    python bench/genesis_go2.py report                   # bench/results/genesis/go2.md and go2.png
+
+Genesis runs in its own venv, `bench/.venv-genesis` (made on first use: the project's requirements, then
+genesis-world), never in the project's: genesis-world's pygel3d pins plotly < 6 and skfolio (the stock data)
+needs plotly >= 6, so the two cannot share one resolver run. Scene build compiles Genesis's kernels, minutes on
+a CPU the first time (cached under ~/.cache/quadrants after).
+
+Curves: the training episodes' return (mean over the episodes that ended in each logging interval) against env
+steps and against wall-clock seconds, and the forward speed reached. Final: a deterministic evaluation on 16
+fresh envs (20 s episodes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV = ROOT / "bench" / ".venv-genesis"
+RESULTS = ROOT / "bench" / "results" / "genesis"
+RUNS = ROOT / "bench" / "runs" / "genesis"
+GENESIS = "genesis-world==1.4.5"
+# PPO on Go2 sized for 2 CPU cores: 64 envs x 24 steps (rsl_rl's usual locomotion horizon), 4 minibatches,
+# 5 epochs, lr 1e-3, (256, 128, 64) networks, normalized observations, initial action std 0.5 (0.125 rad)
+FLAGS = ["--num-envs", "64", "--num-steps", "24", "--num-minibatches", "4", "--update-epochs", "5",
+         "--learning-rate", "1e-3", "--ent-coef", "0.005", "--hidden", "256", "128", "64", "--norm-obs",
+         "--init-log-std", "-0.7", "--eval-episodes", "16", "--save-every", "0"]
+STEPS = 3_000_000
+
+
+def ensure_venv() -> Path:
+    py = VENV / "bin" / "python"
+    probe = [str(py), "-c", "import genesis, tyro, gymnasium, torch; print('ok')"]
+    if py.exists() and subprocess.run(probe, capture_output=True, text=True).stdout.strip() == "ok":
+        return py
+    print(f"creating {VENV.relative_to(ROOT)} (requirements.txt, then {GENESIS})", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "-r", str(ROOT / "requirements.txt")], check=True)
+    subprocess.run([*pip, GENESIS], check=True)
+    subprocess.run(probe, check=True)
+    return py
+
+
+def run(seed: int, steps: int, privileged: bool) -> None:
+    py = ensure_venv()
+    tag = f"{'privileged' if privileged else 'plain'}_seed{seed}"
+    out_dir = RUNS / tag
+    env = {**os.environ, "OMP_NUM_THREADS": str(os.cpu_count()), "PYTHONUNBUFFERED": "1"}
+    env_id = "GenesisGo2-v0" if privileged else "GenesisGo2-NoCritic-v0"
+    cmd = [str(py), str(ROOT / "algos" / "ppo_vec.py"), "--env", env_id, "--seed", str(seed), "--total-steps",
+           str(steps), "--eval-every", str(steps), "--out-dir", str(out_dir), "--quiet", *FLAGS]
+    print(" ".join(cmd[1:]), flush=True)
+    t0 = time.perf_counter()
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True)
+    run_dir = max(out_dir.glob("*/metrics.jsonl"), key=lambda p: p.stat().st_mtime).parent
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    final = [r for r in rows if "eval_return" in r][-1]
+    curve = [{k: r[k] for k in ("step", "seconds", "return", "ep_length") if k in r} for r in rows if "return" in r]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{tag}.json").write_text(json.dumps({
+        "env": env_id, "seed": seed, "steps": steps, "flags": FLAGS, "privileged_critic": privileged,
+        "eval_return": final["eval_return"], "eval_return_std": final.get("eval_return_std"),
+        "eval_length": final.get("eval_length"), "train_seconds": rows[-1]["seconds"],
+        "wall_seconds": time.perf_counter() - t0, "sps": steps / rows[-1]["seconds"], "curve": curve,
+        "machine": f"{os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}, indent=1))
+    print(f"{tag}: eval {final['eval_return']:.2f} (length {final.get('eval_length', 0):.0f}), "
+          f"{steps / rows[-1]['seconds']:,.0f} env-steps/s", flush=True)
+
+
+def report() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*_seed*.json"))]
+    if not runs:
+        raise SystemExit(f"no runs in {RESULTS}: python bench/genesis_go2.py run")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    lines = ["| critic | seed | env steps | final eval return (16 episodes, max 20 s) | episode length | "
+             "env-steps/s | train time |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in runs:
+        label = f"{'privileged critic' if r['privileged_critic'] else 'policy obs critic'}, seed {r['seed']}"
+        for ax, x in zip(axes, ("step", "seconds")):
+            ax.plot([c[x] for c in r["curve"]], [c["return"] for c in r["curve"]], label=label)
+        lines.append(f"| {'critic group' if r['privileged_critic'] else 'policy group'} | {r['seed']} | {r['steps']:,} | "
+                     f"{r['eval_return']:.2f} ± {r['eval_return_std'] or 0:.2f} | {r['eval_length']:.0f} | "
+                     f"{r['sps']:,.0f} | {r['train_seconds'] / 60:.0f} min |")
+    for ax, x in zip(axes, ("env steps", "wall-clock seconds")):
+        ax.set_xlabel(x)
+        ax.set_ylabel("training episode return")
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    fig.suptitle("ppo_vec on Genesis Go2 walking (CPU backend, 2 cores)")
+    fig.tight_layout()
+    fig.savefig(RESULTS / "go2.png", dpi=110)
+    text = ("# ppo_vec on Genesis Go2 walking\n\n`python bench/genesis_go2.py run` (settings in the script: "
+            f"`{' '.join(FLAGS)}`), Genesis {GENESIS.split('==')[1]} on its CPU backend, "
+            f"{runs[0]['machine']}, {runs[0]['date']}. Curve: go2.png.\n\n" + "\n".join(lines) + "\n")
+    (RESULTS / "go2.md").write_text(text)
+    print(text)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="one training run (and its venv on first use)")
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--steps", type=int, default=STEPS)
+    r.add_argument("--no-privileged", action="store_true", help="the critic reads the policy group only")
+    sub.add_parser("report", help="table and curves from the runs so far")
+    sub.add_parser("setup", help="make bench/.venv-genesis only")
+    a = p.parse_args()
+    if a.cmd == "run":
+        run(a.seed, a.steps, not a.no_privileged)
+    elif a.cmd == "setup":
+        print(ensure_venv())
+    else:
+        report()
+
+
+if __name__ == "__main__":
+    main()
