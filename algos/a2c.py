@@ -243,7 +243,6 @@ def main(args: Args) -> dict:
     actions_buf = torch.zeros((T, N, *act_shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
     rewards_buf, dones_buf, trunc_buf, values_buf = torch.zeros((4, T, N), device=device)
 
-
     def opt_step():  # gradient clipping and the Adam step
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()

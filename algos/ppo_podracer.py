@@ -1,15 +1,14 @@
 """PPO with the ElegantRL-Podracer parallelism: `algos/ppo_vec.py` plus torchrun model fusion.
 
-The algorithm is `algos/ppo_vec.py`'s, unchanged (`diff -w algos/ppo_vec.py algos/ppo_podracer.py` shows
-only the parallelism below); run without torchrun, a run is the same run as `algos/ppo_vec.py`'s.
+The algorithm is `algos/ppo_vec.py`'s, unchanged (`diff -w algos/ppo_vec.py algos/ppo_podracer.py` shows only the
+parallelism below); run without torchrun, a run is the same run as `algos/ppo_vec.py`'s.
 
-Under torchrun (`common.distributed`) every rank steps its own envs and trains its own learner; the
-learners are fused (parameters and Adam moments averaged) every `--fuse-every` updates, or their
-gradients averaged before every step (`--fuse-every 0`); normalizer statistics are pooled across
-ranks at the first fusion point after each rollout (once per iteration with gradient averaging).
-Only rank 0 logs, evaluates and writes the checkpoint, which holds every rank's own state (model,
-optimizer, envs, next observations, RNG), so `--resume` under the same number of processes
-continues exactly.
+Under torchrun (`common.distributed`) every rank steps its own envs and trains its own learner; the learners are fused
+(parameters and Adam moments averaged) every `--fuse-every` updates, or their gradients averaged before every step
+(`--fuse-every 0`); normalizer statistics are pooled across ranks at the first fusion point after each rollout (once
+per iteration with gradient averaging). Only rank 0 logs, evaluates and writes the checkpoint, which holds every rank's
+own state (model, optimizer, envs, next observations, RNG), so `--resume` under the same number of processes continues
+exactly.
 
     torchrun --nproc-per-node 2 algos/ppo_podracer.py --env CartPole-v1
     torchrun --nproc-per-node 8 algos/ppo_podracer.py --env Ant --num-envs 4096   # one GPU per process
@@ -21,6 +20,7 @@ import contextlib
 import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -38,6 +38,7 @@ from common.device import compile_fn, resolve_device, rng_state, seed_everything
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.optim import adapt_lr
 from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces
 from common.wrappers import (ActionScaler, EpisodeStatistics, NormalizeObservation, NormalizeReward, find_wrapper,
                              wrap_env)
@@ -61,7 +62,11 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     learning_rate: float = 2.5e-3
     """Adam learning rate"""
     anneal_lr: bool = True
-    """anneal the learning rate linearly to 0"""
+    """anneal the learning rate linearly to 0 (with --lr-schedule linear)"""
+    lr_schedule: Literal["linear", "adaptive"] = "linear"
+    """linear: --anneal-lr or constant; adaptive: rsl_rl's KL rule after each minibatch (common/optim.py)"""
+    desired_kl: float = 0.01
+    """the KL per minibatch that --lr-schedule adaptive steers the learning rate to"""
     gamma: float = 0.99
     """discount factor"""
     gae_lambda: float = 0.95
@@ -88,8 +93,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     hidden: tuple[int, ...] = (64, 64)
     """hidden layer sizes of actor and critic"""
     norm_obs: bool = False
-    """normalize observations with running statistics (saved in the checkpoint; pooled across ranks
-    under torchrun)"""
+    """normalize observations with running statistics (saved in the checkpoint; pooled across ranks under torchrun)"""
     norm_reward: bool = False
     """scale rewards by the running std of the discounted return (pooled across ranks under torchrun)"""
     init_log_std: float = 0.0
@@ -132,13 +136,11 @@ def default_args(env_id: str, num_envs: int | None = None, device: str = "auto")
 def check_args(args: Args, envs_) -> None:
     check_single_agent(envs_, args.env, ALGO, groups=True)
     batch = args.num_envs * args.num_steps
-    if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0:
-        raise ValueError("--num-steps, --num-minibatches and --update-epochs must be positive")
+    if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0 or args.desired_kl <= 0:
+        raise ValueError("--num-steps, --num-minibatches, --update-epochs and --desired-kl must be positive")
     if batch % args.num_minibatches:
-        raise ValueError(
-            f"num_envs * num_steps = {batch} is not divisible by --num-minibatches {args.num_minibatches}; "
-            f"pick a divisor of {batch}"
-        )
+        raise ValueError(f"num_envs * num_steps = {batch} is not divisible by --num-minibatches "
+                         f"{args.num_minibatches}; pick a divisor of {batch}")
     if batch < args.num_minibatches:
         raise ValueError(f"batch {batch} is smaller than --num-minibatches {args.num_minibatches}")
     if args.total_steps < batch:
@@ -292,7 +294,6 @@ def main(args: Args) -> dict:
     actions_buf = torch.zeros((T, N, *act_shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
     logp_buf, rewards_buf, dones_buf, trunc_buf, values_buf = torch.zeros((5, T, N), device=device)
 
-
     def opt_step():  # gradient clipping and the Adam step
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
@@ -355,7 +356,7 @@ def main(args: Args) -> dict:
     iteration = start_iter - 1
     with resume_hint(ckpt_path) if ctx.is_main else contextlib.nullcontext():  # Ctrl-C: which checkpoint to --resume
         for iteration in range(start_iter, num_iterations):
-            if args.anneal_lr:
+            if args.anneal_lr and args.lr_schedule == "linear":
                 optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
 
             # ---- rollout ----------------------------------------------------------------------------
@@ -398,6 +399,9 @@ def main(args: Args) -> dict:
                     loss.backward()
                     if ctx.enabled and args.fuse_every == 0:
                         distributed.allreduce_gradients(ctx, [agent])
+                    if args.lr_schedule == "adaptive":  # on the device; one rate for all ranks: their mean KL
+                        kl = distributed.all_mean(ctx, stats["approx_kl"]) if ctx.enabled else stats["approx_kl"]
+                        adapt_lr(optimizer.param_groups[0]["lr"], kl, args.desired_kl)
                     step_fn()
                     updates += 1
                     guard.watch_params("parameters", agent)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -40,6 +41,7 @@ from common.device import compile_fn, resolve_device, rng_state, seed_everything
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.optim import adapt_lr
 from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -59,7 +61,11 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     learning_rate: float = 2.5e-3
     """Adam learning rate"""
     anneal_lr: bool = True
-    """anneal the learning rate linearly to 0"""
+    """anneal the learning rate linearly to 0 (with --lr-schedule linear)"""
+    lr_schedule: Literal["linear", "adaptive"] = "linear"
+    """linear: --anneal-lr or constant; adaptive: rsl_rl's KL rule after each minibatch (common/optim.py)"""
+    desired_kl: float = 0.01
+    """the KL per minibatch that --lr-schedule adaptive steers the learning rate to"""
     gamma: float = 0.99
     """discount factor"""
     gae_lambda: float = 0.95
@@ -124,13 +130,11 @@ def default_args(env_id: str, num_envs: int | None = None, device: str = "auto")
 def check_args(args: Args, envs_) -> None:
     check_single_agent(envs_, args.env, ALGO, groups=True)
     batch = args.num_envs * args.num_steps
-    if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0:
-        raise ValueError("--num-steps, --num-minibatches and --update-epochs must be positive")
+    if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0 or args.desired_kl <= 0:
+        raise ValueError("--num-steps, --num-minibatches, --update-epochs and --desired-kl must be positive")
     if batch % args.num_minibatches:
-        raise ValueError(
-            f"num_envs * num_steps = {batch} is not divisible by --num-minibatches {args.num_minibatches}; "
-            f"pick a divisor of {batch}"
-        )
+        raise ValueError(f"num_envs * num_steps = {batch} is not divisible by --num-minibatches "
+                         f"{args.num_minibatches}; pick a divisor of {batch}")
     if batch < args.num_minibatches:
         raise ValueError(f"batch {batch} is smaller than --num-minibatches {args.num_minibatches}")
     if args.total_steps < batch:
@@ -275,7 +279,6 @@ def main(args: Args) -> dict:
     actions_buf = torch.zeros((T, N, *act_shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
     logp_buf, rewards_buf, dones_buf, trunc_buf, values_buf = torch.zeros((5, T, N), device=device)
 
-
     def opt_step():  # gradient clipping and the Adam step
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
@@ -321,7 +324,7 @@ def main(args: Args) -> dict:
     iteration = start_iter - 1
     with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
         for iteration in range(start_iter, num_iterations):
-            if args.anneal_lr:
+            if args.anneal_lr and args.lr_schedule == "linear":
                 optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
 
             # ---- rollout ----------------------------------------------------------------------------
@@ -358,6 +361,8 @@ def main(args: Args) -> dict:
                     guard.watch("PPO loss", loss)
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
+                    if args.lr_schedule == "adaptive":  # on the device: no host sync
+                        adapt_lr(optimizer.param_groups[0]["lr"], stats["approx_kl"], args.desired_kl)
                     step_fn()
                     guard.watch_params("parameters", agent)
                     guard.check(global_step)

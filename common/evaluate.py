@@ -62,6 +62,37 @@ class PolicyFn:
         return a.cpu().numpy() if as_numpy else a
 
 
+class RecurrentPolicyFn(PolicyFn):
+    """A `PolicyFn` with memory (a recurrent policy, `algos/ppo_rnn.py`): `core(obs, state) -> (action, state)`,
+    the state batch first, one row per observation of the batch, kept from call to call.
+
+        policy.reset()         forget everything: call it before new episodes (`evaluate` does)
+        policy.reset(done)     forget the rows where `done` (bool [B]) is true: with a vec env that resets
+                               its sub-envs itself, pass `terminated | truncated` after each step
+
+    The first call, and a call with another batch size, start from `initial_state(batch)` (zeros)."""
+
+    def __init__(self, core: Callable, initial_state: Callable[[int], torch.Tensor], device="cpu",
+                 env_id: str | None = None, obs_shape: tuple | None = None):
+        self.recurrent_core, self.initial_state, self.state = core, initial_state, None
+
+        def step(x):
+            if self.state is None or self.state.shape[0] != x.shape[0]:
+                self.state = initial_state(x.shape[0])
+            action, self.state = core(x, self.state)
+            return action
+
+        super().__init__(step, device, env_id, obs_shape)
+
+    def reset(self, done=None) -> None:
+        if done is None or self.state is None:
+            self.state = None
+            return
+        keep = ~torch.as_tensor(np.asarray(done) if not isinstance(done, torch.Tensor) else done,
+                                dtype=torch.bool, device=self.state.device)
+        self.state = self.state * keep.view(-1, *([1] * (self.state.dim() - 1))).to(self.state.dtype)
+
+
 def load_run(path, algo: str, args_cls, device="cpu", **make_kwargs):
     """What an algorithm file's `load_policy` needs from one of its checkpoints: `(checkpoint, its Args, a
     one-sub-env instance of its env (closed; its spaces are the raw ones, before any wrapper), the saved
@@ -92,6 +123,8 @@ def evaluate(policy: Callable[[torch.Tensor], torch.Tensor], env_id: str, episod
     # in-process sub-envs for host simulators: no worker processes spawned per evaluation
     env = envs.make(env_id, num_envs=episodes, device=device, seed=seed, vectorization_mode="sync")
     obs, _ = env.reset(seed=seed)
+    if hasattr(policy, "reset"):  # a recurrent policy starts its episodes with a blank memory
+        policy.reset()
     ret = torch.zeros(episodes, dtype=torch.float64, device=env.device)
     length = torch.zeros(episodes, dtype=torch.long, device=env.device)
     running = torch.ones(episodes, dtype=torch.bool, device=env.device)

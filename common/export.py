@@ -22,6 +22,10 @@ Using the files:
 TorchScript is what rsl_rl and IsaacLab deploy with, and what libtorch loads from C++; torch deprecates it in
 favour of `torch.export` (`--pt2`, loadable from Python and AOTInductor). ONNX is the portable one.
 
+A recurrent policy (`algos/ppo_rnn.py`) exports with its memory as an explicit input and output:
+`action, state = policy(obs, state)`, `state` float32 `[batch, *state_shape]`, zeros at an episode's start
+(ONNX names: inputs `obs`, `state`; outputs `action`, `next_state`). The check then runs two steps.
+
 ONNX export needs `pip install onnx onnxscript` (torch's exporter); single-agent files only (the multi-agent
 ones have per-agent policies and no `load_policy` of this kind).
 """
@@ -64,9 +68,16 @@ class ExportedPolicy(torch.nn.Module):
         return self.core(obs)
 
 
+class ExportedRecurrentPolicy(ExportedPolicy):
+    """A `RecurrentPolicyFn.recurrent_core` ((obs, state) -> (action, next state)) as a module."""
+
+    def forward(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.core(obs, state)
+
+
 def policy_module(checkpoint: str) -> tuple[ExportedPolicy, object, dict]:
     """(the exportable module, the `PolicyFn` it was built from, the checkpoint) on the CPU."""
-    from common.evaluate import PolicyFn
+    from common.evaluate import PolicyFn, RecurrentPolicyFn
 
     policy, ckpt = load_policy(checkpoint, "cpu")
     if not isinstance(policy, PolicyFn):
@@ -74,7 +85,41 @@ def policy_module(checkpoint: str) -> tuple[ExportedPolicy, object, dict]:
                          f"checkpoints of single-agent files (ppo_vec, sac, td3, dqn, ...)")
     if policy.obs_shape is None:
         raise ValueError(f"{checkpoint}: its policy does not say its observation shape; cannot export it")
+    if isinstance(policy, RecurrentPolicyFn):
+        return ExportedRecurrentPolicy(policy.recurrent_core).eval(), policy, ckpt
     return ExportedPolicy(policy.core).eval(), policy, ckpt
+
+
+def example_inputs(module: ExportedPolicy, policy, obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The inputs the module takes for a batch of observations: (obs,) or (obs, blank state)."""
+    if isinstance(module, ExportedRecurrentPolicy):
+        return obs, policy.initial_state(obs.shape[0]).cpu()
+    return (obs,)
+
+
+def reference(policy, inputs: tuple[torch.Tensor, ...]) -> tuple[np.ndarray, ...]:
+    """load_policy's outputs for `inputs` (a recurrent policy: (action, next state), its own state untouched)."""
+    with torch.no_grad():
+        if len(inputs) == 2:
+            return tuple(t.numpy() for t in policy.recurrent_core(*inputs))
+        return (policy(inputs[0]).numpy(),)
+
+
+def check_steps(run, policy, inputs: tuple[torch.Tensor, ...], name: str, atol: float) -> float:
+    """`run(inputs) -> outputs (numpy)` against load_policy's: one step, or two for a recurrent policy (the second
+    from the state the first returned, on other observations)."""
+    err = max(_compare(name, g, w, atol) for g, w in zip(run(inputs), reference(policy, inputs)))
+    if len(inputs) == 2:
+        second = (inputs[0].flip(0), torch.as_tensor(reference(policy, inputs)[1]))
+        err = max(err, *(_compare(name, g, w, atol) for g, w in zip(run(second), reference(policy, second))))
+    return err
+
+
+def _names(example: tuple) -> tuple[list[str], list[str], dict]:
+    batch = torch.export.Dim("batch")
+    if len(example) == 2:
+        return ["obs", "state"], ["action", "next_state"], {"obs": {0: batch}, "state": {0: batch}}
+    return ["obs"], ["action"], {"obs": {0: batch}}
 
 
 def sample_observations(policy, ckpt: dict, n: int = 1000, seed: int = 0) -> torch.Tensor:
@@ -88,7 +133,7 @@ def sample_observations(policy, ckpt: dict, n: int = 1000, seed: int = 0) -> tor
     return x
 
 
-def to_torchscript(module: ExportedPolicy, example: torch.Tensor, path: str) -> None:
+def to_torchscript(module: ExportedPolicy, example: tuple, path: str) -> None:
     with torch.no_grad(), warnings.catch_warnings():
         # shape checks (the action rescaler's) are static for a given policy: what the tracer warns of is intended
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
@@ -97,14 +142,14 @@ def to_torchscript(module: ExportedPolicy, example: torch.Tensor, path: str) -> 
     traced.save(path)
 
 
-def to_pt2(module: ExportedPolicy, example: torch.Tensor, path: str) -> None:
+def to_pt2(module: ExportedPolicy, example: tuple, path: str) -> None:
     with torch.no_grad():
-        program = torch.export.export(module, (example,), dynamic_shapes={"obs": {0: torch.export.Dim("batch")}})
+        program = torch.export.export(module, example, dynamic_shapes=_names(example)[2])
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     torch.export.save(program, path)
 
 
-def to_onnx(module: ExportedPolicy, example: torch.Tensor, path: str) -> None:
+def to_onnx(module: ExportedPolicy, example: tuple, path: str) -> None:
     missing = [m for m in ("onnx", "onnxscript") if importlib.util.find_spec(m) is None]
     if missing:
         raise ImportError(f"--onnx needs onnx and onnxscript ({', '.join(missing)} missing): pip install onnx onnxscript")
@@ -113,9 +158,9 @@ def to_onnx(module: ExportedPolicy, example: torch.Tensor, path: str) -> None:
     logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        torch.onnx.export(module, (example,), path, input_names=["obs"], output_names=["action"], dynamo=True,
-                          dynamic_shapes={"obs": {0: torch.export.Dim("batch")}}, external_data=False,
-                          verbose=False)
+        inputs, outputs, dynamic = _names(example)
+        torch.onnx.export(module, example, path, input_names=inputs, output_names=outputs, dynamo=True,
+                          dynamic_shapes=dynamic, external_data=False, verbose=False)
 
 
 def _compare(name: str, got: np.ndarray, want: np.ndarray, atol: float) -> float:
@@ -128,27 +173,36 @@ def _compare(name: str, got: np.ndarray, want: np.ndarray, atol: float) -> float
     return err
 
 
-def check_torchscript(path: str, policy, obs: torch.Tensor, atol: float = 1e-5) -> float:
+def _outputs(out) -> tuple[np.ndarray, ...]:
+    return tuple(np.asarray(o) for o in (out if isinstance(out, (tuple, list)) else (out,)))
+
+
+def check_torchscript(path: str, policy, inputs: tuple, atol: float = 1e-5) -> float:
+    module = torch.jit.load(path)
     with torch.no_grad():
-        got = torch.jit.load(path)(obs).numpy()
-    return _compare(path, got, policy(obs).numpy(), atol)
+        return check_steps(lambda x: _outputs(tuple(t.numpy() for t in _as_tuple(module(*x)))), policy, inputs, path, atol)
 
 
-def check_pt2(path: str, policy, obs: torch.Tensor, atol: float = 1e-5) -> float:
+def check_pt2(path: str, policy, inputs: tuple, atol: float = 1e-5) -> float:
+    module = torch.export.load(path).module()
     with torch.no_grad():
-        got = torch.export.load(path).module()(obs).numpy()
-    return _compare(path, got, policy(obs).numpy(), atol)
+        return check_steps(lambda x: _outputs(tuple(t.numpy() for t in _as_tuple(module(*x)))), policy, inputs, path, atol)
 
 
-def check_onnx(path: str, policy, obs: torch.Tensor, atol: float = 1e-5) -> float | None:
-    """Max abs difference to `policy` on `obs` through onnxruntime; None when onnxruntime is not installed."""
+def check_onnx(path: str, policy, inputs: tuple, atol: float = 1e-5) -> float | None:
+    """Max abs difference to `policy` on `inputs` through onnxruntime; None when onnxruntime is not installed."""
     try:
         import onnxruntime
     except ImportError:
         return None
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
-    got = session.run(None, {"obs": obs.numpy()})[0]
-    return _compare(path, got, policy(obs).numpy(), atol)
+    names = _names(inputs)[0]
+    return check_steps(lambda x: _outputs(session.run(None, {n: t.numpy() for n, t in zip(names, x)})), policy, inputs,
+                       path, atol)
+
+
+def _as_tuple(out) -> tuple:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
 @dataclass
@@ -172,13 +226,14 @@ def main(args: Args) -> dict:
         raise ValueError("nothing to write: pass --onnx PATH, --torchscript PATH and/or --pt2 PATH")
     module, policy, ckpt = policy_module(args.checkpoint)
     obs = sample_observations(policy, ckpt, max(args.check_samples, 2))
+    inputs = example_inputs(module, policy, obs)
     out = {}
     for kind, path, write, check in (("torchscript", args.torchscript, to_torchscript, check_torchscript),
                                      ("pt2", args.pt2, to_pt2, check_pt2), ("onnx", args.onnx, to_onnx, check_onnx)):
         if not path:
             continue
-        write(module, obs[:2], path)
-        err = check(path, policy, obs, args.atol) if args.check_samples else None
+        write(module, tuple(t[:2].clone() for t in inputs), path)
+        err = check(path, policy, inputs, args.atol) if args.check_samples else None
         out[kind] = {"path": path, "max_abs_diff": err}
         if err is not None:
             checked = f"matches load_policy on {len(obs)} observations (max abs difference {err:.2g})"

@@ -434,7 +434,7 @@ def check_single_agent(env, env_id: str, algo: str, groups: bool = False) -> Non
     space = env.single_observation_space
     if isinstance(space, gym.spaces.Dict) and not groups:
         raise ValueError(f"{env_id} has observation groups {sorted(space.spaces)} and algos/{algo}.py feeds one "
-                         f"observation to all its networks: train it with algos/ppo_vec.py (a2c, ppo_h, ppo_podracer: "
+                         f"observation to all its networks: train it with algos/ppo_vec.py (a2c, ppo_h, ppo_rnn, ppo_podracer: "
                          f"the critic gets the 'critic' group), or make the env without groups (e.g. "
                          f"FromRslRl(..., critic_group=None))")
     n_agents = getattr(env, "n_agents", None)

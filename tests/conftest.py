@@ -131,6 +131,9 @@ SMALL_RUNS = {
     # (actor copy, generator, updates owed) must survive a resume; torchrun is tests/test_distributed*.py's
     "ppo_podracer": dict(env="CartPole-v1", num_envs=16, num_steps=16, num_minibatches=4, total_steps=16 * 16 * 6,
                          eval_every=0, save_every=16 * 16 * 2, eval_episodes=2, quiet=True),
+    # the GRU state travels in the checkpoint; CartPole's short early episodes exercise the resets mid-sequence
+    "ppo_rnn": dict(env="CartPole-v1", num_envs=16, num_steps=16, num_minibatches=4, total_steps=16 * 16 * 6,
+                    eval_every=0, save_every=16 * 16 * 2, eval_episodes=2, quiet=True, rnn_hidden=16),
     "td3_podracer": {**_SMALL_AC, "per": True, "pipeline": True, "pipeline_segment": 8},
     "sac_podracer": {**_SMALL_AC, "pipeline": True, "pipeline_segment": 8},
 }

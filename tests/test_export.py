@@ -28,16 +28,22 @@ def _export_and_check(ckpt: str, tmp_path) -> None:
     out = export.main(export.Args(checkpoint=ckpt, onnx=str(tmp_path / "policy.onnx"),
                                   torchscript=str(tmp_path / "policy.pt"), pt2=str(tmp_path / "policy.pt2")))
     assert all(out[kind]["max_abs_diff"] <= 1e-5 for kind in ("torchscript", "pt2", "onnx"))
-    policy, ckpt_ = export.load_policy(ckpt)
+    module, policy, ckpt_ = export.policy_module(ckpt)
+    session = onnxruntime.InferenceSession(str(tmp_path / "policy.onnx"))
+    names = [i.name for i in session.get_inputs()]
     for batch in (1, 7):  # the batch dimension is free in both files
         obs = export.sample_observations(policy, ckpt_, batch, seed=batch)
-        want = policy(obs).numpy()
-        ts = torch.jit.load(str(tmp_path / "policy.pt"))(obs).numpy()
-        pt2 = torch.export.load(str(tmp_path / "policy.pt2")).module()(obs).numpy()
-        ort = onnxruntime.InferenceSession(str(tmp_path / "policy.onnx")).run(None, {"obs": obs.numpy()})[0]
+        inputs = export.example_inputs(module, policy, obs)  # (obs,), or (obs, state) for a recurrent policy
+        want = export.reference(policy, inputs)
+        ts = torch.jit.load(str(tmp_path / "policy.pt"))(*inputs)
+        pt2 = torch.export.load(str(tmp_path / "policy.pt2")).module()(*inputs)
+        ort = session.run(None, {n: t.numpy() for n, t in zip(names, inputs)})
         for got in (ts, pt2, ort):
-            assert got.shape == want.shape and got.dtype == want.dtype
-            np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+            got = [np.asarray(g) for g in (got if isinstance(got, (tuple, list)) else (got,))]
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                assert g.shape == w.shape and g.dtype == w.dtype
+                np.testing.assert_allclose(g, w, atol=1e-5, rtol=0)
 
 
 def test_ppo_vec_with_observation_normalization_exports_to_both(tmp_path):

@@ -125,8 +125,10 @@ OFF_POLICY = dict(num_envs=2, batch_size=16, hidden=(16,), buffer_size=1000, lea
 CASES = {
     "ppo_vec": ("CartPole-v1", ON_POLICY, 32),
     "ppo_vec-pendulum-norm": ("Pendulum-v1", dict(ON_POLICY, norm_obs=True, norm_reward=True), 32),
+    "ppo_vec-adaptive-lr": ("Pendulum-v1", dict(ON_POLICY, lr_schedule="adaptive"), 32),
     "a2c": ("CartPole-v1", dict(num_envs=4, num_steps=8, hidden=(16,)), 32),
     "ppo_h": ("Pendulum-v1", ON_POLICY, 32),
+    "ppo_rnn": ("CartPole-v1", dict(ON_POLICY, rnn_hidden=8), 32),
     "dqn": ("CartPole-v1", dict(OFF_POLICY, target_every=2), 2),
     "dqn-per": ("CartPole-v1", dict(OFF_POLICY, target_every=2, per=True), 2),
     "double_dqn": ("CartPole-v1", dict(OFF_POLICY, target_every=2), 2),

@@ -22,7 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGOS = ROOT / "algos"
-MAX_LINES = 450  # every algorithm file, docstrings included
+MAX_LINES = 460  # every algorithm file, docstrings included (450 until the PPO family took the adaptive-KL schedule)
 
 # file, algorithm (README text), parent, budget of changed code lines against the parent, actions.
 # A budget of None: a port to another setting (multi-agent), whose parent is where it came from, not a diff to read.
@@ -31,6 +31,8 @@ LINEAGE = [
     ("ppo_podracer", "ppo_vec + torchrun model fusion (Podracer)", "ppo_vec", 150, "discrete, continuous"),
     ("a2c", "A2C: one policy-gradient step per rollout, GAE", "ppo_vec", 120, "discrete, continuous"),
     ("ppo_h", "PPO + H-term", "ppo_vec", 80, "discrete, continuous"),
+    ("ppo_rnn", "recurrent PPO: GRU actor and critic, whole-sequence minibatches, truncated BPTT", "ppo_vec", 150,
+     "discrete, continuous"),
     ("dqn", "DQN: target network, epsilon-greedy, device replay buffer", None, None, "discrete"),
     ("double_dqn", "Double DQN (decoupled target action selection)", "dqn", 40, "discrete"),
     ("d3qn", "dueling + double DQN", "double_dqn", 40, "discrete"),
@@ -189,7 +191,7 @@ def test_families_have_their_features_uniformly():
     """Within a family (a parent and its non-Podracer descendants), a feature is in every file or in none:
     the Podracer files are where parallelism lives."""
     feats = features()
-    families = {"ppo": ["ppo_vec", "a2c", "ppo_h"], "dqn": ["dqn", "double_dqn", "d3qn"],
+    families = {"ppo": ["ppo_vec", "a2c", "ppo_h", "ppo_rnn"], "dqn": ["dqn", "double_dqn", "d3qn"],
                 "actor-critic": ["ddpg", "ddpg_h", "td3", "td3_h", "fast_td3", "sac", "sac_h", "modsac", "redq"],
                 "multi-agent": ["mappo", "vdn", "qmix", "maddpg", "matd3"]}
     uniform = ["torchrun", "pipeline", "compile", "resume", "NaN guard", "evaluation", "load_policy", "tracking"]

@@ -71,7 +71,7 @@ def test_normalization_keeps_one_set_of_statistics_per_group():
     assert torch.equal(other_norm.group_rms["critic"].var, norm.group_rms["critic"].var)
 
 
-@pytest.mark.parametrize("name", ["ppo_vec", "a2c", "ppo_h"])
+@pytest.mark.parametrize("name", ["ppo_vec", "a2c", "ppo_h", "ppo_rnn"])
 def test_ppo_files_feed_the_critic_group_to_the_value_function(name, tmp_path, monkeypatch):
     from conftest import checkpoint_params, run_with_snapshots
 
@@ -80,7 +80,8 @@ def test_ppo_files_feed_the_critic_group_to_the_value_function(name, tmp_path, m
     args = module.Args(out_dir=str(tmp_path / "a"), **small)
     result, snaps = run_with_snapshots(module, args, monkeypatch)
     ckpt = torch.load(result["checkpoint"], weights_only=False)
-    assert ckpt["model"]["critic.0.weight"].shape[1] == 4 and ckpt["model"]["actor.0.weight"].shape[1] == 2
+    critic, actor = ("critic_rnn.weight_ih", "actor_rnn.weight_ih") if name == "ppo_rnn" else ("critic.0.weight", "actor.0.weight")
+    assert ckpt["model"][critic].shape[1] == 4 and ckpt["model"][actor].shape[1] == 2
     assert ckpt["obs_shape"] == (2,)
     resumed = module.main(module.Args(resume=str(snaps[0]), **{**small, "out_dir": str(tmp_path / "b")}))
     for k, v in checkpoint_params(result["checkpoint"]).items():  # exact resume with groups

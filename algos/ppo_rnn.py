@@ -1,0 +1,448 @@
+"""Recurrent PPO: ppo_vec with a GRU memory in front of the actor and of the critic, for partially
+observed tasks (velocities not observed, noisy sensors, hidden goals) where a memoryless policy fails.
+
+The PPO-Clip + GAE of `algos/ppo_vec.py` (Schulman et al., 2017, arXiv:1707.06347), with each network
+reading the output of its own GRU (Cho et al., 2014, arXiv:1406.1078) instead of the observation:
+* the hidden state is carried through the rollout, one row per sub-env, and zeroed where an episode ends
+  (the env has already reset that sub-env: the next observation is the new episode's first);
+* the update replays each sub-env's rollout as a sequence from the hidden state it started with (truncated
+  backpropagation through time over `--num-steps`), zeroing it at the same episode starts; minibatches are
+  whole sub-env sequences (`--num-envs` / `--num-minibatches` sub-envs each), never scattered steps;
+* the hidden state is in the checkpoint (exact resume), and `load_policy` returns a stateful policy
+  (`common.evaluate.RecurrentPolicyFn`): call `policy.reset()` before new episodes, or `policy.reset(done)`
+  with a vec env's `terminated | truncated` to forget the sub-envs that start over.
+Why a GRU and not an LSTM: one state tensor instead of two (simpler to carry, reset and save), fewer
+parameters, and no measurable difference on tasks of this size (Chung et al., 2014, arXiv:1412.3555).
+
+    python algos/ppo_rnn.py --env CartPoleNoVel-v0 --num-envs 64    # CartPole without velocities
+
+Details kept from ppo_vec:
+* truncation (time limit) bootstraps: the reward of a truncated step gets `gamma * V(final_obs)`;
+  termination does not. All `final_obs` values are computed in one batched forward after the rollout.
+* advantages normalized per minibatch; optional value clipping; global grad-norm clipping;
+  linear learning-rate annealing; optional early stop of the epochs at `target_kl`.
+* continuous actions are sampled unbounded, clipped to [-1, 1] and rescaled to the env's bounds
+  by `common.wrappers.RescaleAction`; the log-probability is that of the unclipped sample.
+
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.distributions import Categorical, Normal
+
+import envs
+from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.cli import RunArgs, cli
+from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.evaluate import RecurrentPolicyFn, evaluate, load_run
+from common.guard import NumericGuard
+from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.optim import adapt_lr
+from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces
+from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
+
+ALGO = "ppo_rnn"
+
+
+@dataclass
+class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
+    num_envs: int = 1024
+    compile: bool = False
+    """torch.compile the policy step, GAE, the PPO loss (forward and backward) and the
+    optimizer step, learning-rate annealing included (CUDA graphs and a capturable Adam on CUDA)"""
+
+    # PPO
+    num_steps: int = 16
+    """rollout horizon per sub-env per iteration"""
+    learning_rate: float = 2.5e-3
+    """Adam learning rate"""
+    anneal_lr: bool = True
+    """anneal the learning rate linearly to 0 (with --lr-schedule linear)"""
+    lr_schedule: Literal["linear", "adaptive"] = "linear"
+    """linear: --anneal-lr or constant; adaptive: rsl_rl's KL rule after each minibatch (common/optim.py)"""
+    desired_kl: float = 0.01
+    """the KL per minibatch that --lr-schedule adaptive steers the learning rate to"""
+    gamma: float = 0.99
+    """discount factor"""
+    gae_lambda: float = 0.95
+    """GAE lambda"""
+    num_minibatches: int = 8
+    """minibatches per epoch"""
+    update_epochs: int = 4
+    """epochs over each rollout"""
+    norm_adv: bool = True
+    """normalize advantages per minibatch"""
+    clip_coef: float = 0.2
+    """policy ratio clip"""
+    clip_vloss: bool = False
+    """clip the value loss around the old values"""
+    ent_coef: float = 0.0
+    """entropy bonus coefficient"""
+    vf_coef: float = 0.5
+    """value loss coefficient"""
+    max_grad_norm: float = 0.5
+    """global gradient-norm clip"""
+    target_kl: float | None = None
+    """stop the epochs early when the approximate KL exceeds this (one host sync per epoch)"""
+    hidden: tuple[int, ...] = (64, 64)
+    """hidden layer sizes of actor and critic (after their GRUs)"""
+    rnn_hidden: int = 64
+    """size of the GRU state of actor and of critic"""
+    norm_obs: bool = False
+    """normalize observations with running statistics (saved in the checkpoint)"""
+    norm_reward: bool = False
+    """scale rewards by the running std of the discounted return"""
+    init_log_std: float = 0.0
+    """initial log-std of the Gaussian policy (continuous actions)"""
+
+
+# Massively parallel locomotion (many envs, short horizon, few large minibatches, normalized
+# observations and rewards), as in Rudin et al. 2021 (arXiv:2109.11978) and Brax's PPO: the defaults
+# for the batched MuJoCo tasks, so that `--env Ant --num-envs 4096` needs no other flag on a GPU.
+MUJOCO_DEFAULTS = dict(
+    num_envs=4096, num_steps=16, num_minibatches=4, update_epochs=5, learning_rate=3e-4, max_grad_norm=1.0,
+    hidden=(256, 128, 64), norm_obs=True, norm_reward=True, total_steps=50_000_000, eval_every=5_000_000,
+    save_every=5_000_000,
+)
+
+# On a CPU (fewer than 1024 envs): 64 envs x 64 steps, 8 minibatches of 512. Hopper-v5, one core, 1M steps: 1.25x
+# the env-steps/s of the 4096-env shape cut to 64 envs, 1.7x that of 16 minibatches x 10 epochs (no faster by time).
+MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, num_envs=64, num_steps=64, num_minibatches=8, total_steps=5_000_000,
+                           eval_every=250_000, save_every=1_000_000)
+# Initial std 0.37 where std 1 wastes the early steps (CPU defaults, eval return): Ant 3553 vs < 50 at ~1M (control
+# cost beats healthy reward), HalfCheetah 9820, 9383 vs 3634, 1942 at 4M, Walker2d 5910 vs 4323 at 3.1M. Hopper: std 1
+# (3000 by 0.5M steps; by 1M with 0.37).
+MUJOCO_TASK_DEFAULTS = {t: dict(init_log_std=-1.0) for t in ("Ant-v5", "HalfCheetah-v5", "Walker2d-v5")}
+
+
+def default_args(env_id: str, num_envs: int | None = None, device: str = "auto") -> Args:
+    """The defaults for a task: `Args()` for most; for the batched MuJoCo tasks `MUJOCO_DEFAULTS` if massively
+    parallel (`--num-envs` >= 1024, or none given and a GPU), else `MUJOCO_CPU_DEFAULTS`; then the task's own."""
+    if envs.mujoco_id(env_id) is None:
+        return Args(env=env_id)
+    big = num_envs >= 1024 if num_envs is not None else (device != "cpu" and torch.cuda.is_available())
+    return replace(Args(env=env_id), **{**(MUJOCO_DEFAULTS if big else MUJOCO_CPU_DEFAULTS),
+                                        **MUJOCO_TASK_DEFAULTS.get(envs.mujoco_id(env_id), {})})
+
+
+def check_args(args: Args, envs_) -> None:
+    check_single_agent(envs_, args.env, ALGO, groups=True)
+    batch = args.num_envs * args.num_steps
+    if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0 or args.desired_kl <= 0:
+        raise ValueError("--num-steps, --num-minibatches, --update-epochs and --desired-kl must be positive")
+    if args.num_envs % args.num_minibatches:  # minibatches are whole sub-env sequences
+        raise ValueError(f"--num-envs {args.num_envs} is not divisible by --num-minibatches {args.num_minibatches}; "
+                         f"pick a divisor of {args.num_envs}")
+    if args.rnn_hidden <= 0:
+        raise ValueError("--rnn-hidden must be positive")
+    if args.total_steps < batch:
+        raise ValueError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
+    if any(len(s.shape) != 1 for s in group_spaces(envs_.single_observation_space)):
+        raise ValueError(f"{ALGO}'s MLP needs flat observations, {args.env} has {envs_.single_observation_space}")
+    space = envs_.single_action_space
+    if not isinstance(space, (gym.spaces.Discrete, gym.spaces.Box)):
+        raise ValueError(f"{ALGO} supports Discrete and Box action spaces, got {space}")
+
+
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias: float = 0.0) -> nn.Linear:
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+def mlp(sizes, out_std: float) -> nn.Sequential:
+    layers = []
+    for a, b in zip(sizes[:-2], sizes[1:-1]):
+        layers += [layer_init(nn.Linear(a, b)), nn.Tanh()]
+    layers.append(layer_init(nn.Linear(sizes[-2], sizes[-1]), std=out_std))
+    return nn.Sequential(*layers)
+
+
+class Agent(nn.Module):
+    def __init__(self, obs_dim: int, action_space: gym.Space, hidden=(64, 64), init_log_std=0.0, critic_dim=0,
+                 rnn_hidden=64):
+        super().__init__()  # critic_dim > 0: a `critic` obs group, stored after the policy's (concat_groups)
+        self.obs_dim, self.asymmetric = obs_dim, critic_dim > 0  # actor: the first obs_dim columns; critic: the rest
+        self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        out = action_space.n if self.discrete else int(np.prod(action_space.shape))
+        self.rnn_hidden = rnn_hidden  # the hidden state h: [2, batch, rnn_hidden], the actor's GRU then the critic's
+        self.actor_rnn, self.critic_rnn = nn.GRUCell(obs_dim, rnn_hidden), nn.GRUCell(critic_dim or obs_dim, rnn_hidden)
+        self.critic = mlp([rnn_hidden, *hidden, 1], out_std=1.0)
+        self.actor = mlp([rnn_hidden, *hidden, out], out_std=0.01)
+        if not self.discrete:
+            self.log_std = nn.Parameter(torch.full((out,), float(init_log_std)))
+
+    def initial_state(self, n: int, device) -> torch.Tensor:
+        return torch.zeros(2, n, self.rnn_hidden, device=device)
+
+    def memory(self, obs: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """One step of both GRUs: the hidden state after seeing `obs` [B, D]."""
+        return torch.stack([self.actor_rnn(obs[..., :self.obs_dim], h[0]), self.critic_memory(obs, h[1])])
+
+    def critic_memory(self, obs: torch.Tensor, hc: torch.Tensor) -> torch.Tensor:
+        return self.critic_rnn(obs[..., self.obs_dim:] if self.asymmetric else obs, hc)
+
+    def value(self, obs: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """V(obs) from the critic's state before `obs` (the state itself is not advanced)."""
+        return self.critic(self.critic_memory(obs, h[1])).squeeze(-1)
+
+    def dist(self, features: torch.Tensor):
+        out = self.actor(features)
+        if self.discrete:
+            return Categorical(logits=out, validate_args=False)  # validation would read tensors: host syncs
+        return Normal(out, self.log_std.exp().expand_as(out), validate_args=False)
+
+    def act(self, obs: torch.Tensor, h: torch.Tensor):
+        """Sample actions; return (action, log_prob, value, next hidden state)."""
+        h = self.memory(obs, h)
+        d = self.dist(h[0])
+        action = d.sample()
+        logp = d.log_prob(action) if self.discrete else d.log_prob(action).sum(-1)
+        return action, logp, self.critic(h[1]).squeeze(-1), h
+
+    def unroll(self, obs: torch.Tensor, starts: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """Both GRUs over sequences `obs` [T, B, D] from state `h`, zeroed where `starts` [T, B] marks an episode's
+        first step; the states after each step, [2, T, B, rnn_hidden]."""
+        out = []
+        for t in range(obs.shape[0]):
+            h = self.memory(obs[t], h * (1.0 - starts[t]).unsqueeze(-1))
+            out.append(h)
+        return torch.stack(out, 1)
+
+    def evaluate_actions(self, obs: torch.Tensor, action: torch.Tensor, starts: torch.Tensor, h0: torch.Tensor):
+        f = self.unroll(obs, starts, h0)
+        d, value = self.dist(f[0]), self.critic(f[1]).squeeze(-1)
+        if self.discrete:
+            return d.log_prob(action.long()), d.entropy(), value
+        return d.log_prob(action).sum(-1), d.entropy().sum(-1), value
+
+    def deterministic(self, obs: torch.Tensor, h_actor: torch.Tensor):
+        """The deployed policy: the actor's GRU and head only (its state [B, rnn_hidden]; no critic at run time)."""
+        h_actor = self.actor_rnn(obs[..., :self.obs_dim], h_actor)
+        out = self.actor(h_actor)
+        return (out.argmax(-1) if self.discrete else out), h_actor
+
+
+def ppo_loss(agent: Agent, args: Args, obs, actions, old_logp, advantages, returns, old_values, starts, h0):
+    """Clipped surrogate + value + entropy loss on one minibatch of [T, B] sequences; returns (loss, statistics)."""
+    logp, entropy, value = agent.evaluate_actions(obs, actions, starts, h0)
+    log_ratio = logp - old_logp
+    ratio = log_ratio.exp()
+    if args.norm_adv:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    pg_loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)).mean()
+    if args.clip_vloss:
+        v_clipped = old_values + (value - old_values).clamp(-args.clip_coef, args.clip_coef)
+        v_loss = 0.5 * torch.max((value - returns).square(), (v_clipped - returns).square()).mean()
+    else:
+        v_loss = 0.5 * (value - returns).square().mean()
+    ent = entropy.mean()
+    loss = pg_loss - args.ent_coef * ent + args.vf_coef * v_loss
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - log_ratio).mean()
+        clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
+    return loss, dict(pg_loss=pg_loss.detach(), v_loss=v_loss.detach(), entropy=ent.detach(), approx_kl=approx_kl,
+                      clipfrac=clipfrac)
+
+
+@torch.no_grad()
+def compute_gae(rewards, values, dones, next_value, gamma: float, lam: float):
+    """GAE over a [T, N] rollout; `dones[t]` marks that the episode ended at step t."""
+    advantages = torch.zeros_like(rewards)
+    last = torch.zeros_like(next_value)
+    for t in reversed(range(rewards.shape[0])):
+        next_v = next_value if t == rewards.shape[0] - 1 else values[t + 1]
+        not_done = 1.0 - dones[t]
+        delta = rewards[t] + gamma * next_v * not_done - values[t]
+        last = delta + gamma * lam * not_done * last
+        advantages[t] = last
+    return advantages, advantages + values
+
+
+def make_env(args: Args, device, seed: int):
+    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed, backend=args.mujoco_backend)
+    return wrap_env(env, norm_obs=args.norm_obs, norm_reward=args.norm_reward, gamma=args.gamma)
+
+
+def policy_from(agent: Agent, obs_norm, to_env, device) -> RecurrentPolicyFn:
+    """A stateful policy: obs (raw, env-native) -> deterministic env-native action, including
+    normalization/rescaling; its state is the actor GRU's hidden state, [B, rnn_hidden]."""
+
+    def core(obs, state):
+        if obs_norm is not None:
+            obs = obs_norm.normalize(obs)
+        a, state = agent.deterministic(obs, state)
+        return (to_env(a) if to_env is not None else a), state
+
+    return RecurrentPolicyFn(core, lambda n: agent.initial_state(n, device)[0], device)
+
+
+def main(args: Args) -> dict:
+    device = resolve_device(args.device)
+    ckpt = None
+    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
+        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
+        args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env, args.num_envs, args.device))
+    seed_everything(args.seed)
+    env = make_env(args, device, args.seed)
+    check_args(args, env)
+    obs_space, act_space = env.single_observation_space, env.single_action_space
+    obs_dim, critic_dim = group_dims(obs_space)  # critic_dim 0: no privileged `critic` group
+    agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std, critic_dim, args.rnn_hidden).to(device)
+    # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
+    # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
+    lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, capturable=device.type == "cuda")
+    raw_space = env.unwrapped.single_action_space  # the env's own bounds, before RescaleAction
+    to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
+
+    batch_size = args.num_envs * args.num_steps
+    envs_per_minibatch = args.num_envs // args.num_minibatches  # minibatches of whole sub-env sequences
+    num_iterations = args.total_steps // batch_size
+    T, N = args.num_steps, args.num_envs
+    obs_buf, final_obs_buf = torch.zeros((2, T, N, obs_dim + critic_dim), device=device)  # rollout storage on the device
+    act_shape = () if agent.discrete else act_space.shape
+    actions_buf = torch.zeros((T, N, *act_shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
+    logp_buf, rewards_buf, dones_buf, trunc_buf, values_buf = torch.zeros((5, T, N), device=device)
+    critic_h_buf = torch.zeros((T, N, args.rnn_hidden), device=device)  # the critic's state after each step's obs
+
+    def opt_step():  # gradient clipping and the Adam step
+        nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+        optimizer.step()
+
+    act_fn, loss_fn, gae_fn, step_fn = agent.act, ppo_loss, compute_gae, opt_step
+    if args.compile:
+        act_fn, loss_fn, gae_fn = compile_fn(agent.act, device), compile_fn(ppo_loss, device), compile_fn(compute_gae, device)
+        step_fn = compile_fn(opt_step, device)
+
+    start_iter, global_step, elapsed = 0, 0, 0.0
+    next_obs = concat_groups(env.reset(seed=args.seed)[0])
+    h = agent.initial_state(N, device)
+    if ckpt is not None:
+        agent.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        env.load_state_dict(ckpt["env"])
+        next_obs, h = ckpt["next_obs"].to(device), ckpt["hidden"].to(device)
+        start_iter, global_step, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["seconds"]
+        set_rng_state(ckpt["rng"])
+    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
+    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
+                    resume_step=global_step if args.resume else None)
+    stats_env = find_wrapper(env, EpisodeStatistics)
+    ckpt_path = run_dir / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
+
+    def policy():
+        norm = find_wrapper(env, NormalizeObservation)
+        return policy_from(agent, norm.rms if norm else None, to_env, device)
+
+    def save():
+        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
+        save_checkpoint(ckpt_path, {
+            "algo": ALGO, "env_id": args.env, "args": asdict(args),
+            "obs_shape": tuple(group_spaces(obs_space)[0].shape), "action_space": repr(act_space),
+            "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(),
+            "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
+            "next_obs": next_obs, "hidden": h, "iteration": iteration + 1, "global_step": global_step,
+            "seconds": logger.seconds, "rng": rng_state(),
+        })
+
+    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
+    iteration = start_iter - 1
+    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
+        for iteration in range(start_iter, num_iterations):
+            if args.anneal_lr and args.lr_schedule == "linear":
+                optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
+
+            # ---- rollout ----------------------------------------------------------------------------
+            h_start = h  # the update replays each sub-env's sequence from here
+            with torch.no_grad():
+                for t in range(T):
+                    obs_buf[t] = next_obs
+                    action, logp, value, h = act_fn(next_obs, h)
+                    critic_h_buf[t] = h[1]
+                    next_obs, reward, terminated, truncated, info = env.step(action)
+                    next_obs, info["final_obs"] = concat_groups(next_obs), concat_groups(info["final_obs"])
+                    guard.watch("observations", next_obs, info["final_obs"])
+                    guard.watch("rewards", reward)
+                    actions_buf[t], logp_buf[t], values_buf[t] = action, logp, value
+                    rewards_buf[t] = reward
+                    dones_buf[t] = (terminated | truncated).float()
+                    trunc_buf[t] = (truncated & ~terminated).float()
+                    final_obs_buf[t] = info["final_obs"]
+                    h = h * (1.0 - dones_buf[t]).unsqueeze(-1)  # a new episode starts with a blank memory
+                global_step += batch_size
+                # bootstrap through time limits: r += gamma * V(final_obs) where truncated, from the critic's state
+                final_values = agent.critic(agent.critic_memory(final_obs_buf.flatten(0, 1), critic_h_buf.flatten(0, 1)))
+                rewards_buf.add_(args.gamma * final_values.view(T, N) * trunc_buf)
+                advantages, returns = gae_fn(rewards_buf, values_buf, dones_buf, agent.value(next_obs, h),
+                                             args.gamma, args.gae_lambda)
+                starts = torch.cat([torch.zeros_like(dones_buf[:1]), dones_buf[:-1]])  # step t begins an episode
+
+            # ---- update -----------------------------------------------------------------------------
+            for epoch in range(args.update_epochs):
+                perm = torch.randperm(N, device=device)  # minibatches of whole sub-env sequences
+                for start in range(0, N, envs_per_minibatch):
+                    idx = perm[start:start + envs_per_minibatch]
+                    loss, stats = loss_fn(agent, args, obs_buf[:, idx], actions_buf[:, idx], logp_buf[:, idx], advantages[:, idx],
+                                          returns[:, idx], values_buf[:, idx], starts[:, idx], h_start[:, idx])
+                    meter.add(**stats)
+                    guard.watch("PPO loss", loss)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    if args.lr_schedule == "adaptive":  # on the device: no host sync
+                        adapt_lr(optimizer.param_groups[0]["lr"], stats["approx_kl"], args.desired_kl)
+                    step_fn()
+                    guard.watch_params("parameters", agent)
+                    guard.check(global_step)
+                if args.target_kl is not None and stats["approx_kl"] > args.target_kl:  # host sync, opt-in
+                    break
+
+            # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
+            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
+            if do_eval:
+                with logger.paused():
+                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
+            if do_log:
+                logger.log(global_step, stats_env.pop(), eval_result if do_eval else None, **meter.pop(),
+                           lr=optimizer.param_groups[0]["lr"])
+            if do_save:
+                save()
+            logger.burn_in(global_step)
+
+    logger.close()
+    env.close()
+    return {"eval_return": eval_result.get("eval_return", float("nan")),
+            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
+            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+
+
+def load_policy(path: str, device: str = "cpu") -> RecurrentPolicyFn:
+    """A deterministic, stateful `obs -> action` callable from a checkpoint of this file, with observation
+    normalization and action rescaling included; takes torch or numpy, batched or single obs. It remembers
+    each batch row's hidden state between calls: `policy.reset()` before new episodes, `policy.reset(done)`
+    to forget the rows whose episode ended (a batch of another size starts blank)."""
+    ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
+    (obs_dim, critic_dim), raw_space = group_dims(env.single_observation_space), env.single_action_space
+    agent = Agent(obs_dim, raw_space, args.hidden, critic_dim=critic_dim, rnn_hidden=args.rnn_hidden).to(device)
+    agent.load_state_dict(ckpt["model"])
+    to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
+    policy = policy_from(agent.eval(), obs_norm, to_env, device)
+    policy.env_id, policy.obs_shape = args.env, (obs_dim,)
+    return policy
+
+
+if __name__ == "__main__":
+    main(cli(Args, __doc__, defaults_for=default_args))
