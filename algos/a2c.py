@@ -26,16 +26,17 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
-from torch.distributions import Categorical, Normal
+from torch.distributions import Normal
 
 import envs
 from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.distributions import Categoricals, action_nvec
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
-from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces
+from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces, mask_columns
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "a2c"
@@ -108,7 +109,7 @@ def default_args(env_id: str, num_envs: int | None = None, device: str = "auto")
 
 
 def check_args(args: Args, envs_) -> None:
-    check_single_agent(envs_, args.env, ALGO, groups=True)
+    check_single_agent(envs_, args.env, ALGO, groups=True, masks=True)
     batch = args.num_envs * args.num_steps
     if args.num_steps <= 0:
         raise ValueError("--num-steps must be positive")
@@ -117,8 +118,8 @@ def check_args(args: Args, envs_) -> None:
     if any(len(s.shape) != 1 for s in group_spaces(envs_.single_observation_space)):
         raise ValueError(f"{ALGO}'s MLP needs flat observations, {args.env} has {envs_.single_observation_space}")
     space = envs_.single_action_space
-    if not isinstance(space, (gym.spaces.Discrete, gym.spaces.Box)):
-        raise ValueError(f"ppo_vec supports Discrete and Box action spaces, got {space}")
+    if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)):
+        raise ValueError(f"{ALGO} supports Discrete, MultiDiscrete and Box action spaces, got {space}")
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias: float = 0.0) -> nn.Linear:
@@ -136,23 +137,27 @@ def mlp(sizes, out_std: float) -> nn.Sequential:
 
 
 class Agent(nn.Module):
-    def __init__(self, obs_dim: int, action_space: gym.Space, hidden=(64, 64), init_log_std=0.0, critic_dim=0):
-        super().__init__()  # critic_dim > 0: a `critic` obs group, stored after the policy's (concat_groups)
-        self.obs_dim, self.asymmetric = obs_dim, critic_dim > 0  # actor: the first obs_dim columns; critic: the rest
-        self.discrete = isinstance(action_space, gym.spaces.Discrete)
-        out = action_space.n if self.discrete else int(np.prod(action_space.shape))
+    def __init__(self, obs_dim: int, action_space: gym.Space, hidden=(64, 64), init_log_std=0.0, critic_dim=0,
+                 mask_dim=0):
+        super().__init__()  # critic_dim > 0: a `critic` obs group after the policy's; mask_dim: the mask's (concat_groups)
+        self.obs_dim, self.critic_dim, self.mask_dim = obs_dim, critic_dim, mask_dim  # columns: actor's, critic's, mask
+        self.nvec = action_nvec(action_space)  # one categorical per discrete dimension; None: Gaussian
+        self.discrete, self.multi = self.nvec is not None, isinstance(action_space, gym.spaces.MultiDiscrete)
+        out = sum(self.nvec) if self.discrete else int(np.prod(action_space.shape))
         self.critic = mlp([critic_dim or obs_dim, *hidden, 1], out_std=1.0)
         self.actor = mlp([obs_dim, *hidden, out], out_std=0.01)
         if not self.discrete:
             self.log_std = nn.Parameter(torch.full((out,), float(init_log_std)))
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(obs[..., self.obs_dim:] if self.asymmetric else obs).squeeze(-1)
+        critic_obs = obs[..., self.obs_dim:self.obs_dim + self.critic_dim] if self.critic_dim else obs[..., :self.obs_dim]
+        return self.critic(critic_obs).squeeze(-1)
 
     def dist(self, obs: torch.Tensor):
         out = self.actor(obs[..., :self.obs_dim])
         if self.discrete:
-            return Categorical(logits=out, validate_args=False)  # validation would read tensors: host syncs
+            mask = obs[..., -self.mask_dim:] > 0.5 if self.mask_dim else None  # the env's action mask: forbidden, p = 0
+            return Categoricals(out, self.nvec, mask, self.multi)
         return Normal(out, self.log_std.exp().expand_as(out), validate_args=False)
 
     def act(self, obs: torch.Tensor):
@@ -170,7 +175,7 @@ class Agent(nn.Module):
 
     def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
         out = self.actor(obs[..., :self.obs_dim])
-        return out.argmax(-1) if self.discrete else out
+        return self.dist(obs).mode() if self.discrete else out
 
 
 def a2c_loss(agent: Agent, args: Args, obs, actions, advantages, returns):
@@ -207,9 +212,12 @@ def make_env(args: Args, device, seed: int):
 def policy_from(agent: Agent, obs_norm, to_env) -> "callable":
     """obs (raw, env-native) -> deterministic env-native action, including normalization/rescaling."""
 
-    def core(obs):
+    def core(obs, action_mask=None):
         if obs_norm is not None:
             obs = obs_norm.normalize(obs)
+        if agent.mask_dim:  # a masked env's policy: the mask after the observation (none given: all allowed)
+            obs = torch.cat([obs, torch.ones(len(obs), agent.mask_dim, device=obs.device) if action_mask is None
+                             else action_mask.to(obs.dtype)], -1)
         a = agent.deterministic(obs)
         return to_env(a) if to_env is not None else a
 
@@ -227,7 +235,8 @@ def main(args: Args) -> dict:
     check_args(args, env)
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, critic_dim = group_dims(obs_space)  # critic_dim 0: no privileged `critic` group
-    agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std, critic_dim).to(device)
+    agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std, critic_dim, mask_columns(env)).to(device)
+    width = obs_dim + critic_dim + agent.mask_dim  # stored columns: the policy obs, the critic obs, the action mask
     # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
     # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
@@ -238,8 +247,8 @@ def main(args: Args) -> dict:
     batch_size = args.num_envs * args.num_steps
     num_iterations = args.total_steps // batch_size
     T, N = args.num_steps, args.num_envs
-    obs_buf, final_obs_buf = torch.zeros((2, T, N, obs_dim + critic_dim), device=device)  # rollout storage on the device
-    act_shape = () if agent.discrete else act_space.shape
+    obs_buf, final_obs_buf = torch.zeros((2, T, N, width), device=device)  # rollout storage on the device
+    act_shape = act_space.shape  # Discrete: (); MultiDiscrete: (dims,); Box: its shape
     actions_buf = torch.zeros((T, N, *act_shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
     rewards_buf, dones_buf, trunc_buf, values_buf = torch.zeros((4, T, N), device=device)
 
@@ -253,7 +262,7 @@ def main(args: Args) -> dict:
         step_fn = compile_fn(opt_step, device)
 
     start_iter, global_step, elapsed = 0, 0, 0.0
-    next_obs = concat_groups(env.reset(seed=args.seed)[0])
+    next_obs = concat_groups(*env.reset(seed=args.seed))
     if ckpt is not None:
         agent.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
@@ -297,7 +306,7 @@ def main(args: Args) -> dict:
                     obs_buf[t] = next_obs
                     action, logp, value = act_fn(next_obs)
                     next_obs, reward, terminated, truncated, info = env.step(action)
-                    next_obs, info["final_obs"] = concat_groups(next_obs), concat_groups(info["final_obs"])
+                    next_obs, info["final_obs"] = concat_groups(next_obs, info), concat_groups(info["final_obs"], info, final=True)
                     guard.watch("observations", next_obs, info["final_obs"])
                     guard.watch("rewards", reward)
                     actions_buf[t], values_buf[t] = action, value
@@ -313,7 +322,7 @@ def main(args: Args) -> dict:
                                              args.gamma, args.gae_lambda)
 
             # ---- update -----------------------------------------------------------------------------
-            b_obs, b_actions = obs_buf.reshape(-1, obs_dim + critic_dim), actions_buf.reshape(-1, *act_shape)
+            b_obs, b_actions = obs_buf.reshape(-1, width), actions_buf.reshape(-1, *act_shape)
             loss, stats = loss_fn(agent, args, b_obs, b_actions, advantages.reshape(-1), returns.reshape(-1))
             meter.add(**stats)
             guard.watch("A2C loss", loss)
@@ -347,7 +356,7 @@ def load_policy(path: str, device: str = "cpu") -> PolicyFn:
     normalization and action rescaling included; takes torch or numpy, batched or single obs."""
     ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
     (obs_dim, critic_dim), raw_space = group_dims(env.single_observation_space), env.single_action_space
-    agent = Agent(obs_dim, raw_space, args.hidden, critic_dim=critic_dim).to(device)
+    agent = Agent(obs_dim, raw_space, args.hidden, critic_dim=critic_dim, mask_dim=mask_columns(env)).to(device)
     agent.load_state_dict(ckpt["model"])
     to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
     return PolicyFn(policy_from(agent.eval(), obs_norm, to_env), device, env_id=args.env, obs_shape=(obs_dim,))

@@ -37,7 +37,7 @@ from common.device import compile_fn, resolve_device, rng_state, seed_everything
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
-from common.vec_env import check_single_agent
+from common.vec_env import check_single_agent, concat_groups, mask_columns
 from common.wrappers import EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "dqn"
@@ -95,7 +95,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 
 
 def check_args(args: Args, env) -> None:
-    check_single_agent(env, args.env, ALGO)
+    check_single_agent(env, args.env, ALGO, masks=True)
     if not isinstance(env.single_action_space, gym.spaces.Discrete):
         raise ValueError(
             f"dqn needs a Discrete action space; {args.env} has {env.single_action_space}. "
@@ -114,9 +114,13 @@ def check_args(args: Args, env) -> None:
         raise ValueError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
 
 
+MASKED_Q = -1e9  # the Q-value of a forbidden action (env's action mask): never the greedy action nor the target's max
+
+
 class QNetwork(nn.Module):
-    def __init__(self, obs_dim: int, n_actions: int, hidden=(128, 128)):
+    def __init__(self, obs_dim: int, n_actions: int, hidden=(128, 128), mask_dim=0):
         super().__init__()
+        self.obs_dim, self.mask_dim = obs_dim, mask_dim  # stored obs: the observation, then the env's action mask
         sizes, layers = [obs_dim, *hidden], []
         for a, b in zip(sizes[:-1], sizes[1:]):
             layers += [nn.Linear(a, b), nn.ReLU()]
@@ -124,7 +128,8 @@ class QNetwork(nn.Module):
         self.net = nn.Sequential(*layers)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs)
+        q = self.net(obs[..., :self.obs_dim])
+        return q.masked_fill(obs[..., self.obs_dim:] < 0.5, MASKED_Q) if self.mask_dim else q
 
 
 def td_loss(q_net: QNetwork, target_net: QNetwork, gamma: float, b):
@@ -150,9 +155,12 @@ def make_env(args: Args, device, seed: int):
 def policy_from(q_net: QNetwork, obs_norm) -> "callable":
     """obs (raw) -> greedy action, including observation normalization."""
 
-    def core(obs):
+    def core(obs, action_mask=None):
         if obs_norm is not None:
             obs = obs_norm.normalize(obs)
+        if q_net.mask_dim:  # a masked env's policy: the mask after the observation (none given: all allowed)
+            obs = torch.cat([obs, torch.ones(len(obs), q_net.mask_dim, device=obs.device) if action_mask is None
+                             else action_mask.to(obs.dtype)], -1)
         return q_net(obs).argmax(-1)
 
     return core
@@ -169,17 +177,18 @@ def main(args: Args) -> dict:
     check_args(args, env)
     obs_space, n_actions = env.single_observation_space, int(env.single_action_space.n)
     obs_dim = int(np.prod(obs_space.shape))
-    q_net = QNetwork(obs_dim, n_actions, args.hidden).to(device)
-    target_net = QNetwork(obs_dim, n_actions, args.hidden).to(device)
+    q_net = QNetwork(obs_dim, n_actions, args.hidden, mask_columns(env)).to(device)
+    target_net = QNetwork(obs_dim, n_actions, args.hidden, mask_columns(env)).to(device)
+    width = obs_dim + q_net.mask_dim  # stored columns: the observation, the action mask
     target_net.load_state_dict(q_net.state_dict())
     # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
     # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
     optimizer = torch.optim.Adam(q_net.parameters(), lr=lr, capturable=device.type == "cuda")
     if args.per:
-        rb = PrioritizedReplayBuffer(args.buffer_size, (obs_dim,), (), torch.long, device, alpha=args.per_alpha)
+        rb = PrioritizedReplayBuffer(args.buffer_size, (width,), (), torch.long, device, alpha=args.per_alpha)
     else:
-        rb = ReplayBuffer(args.buffer_size, (obs_dim,), (), torch.long, device)
+        rb = ReplayBuffer(args.buffer_size, (width,), (), torch.long, device)
 
     def opt_step():  # gradient clipping and the Adam step
         nn.utils.clip_grad_norm_(q_net.parameters(), args.max_grad_norm)
@@ -193,7 +202,7 @@ def main(args: Args) -> dict:
     N = args.num_envs
     num_iterations = args.total_steps // N
     start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
-    next_obs, _ = env.reset(seed=args.seed)
+    next_obs = concat_groups(*env.reset(seed=args.seed))
     if ckpt is not None:
         q_net.load_state_dict(ckpt["model"])
         target_net.load_state_dict(ckpt["target"])
@@ -237,11 +246,13 @@ def main(args: Args) -> dict:
             eps = epsilon_at(args, global_step)
             with torch.no_grad():
                 greedy = q_fn(next_obs).argmax(-1)
-                random_actions = torch.randint(0, n_actions, (N,), device=device)
+                random_actions = torch.randint(0, n_actions, (N,), device=device) if not q_net.mask_dim else \
+                    (torch.rand(N, n_actions, device=device) + next_obs[:, obs_dim:]).argmax(-1)  # uniform, allowed only
                 explore = torch.rand(N, device=device) < eps
                 actions = torch.where(explore, random_actions, greedy)
             obs = next_obs
             next_obs, reward, terminated, truncated, info = env.step(actions)
+            next_obs, info["final_obs"] = concat_groups(next_obs, info), concat_groups(info["final_obs"], info, final=True)
             guard.watch("observations", next_obs, info["final_obs"])
             guard.watch("rewards", reward)
             rb.add(obs, actions, reward, info["final_obs"], terminated)
@@ -290,7 +301,7 @@ def load_policy(path: str, device: str = "cpu") -> PolicyFn:
     included); takes torch or numpy, batched or single observations."""
     ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
     obs_shape = tuple(env.single_observation_space.shape)
-    q_net = QNetwork(int(np.prod(obs_shape)), int(env.single_action_space.n), args.hidden).to(device)
+    q_net = QNetwork(int(np.prod(obs_shape)), int(env.single_action_space.n), args.hidden, mask_columns(env)).to(device)
     q_net.load_state_dict(ckpt["model"])
     return PolicyFn(policy_from(q_net.eval(), obs_norm), device, env_id=args.env, obs_shape=obs_shape)
 

@@ -39,17 +39,18 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
-from torch.distributions import Categorical, Normal
+from torch.distributions import Normal
 
 import envs
 from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.distributions import Categoricals, action_nvec
 from common.evaluate import RecurrentPolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.optim import adapt_lr
-from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces
+from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces, mask_columns
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "ppo_rnn"
@@ -137,7 +138,7 @@ def default_args(env_id: str, num_envs: int | None = None, device: str = "auto")
 
 
 def check_args(args: Args, envs_) -> None:
-    check_single_agent(envs_, args.env, ALGO, groups=True)
+    check_single_agent(envs_, args.env, ALGO, groups=True, masks=True)
     batch = args.num_envs * args.num_steps
     if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0 or args.desired_kl <= 0:
         raise ValueError("--num-steps, --num-minibatches, --update-epochs and --desired-kl must be positive")
@@ -151,8 +152,8 @@ def check_args(args: Args, envs_) -> None:
     if any(len(s.shape) != 1 for s in group_spaces(envs_.single_observation_space)):
         raise ValueError(f"{ALGO}'s MLP needs flat observations, {args.env} has {envs_.single_observation_space}")
     space = envs_.single_action_space
-    if not isinstance(space, (gym.spaces.Discrete, gym.spaces.Box)):
-        raise ValueError(f"{ALGO} supports Discrete and Box action spaces, got {space}")
+    if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)):
+        raise ValueError(f"{ALGO} supports Discrete, MultiDiscrete and Box action spaces, got {space}")
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias: float = 0.0) -> nn.Linear:
@@ -171,11 +172,12 @@ def mlp(sizes, out_std: float) -> nn.Sequential:
 
 class Agent(nn.Module):
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden=(64, 64), init_log_std=0.0, critic_dim=0,
-                 rnn_hidden=64):
-        super().__init__()  # critic_dim > 0: a `critic` obs group, stored after the policy's (concat_groups)
-        self.obs_dim, self.asymmetric = obs_dim, critic_dim > 0  # actor: the first obs_dim columns; critic: the rest
-        self.discrete = isinstance(action_space, gym.spaces.Discrete)
-        out = action_space.n if self.discrete else int(np.prod(action_space.shape))
+                 mask_dim=0, rnn_hidden=64):
+        super().__init__()  # critic_dim > 0: a `critic` obs group after the policy's; mask_dim: the mask's (concat_groups)
+        self.obs_dim, self.critic_dim, self.mask_dim = obs_dim, critic_dim, mask_dim  # columns: actor's, critic's, mask
+        self.nvec = action_nvec(action_space)  # one categorical per discrete dimension; None: Gaussian
+        self.discrete, self.multi = self.nvec is not None, isinstance(action_space, gym.spaces.MultiDiscrete)
+        out = sum(self.nvec) if self.discrete else int(np.prod(action_space.shape))
         self.rnn_hidden = rnn_hidden  # the hidden state h: [2, batch, rnn_hidden], the actor's GRU then the critic's
         self.actor_rnn, self.critic_rnn = nn.GRUCell(obs_dim, rnn_hidden), nn.GRUCell(critic_dim or obs_dim, rnn_hidden)
         self.critic = mlp([rnn_hidden, *hidden, 1], out_std=1.0)
@@ -191,22 +193,24 @@ class Agent(nn.Module):
         return torch.stack([self.actor_rnn(obs[..., :self.obs_dim], h[0]), self.critic_memory(obs, h[1])])
 
     def critic_memory(self, obs: torch.Tensor, hc: torch.Tensor) -> torch.Tensor:
-        return self.critic_rnn(obs[..., self.obs_dim:] if self.asymmetric else obs, hc)
+        critic_obs = obs[..., self.obs_dim:self.obs_dim + self.critic_dim] if self.critic_dim else obs[..., :self.obs_dim]
+        return self.critic_rnn(critic_obs, hc)
 
     def value(self, obs: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """V(obs) from the critic's state before `obs` (the state itself is not advanced)."""
         return self.critic(self.critic_memory(obs, h[1])).squeeze(-1)
 
-    def dist(self, features: torch.Tensor):
+    def dist(self, features: torch.Tensor, obs: torch.Tensor):
         out = self.actor(features)
         if self.discrete:
-            return Categorical(logits=out, validate_args=False)  # validation would read tensors: host syncs
+            mask = obs[..., -self.mask_dim:] > 0.5 if self.mask_dim else None  # the env's action mask: forbidden, p = 0
+            return Categoricals(out, self.nvec, mask, self.multi)
         return Normal(out, self.log_std.exp().expand_as(out), validate_args=False)
 
     def act(self, obs: torch.Tensor, h: torch.Tensor):
         """Sample actions; return (action, log_prob, value, next hidden state)."""
         h = self.memory(obs, h)
-        d = self.dist(h[0])
+        d = self.dist(h[0], obs)
         action = d.sample()
         logp = d.log_prob(action) if self.discrete else d.log_prob(action).sum(-1)
         return action, logp, self.critic(h[1]).squeeze(-1), h
@@ -222,7 +226,7 @@ class Agent(nn.Module):
 
     def evaluate_actions(self, obs: torch.Tensor, action: torch.Tensor, starts: torch.Tensor, h0: torch.Tensor):
         f = self.unroll(obs, starts, h0)
-        d, value = self.dist(f[0]), self.critic(f[1]).squeeze(-1)
+        d, value = self.dist(f[0], obs), self.critic(f[1]).squeeze(-1)
         if self.discrete:
             return d.log_prob(action.long()), d.entropy(), value
         return d.log_prob(action).sum(-1), d.entropy().sum(-1), value
@@ -230,8 +234,7 @@ class Agent(nn.Module):
     def deterministic(self, obs: torch.Tensor, h_actor: torch.Tensor):
         """The deployed policy: the actor's GRU and head only (its state [B, rnn_hidden]; no critic at run time)."""
         h_actor = self.actor_rnn(obs[..., :self.obs_dim], h_actor)
-        out = self.actor(h_actor)
-        return (out.argmax(-1) if self.discrete else out), h_actor
+        return (self.dist(h_actor, obs).mode() if self.discrete else self.actor(h_actor)), h_actor
 
 
 def ppo_loss(agent: Agent, args: Args, obs, actions, old_logp, advantages, returns, old_values, starts, h0):
@@ -279,9 +282,12 @@ def policy_from(agent: Agent, obs_norm, to_env, device) -> RecurrentPolicyFn:
     """A stateful policy: obs (raw, env-native) -> deterministic env-native action, including
     normalization/rescaling; its state is the actor GRU's hidden state, [B, rnn_hidden]."""
 
-    def core(obs, state):
+    def core(obs, state, action_mask=None):
         if obs_norm is not None:
             obs = obs_norm.normalize(obs)
+        if agent.mask_dim:  # a masked env's policy: the mask after the observation (none given: all allowed)
+            obs = torch.cat([obs, torch.ones(len(obs), agent.mask_dim, device=obs.device) if action_mask is None
+                             else action_mask.to(obs.dtype)], -1)
         a, state = agent.deterministic(obs, state)
         return (to_env(a) if to_env is not None else a), state
 
@@ -299,7 +305,8 @@ def main(args: Args) -> dict:
     check_args(args, env)
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, critic_dim = group_dims(obs_space)  # critic_dim 0: no privileged `critic` group
-    agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std, critic_dim, args.rnn_hidden).to(device)
+    agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std, critic_dim, mask_columns(env), args.rnn_hidden).to(device)
+    width = obs_dim + critic_dim + agent.mask_dim  # stored columns: the policy obs, the critic obs, the action mask
     # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
     # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
@@ -311,8 +318,8 @@ def main(args: Args) -> dict:
     envs_per_minibatch = args.num_envs // args.num_minibatches  # minibatches of whole sub-env sequences
     num_iterations = args.total_steps // batch_size
     T, N = args.num_steps, args.num_envs
-    obs_buf, final_obs_buf = torch.zeros((2, T, N, obs_dim + critic_dim), device=device)  # rollout storage on the device
-    act_shape = () if agent.discrete else act_space.shape
+    obs_buf, final_obs_buf = torch.zeros((2, T, N, width), device=device)  # rollout storage on the device
+    act_shape = act_space.shape  # Discrete: (); MultiDiscrete: (dims,); Box: its shape
     actions_buf = torch.zeros((T, N, *act_shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
     logp_buf, rewards_buf, dones_buf, trunc_buf, values_buf = torch.zeros((5, T, N), device=device)
     critic_h_buf = torch.zeros((T, N, args.rnn_hidden), device=device)  # the critic's state after each step's obs
@@ -327,7 +334,7 @@ def main(args: Args) -> dict:
         step_fn = compile_fn(opt_step, device)
 
     start_iter, global_step, elapsed = 0, 0, 0.0
-    next_obs = concat_groups(env.reset(seed=args.seed)[0])
+    next_obs = concat_groups(*env.reset(seed=args.seed))
     h = agent.initial_state(N, device)
     if ckpt is not None:
         agent.load_state_dict(ckpt["model"])
@@ -374,7 +381,7 @@ def main(args: Args) -> dict:
                     action, logp, value, h = act_fn(next_obs, h)
                     critic_h_buf[t] = h[1]
                     next_obs, reward, terminated, truncated, info = env.step(action)
-                    next_obs, info["final_obs"] = concat_groups(next_obs), concat_groups(info["final_obs"])
+                    next_obs, info["final_obs"] = concat_groups(next_obs, info), concat_groups(info["final_obs"], info, final=True)
                     guard.watch("observations", next_obs, info["final_obs"])
                     guard.watch("rewards", reward)
                     actions_buf[t], logp_buf[t], values_buf[t] = action, logp, value
@@ -436,7 +443,8 @@ def load_policy(path: str, device: str = "cpu") -> RecurrentPolicyFn:
     to forget the rows whose episode ended (a batch of another size starts blank)."""
     ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
     (obs_dim, critic_dim), raw_space = group_dims(env.single_observation_space), env.single_action_space
-    agent = Agent(obs_dim, raw_space, args.hidden, critic_dim=critic_dim, rnn_hidden=args.rnn_hidden).to(device)
+    agent = Agent(obs_dim, raw_space, args.hidden, critic_dim=critic_dim, mask_dim=mask_columns(env),
+                  rnn_hidden=args.rnn_hidden).to(device)
     agent.load_state_dict(ckpt["model"])
     to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
     policy = policy_from(agent.eval(), obs_norm, to_env, device)

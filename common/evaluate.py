@@ -50,13 +50,19 @@ class PolicyFn:
         self.core, self.device, self.env_id, self.obs_shape = core, torch.device(device), env_id, obs_shape
 
     @torch.no_grad()
-    def __call__(self, obs):
+    def __call__(self, obs, action_mask=None):
+        """`action_mask` (bool, True = allowed; an env's `info["action_mask"]`): for a policy of a masked env."""
         as_numpy = not isinstance(obs, torch.Tensor)
         x = torch.as_tensor(np.asarray(obs) if as_numpy else obs, dtype=torch.float32, device=self.device)
         single = self.obs_shape is not None and x.dim() == len(self.obs_shape)
         if single:
             x = x.unsqueeze(0)
-        a = self.core(x)
+        if action_mask is not None:
+            m = torch.as_tensor(np.asarray(action_mask) if not isinstance(action_mask, torch.Tensor) else action_mask,
+                                dtype=torch.bool, device=self.device)
+            a = self.core(x, action_mask=m.unsqueeze(0) if single else m)
+        else:
+            a = self.core(x)
         if single:
             a = a.squeeze(0)
         return a.cpu().numpy() if as_numpy else a
@@ -76,10 +82,10 @@ class RecurrentPolicyFn(PolicyFn):
                  env_id: str | None = None, obs_shape: tuple | None = None):
         self.recurrent_core, self.initial_state, self.state = core, initial_state, None
 
-        def step(x):
+        def step(x, **kw):
             if self.state is None or self.state.shape[0] != x.shape[0]:
                 self.state = initial_state(x.shape[0])
-            action, self.state = core(x, self.state)
+            action, self.state = core(x, self.state, **kw)
             return action
 
         super().__init__(step, device, env_id, obs_shape)
@@ -122,14 +128,16 @@ def evaluate(policy: Callable[[torch.Tensor], torch.Tensor], env_id: str, episod
     t0 = time.perf_counter()
     # in-process sub-envs for host simulators: no worker processes spawned per evaluation
     env = envs.make(env_id, num_envs=episodes, device=device, seed=seed, vectorization_mode="sync")
-    obs, _ = env.reset(seed=seed)
+    obs, info = env.reset(seed=seed)
     if hasattr(policy, "reset"):  # a recurrent policy starts its episodes with a blank memory
         policy.reset()
     ret = torch.zeros(episodes, dtype=torch.float64, device=env.device)
     length = torch.zeros(episodes, dtype=torch.long, device=env.device)
     running = torch.ones(episodes, dtype=torch.bool, device=env.device)
     for t in range(max_steps):
-        obs, reward, term, trunc, _ = env.step(policy(policy_obs(obs)))  # the policy group only
+        mask = info.get("action_mask")  # a masked env: the policy takes the mask too
+        act = policy(policy_obs(obs)) if mask is None else policy(policy_obs(obs), action_mask=mask)
+        obs, reward, term, trunc, info = env.step(act)  # the policy group only
         ret += reward * running
         length += running
         running &= ~(term | trunc)

@@ -25,6 +25,8 @@ favour of `torch.export` (`--pt2`, loadable from Python and AOTInductor). ONNX i
 A recurrent policy (`algos/ppo_rnn.py`) exports with its memory as an explicit input and output:
 `action, state = policy(obs, state)`, `state` float32 `[batch, *state_shape]`, zeros at an episode's start
 (ONNX names: inputs `obs`, `state`; outputs `action`, `next_state`). The check then runs two steps.
+The policy of an env with action masks takes the mask as an input after those: `action_mask`, bool
+`[batch, n_actions]` (the env's `info["action_mask"]`); a forbidden action is never chosen.
 
 ONNX export needs `pip install onnx onnxscript` (torch's exporter); single-agent files only (the multi-agent
 ones have per-agent policies and no `load_policy` of this kind).
@@ -75,6 +77,24 @@ class ExportedRecurrentPolicy(ExportedPolicy):
         return self.core(obs, state)
 
 
+class ExportedMaskedPolicy(ExportedPolicy):
+    """The policy of an env with action masks: (obs, action_mask) -> action, forbidden actions never chosen."""
+
+    def forward(self, obs: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
+        return self.core(obs, action_mask=action_mask)
+
+
+class ExportedMaskedRecurrentPolicy(ExportedPolicy):
+    def forward(self, obs: torch.Tensor, state: torch.Tensor, action_mask: torch.Tensor):
+        return self.core(obs, state, action_mask=action_mask)
+
+
+def _mask_dim(core) -> int:
+    """Action-mask columns the networks a core closes over take (their `mask_dim`; 0: no mask)."""
+    nets = [v for v in inspect.getclosurevars(core).nonlocals.values() if isinstance(v, torch.nn.Module)]
+    return max((int(getattr(n, "mask_dim", 0)) for n in nets), default=0)
+
+
 def policy_module(checkpoint: str) -> tuple[ExportedPolicy, object, dict]:
     """(the exportable module, the `PolicyFn` it was built from, the checkpoint) on the CPU."""
     from common.evaluate import PolicyFn, RecurrentPolicyFn
@@ -85,41 +105,54 @@ def policy_module(checkpoint: str) -> tuple[ExportedPolicy, object, dict]:
                          f"checkpoints of single-agent files (ppo_vec, sac, td3, dqn, ...)")
     if policy.obs_shape is None:
         raise ValueError(f"{checkpoint}: its policy does not say its observation shape; cannot export it")
-    if isinstance(policy, RecurrentPolicyFn):
-        return ExportedRecurrentPolicy(policy.recurrent_core).eval(), policy, ckpt
-    return ExportedPolicy(policy.core).eval(), policy, ckpt
+    recurrent = isinstance(policy, RecurrentPolicyFn)
+    core = policy.recurrent_core if recurrent else policy.core
+    cls = {(False, False): ExportedPolicy, (True, False): ExportedRecurrentPolicy,
+           (False, True): ExportedMaskedPolicy, (True, True): ExportedMaskedRecurrentPolicy}[recurrent, _mask_dim(core) > 0]
+    module = cls(core).eval()
+    module.mask_dim = _mask_dim(core)
+    return module, policy, ckpt
 
 
-def example_inputs(module: ExportedPolicy, policy, obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """The inputs the module takes for a batch of observations: (obs,) or (obs, blank state)."""
-    if isinstance(module, ExportedRecurrentPolicy):
-        return obs, policy.initial_state(obs.shape[0]).cpu()
-    return (obs,)
+def example_inputs(module: ExportedPolicy, policy, obs: torch.Tensor, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    """The inputs the module takes for a batch of observations: obs, then a blank state (recurrent policies),
+    then random action masks (masked ones)."""
+    inputs = [obs]
+    if isinstance(module, (ExportedRecurrentPolicy, ExportedMaskedRecurrentPolicy)):
+        inputs.append(policy.initial_state(obs.shape[0]).cpu())
+    if module.mask_dim:
+        inputs.append(torch.rand(obs.shape[0], module.mask_dim, generator=torch.Generator().manual_seed(seed)) < 0.6)
+    return tuple(inputs)
 
 
-def reference(policy, inputs: tuple[torch.Tensor, ...]) -> tuple[np.ndarray, ...]:
-    """load_policy's outputs for `inputs` (a recurrent policy: (action, next state), its own state untouched)."""
+def io_names(module: ExportedPolicy) -> tuple[list[str], list[str]]:
+    recurrent = isinstance(module, (ExportedRecurrentPolicy, ExportedMaskedRecurrentPolicy))
+    inputs = ["obs", *(["state"] if recurrent else []), *(["action_mask"] if module.mask_dim else [])]
+    return inputs, ["action", "next_state"] if recurrent else ["action"]
+
+
+def reference(module: ExportedPolicy, inputs: tuple[torch.Tensor, ...]) -> tuple[np.ndarray, ...]:
+    """What load_policy's policy answers to `inputs` (its core, run eagerly): (action,) or (action, next state)."""
     with torch.no_grad():
-        if len(inputs) == 2:
-            return tuple(t.numpy() for t in policy.recurrent_core(*inputs))
-        return (policy(inputs[0]).numpy(),)
+        out = module(*inputs)
+    return tuple(t.numpy() for t in (out if isinstance(out, tuple) else (out,)))
 
 
-def check_steps(run, policy, inputs: tuple[torch.Tensor, ...], name: str, atol: float) -> float:
+def check_steps(run, module, inputs: tuple[torch.Tensor, ...], name: str, atol: float) -> float:
     """`run(inputs) -> outputs (numpy)` against load_policy's: one step, or two for a recurrent policy (the second
     from the state the first returned, on other observations)."""
-    err = max(_compare(name, g, w, atol) for g, w in zip(run(inputs), reference(policy, inputs)))
-    if len(inputs) == 2:
-        second = (inputs[0].flip(0), torch.as_tensor(reference(policy, inputs)[1]))
-        err = max(err, *(_compare(name, g, w, atol) for g, w in zip(run(second), reference(policy, second))))
+    want = reference(module, inputs)
+    err = max(_compare(name, g, w, atol) for g, w in zip(run(inputs), want))
+    if len(want) == 2:
+        second = (inputs[0].flip(0), torch.as_tensor(want[1]), *inputs[2:])
+        err = max(err, *(_compare(name, g, w, atol) for g, w in zip(run(second), reference(module, second))))
     return err
 
 
-def _names(example: tuple) -> tuple[list[str], list[str], dict]:
+def _names(module: ExportedPolicy) -> tuple[list[str], list[str], dict]:
     batch = torch.export.Dim("batch")
-    if len(example) == 2:
-        return ["obs", "state"], ["action", "next_state"], {"obs": {0: batch}, "state": {0: batch}}
-    return ["obs"], ["action"], {"obs": {0: batch}}
+    inputs, outputs = io_names(module)
+    return inputs, outputs, {n: {0: batch} for n in inputs}
 
 
 def sample_observations(policy, ckpt: dict, n: int = 1000, seed: int = 0) -> torch.Tensor:
@@ -144,7 +177,7 @@ def to_torchscript(module: ExportedPolicy, example: tuple, path: str) -> None:
 
 def to_pt2(module: ExportedPolicy, example: tuple, path: str) -> None:
     with torch.no_grad():
-        program = torch.export.export(module, example, dynamic_shapes=_names(example)[2])
+        program = torch.export.export(module, example, dynamic_shapes=_names(module)[2])
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     torch.export.save(program, path)
 
@@ -158,7 +191,7 @@ def to_onnx(module: ExportedPolicy, example: tuple, path: str) -> None:
     logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        inputs, outputs, dynamic = _names(example)
+        inputs, outputs, dynamic = _names(module)
         torch.onnx.export(module, example, path, input_names=inputs, output_names=outputs, dynamo=True,
                           dynamic_shapes=dynamic, external_data=False, verbose=False)
 
@@ -173,32 +206,29 @@ def _compare(name: str, got: np.ndarray, want: np.ndarray, atol: float) -> float
     return err
 
 
-def _outputs(out) -> tuple[np.ndarray, ...]:
-    return tuple(np.asarray(o) for o in (out if isinstance(out, (tuple, list)) else (out,)))
-
-
-def check_torchscript(path: str, policy, inputs: tuple, atol: float = 1e-5) -> float:
-    module = torch.jit.load(path)
+def check_torchscript(path: str, eager: ExportedPolicy, inputs: tuple, atol: float = 1e-5) -> float:
+    """Max abs difference of the written file's outputs to the eager policy's (`eager`, from `policy_module`)."""
+    loaded = torch.jit.load(path)
     with torch.no_grad():
-        return check_steps(lambda x: _outputs(tuple(t.numpy() for t in _as_tuple(module(*x)))), policy, inputs, path, atol)
+        return check_steps(lambda x: tuple(t.numpy() for t in _as_tuple(loaded(*x))), eager, inputs, path, atol)
 
 
-def check_pt2(path: str, policy, inputs: tuple, atol: float = 1e-5) -> float:
-    module = torch.export.load(path).module()
+def check_pt2(path: str, eager: ExportedPolicy, inputs: tuple, atol: float = 1e-5) -> float:
+    loaded = torch.export.load(path).module()
     with torch.no_grad():
-        return check_steps(lambda x: _outputs(tuple(t.numpy() for t in _as_tuple(module(*x)))), policy, inputs, path, atol)
+        return check_steps(lambda x: tuple(t.numpy() for t in _as_tuple(loaded(*x))), eager, inputs, path, atol)
 
 
-def check_onnx(path: str, policy, inputs: tuple, atol: float = 1e-5) -> float | None:
-    """Max abs difference to `policy` on `inputs` through onnxruntime; None when onnxruntime is not installed."""
+def check_onnx(path: str, eager: ExportedPolicy, inputs: tuple, atol: float = 1e-5) -> float | None:
+    """As `check_torchscript`, through onnxruntime; None when onnxruntime is not installed."""
     try:
         import onnxruntime
     except ImportError:
         return None
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
-    names = _names(inputs)[0]
-    return check_steps(lambda x: _outputs(session.run(None, {n: t.numpy() for n, t in zip(names, x)})), policy, inputs,
-                       path, atol)
+    names = io_names(eager)[0]
+    return check_steps(lambda x: tuple(np.asarray(o) for o in session.run(None, {n: t.numpy() for n, t in zip(names, x)})),
+                       eager, inputs, path, atol)
 
 
 def _as_tuple(out) -> tuple:
@@ -233,7 +263,7 @@ def main(args: Args) -> dict:
         if not path:
             continue
         write(module, tuple(t[:2].clone() for t in inputs), path)
-        err = check(path, policy, inputs, args.atol) if args.check_samples else None
+        err = check(path, module, inputs, args.atol) if args.check_samples else None
         out[kind] = {"path": path, "max_abs_diff": err}
         if err is not None:
             checked = f"matches load_policy on {len(obs)} observations (max abs difference {err:.2g})"

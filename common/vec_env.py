@@ -28,6 +28,16 @@ A vec env follows gymnasium's `VectorEnv` API with torch tensors on `env.device`
   and `critic` to the value function (stored side by side by `concat_groups`); a deployed policy
   takes the `policy` group only. Files without an asymmetric critic refuse such an env with one line (`check_single_agent`).
 
+* Action masks (optional, for discrete actions): `info["action_mask"]`, bool, True = allowed, for the
+  observation returned with it (in `reset`'s info and in every `step`'s): `[N, n]` for `Discrete(n)`, `[N,
+  sum(nvec)]` for `MultiDiscrete(nvec)` (each dimension's allowed values, concatenated). The multi-agent
+  envs' `info["avail_actions"]` (`common/ma_vec_env.py`) is the same convention with an agent axis. The
+  ppo_vec family and the dqn family mask their logits / their argmax with it (`concat_groups` stores the
+  mask after the observation's columns); files that cannot mask refuse such an env with one line. An env
+  that masks says so before its first reset: `env.has_action_mask = True` (`TorchVecEnv` sets it when a
+  subclass defines `_action_mask`); `info["final_action_mask"]` may hold the masks of `final_obs`.
+* `MultiDiscrete(nvec)` actions: integer tensors `[N, len(nvec)]`, each column in `[0, nvec[i])`.
+
 `TorchVecEnv` is the base for torch-native batched environments: a subclass describes a single
 task as pure tensor functions over a `[N, state_dim]` state and gets time limits, autoreset,
 `final_obs`, action validation, seeding and checkpointable state from here.
@@ -52,6 +62,8 @@ __all__ = ["ActionChecks", "TorchVecEnv", "VecEnvWrapper", "check_actions", "unw
 def _describe_space(space: gym.Space) -> str:
     if isinstance(space, gym.spaces.Discrete):
         return f"Discrete({space.n})"
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return f"MultiDiscrete({space.nvec.tolist()})"
     if isinstance(space, gym.spaces.Box):
         return f"Box(shape={tuple(space.shape)})"
     return repr(space)
@@ -78,8 +90,8 @@ def check_actions(
             f"actions are on {actions.device} but the env runs on {device}; "
             f"move them with actions.to(env.device)"
         )
-    if isinstance(space, gym.spaces.Discrete):
-        expected = lead
+    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+        expected = lead if isinstance(space, gym.spaces.Discrete) else (*lead, len(space.nvec))
         if actions.dtype.is_floating_point or actions.dtype.is_complex or actions.dtype == torch.bool:
             raise TypeError(
                 f"{_describe_space(space)} actions must be an integer tensor of shape {expected}, "
@@ -144,6 +156,12 @@ class ActionChecks(NormalTensors):
 
     def _validate(self, actions) -> torch.Tensor:
         actions = check_actions(actions, self.single_action_space, self.num_envs, self.device, self._batch_agents)
+        if isinstance(self.single_action_space, gym.spaces.MultiDiscrete):  # each column below its nvec
+            bad = ((actions < 0) | (actions >= torch.as_tensor(self.single_action_space.nvec, device=self.device))).any()
+            if self.device.type == "cpu" and bad.item():
+                raise ValueError(self._invalid_message(actions))
+            self._invalid_action |= bad
+            return actions
         if self.device.type == "cpu":  # one reduction, read at once (there is no device to wait for)
             if self._discrete:
                 lo, hi = actions.aminmax()
@@ -159,7 +177,9 @@ class ActionChecks(NormalTensors):
         return actions
 
     def _invalid_message(self, actions=None) -> str:
-        if self._discrete:
+        if isinstance(self.single_action_space, gym.spaces.MultiDiscrete):
+            what = f"integers in [0, nvec) per column, nvec = {self.single_action_space.nvec.tolist()}"
+        elif self._discrete:
             what = f"integers in [0, {self.single_action_space.n})"
         else:
             what = "finite floats (no NaN/Inf)"
@@ -228,6 +248,14 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
     def _observe(self, state: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def _action_mask(self, state: torch.Tensor) -> torch.Tensor | None:
+        """Optional: the allowed actions in `state`, bool `[n, n_actions]` (`info["action_mask"]`); None: all."""
+        return None
+
+    @property
+    def has_action_mask(self) -> bool:
+        return type(self)._action_mask is not TorchVecEnv._action_mask
+
     # ---- helpers for subclasses ----------------------------------------------------------------
     def _uniform(self, n: int, dim: int, low, high) -> torch.Tensor:
         u = torch.rand(n, dim, generator=self.rng, device=self.device, dtype=self.dtype)
@@ -240,7 +268,8 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         self.state = self._sample_initial_state(self.num_envs)
         self.elapsed.zero_()
         self._invalid_action.zero_()
-        return self._observe(self.state), {}
+        mask = self._action_mask(self.state)
+        return self._observe(self.state), ({} if mask is None else {"action_mask": mask})
 
     def step(self, actions):
         if self.validate_actions:
@@ -260,6 +289,9 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         if obs is self.state:  # an identity observation must not alias the env's own state
             obs = obs.clone()
         info = {"final_obs": final_obs, "_final_obs": done}
+        mask = self._action_mask(self.state)
+        if mask is not None:
+            info["action_mask"], info["final_action_mask"] = mask, self._action_mask(next_state)
         return obs, reward.to(torch.float32), terminated, truncated, info
 
     # ---- checkpointable state ---------------------------------------------------------------------
@@ -348,14 +380,22 @@ def check_env(env, num_envs: int, device: torch.device | str) -> None:
     if not (isinstance(out, tuple) and len(out) == 2):
         raise TypeError(f"{name}.reset() must return (obs, info), got {type(out).__name__}")
     _check_obs(name, "reset() obs", out[0], obs_space, num_envs, env.device)
+    masked = bool(getattr(env, "has_action_mask", False))
+    if masked != ("action_mask" in out[1]):
+        raise ValueError(f"{name}: reset() info {'lacks' if masked else 'has'} 'action_mask' but has_action_mask is "
+                         f"{masked}: an env that masks actions sets has_action_mask = True and gives the mask on "
+                         f"reset and on every step")
     if isinstance(act_space, gym.spaces.Discrete):
         actions = torch.randint(0, int(act_space.n), (num_envs,), device=env.device)
+    elif isinstance(act_space, gym.spaces.MultiDiscrete):
+        actions = (torch.rand((num_envs, len(act_space.nvec)), device=env.device)
+                   * torch.as_tensor(act_space.nvec, device=env.device)).long()
     elif isinstance(act_space, gym.spaces.Box):
         low = torch.as_tensor(np.nan_to_num(act_space.low, posinf=1.0, neginf=-1.0), dtype=torch.float32, device=env.device)
         high = torch.as_tensor(np.nan_to_num(act_space.high, posinf=1.0, neginf=-1.0), dtype=torch.float32, device=env.device)
         actions = low + (high - low) * torch.rand((num_envs, *act_space.shape), device=env.device)
     else:
-        raise TypeError(f"{name}'s action space {act_space} is not supported: use Discrete or Box")
+        raise TypeError(f"{name}'s action space {act_space} is not supported: use Discrete, MultiDiscrete or Box")
     out = env.step(actions)
     if not (isinstance(out, tuple) and len(out) == 5):
         raise TypeError(f"{name}.step() must return (obs, reward, terminated, truncated, info), "
@@ -369,6 +409,8 @@ def check_env(env, num_envs: int, device: torch.device | str) -> None:
         raise ValueError(f"{name}.step() info must hold 'final_obs' (the last observation of the episodes that "
                          f"ended, for same-step autoreset), got {sorted(info) if isinstance(info, dict) else info!r}")
     _check_obs(name, "step() info['final_obs']", info["final_obs"], obs_space, num_envs, env.device)
+    for key in [k for k in ("action_mask", "final_action_mask") if masked and (k in info or k == "action_mask")]:
+        _check_tensor(name, f"step() info[{key!r}]", info.get(key), (num_envs, mask_width(act_space)), env.device, bool)
 
 
 def policy_obs(obs):
@@ -376,13 +418,28 @@ def policy_obs(obs):
     return obs["policy"] if isinstance(obs, dict) else obs
 
 
-def concat_groups(obs):
+def concat_groups(obs, info: dict | None = None, final: bool = False):
     """One tensor per observation for rollout storage: `policy` then `critic` along the last axis when
-    the observation has both groups (the PPO files' actor reads the first columns, the critic the rest),
-    else the policy observation."""
-    if isinstance(obs, dict):
-        return torch.cat([obs["policy"], obs["critic"]], -1) if "critic" in obs else obs["policy"]
-    return obs
+    the observation has both groups (the PPO files' actor reads the first columns, the critic the next),
+    else the policy observation; then, where `info` holds an action mask, its columns as 0/1 (the
+    `final_obs` rows with `final=True`: `info["final_action_mask"]` where given, else the same columns)."""
+    x = (torch.cat([obs["policy"], obs["critic"]], -1) if "critic" in obs else obs["policy"]) if isinstance(obs, dict) else obs
+    if info is None or "action_mask" not in info:
+        return x
+    mask = info.get("final_action_mask", info["action_mask"]) if final else info["action_mask"]
+    return torch.cat([x, mask.to(x.dtype)], -1)
+
+
+def mask_width(space: gym.Space) -> int:
+    """Columns of an action mask for `space`: n for Discrete(n), sum(nvec) for MultiDiscrete (0 otherwise)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n)
+    return int(np.sum(space.nvec)) if isinstance(space, gym.spaces.MultiDiscrete) else 0
+
+
+def mask_columns(env) -> int:
+    """The action-mask columns `concat_groups` appends for `env`: 0 when it does not mask."""
+    return mask_width(env.single_action_space) if getattr(env, "has_action_mask", False) else 0
 
 
 def group_spaces(space: gym.Space) -> tuple[gym.Space, gym.Space]:
@@ -427,10 +484,15 @@ def _check_tensor(env_name: str, what: str, x, shape: tuple, device, kind) -> No
         raise TypeError(f"{env_name}.{what} has dtype {x.dtype}, expected torch.bool")
 
 
-def check_single_agent(env, env_id: str, algo: str, groups: bool = False) -> None:
+def check_single_agent(env, env_id: str, algo: str, groups: bool = False, masks: bool = False) -> None:
     """Refuse a multi-agent env (`common/ma_vec_env.py`, observations `[N, n_agents, ...]`) in a
-    single-agent algorithm file, naming the files that train several agents; and an env with observation
-    groups in a file that has no asymmetric critic (`groups=False`)."""
+    single-agent algorithm file, naming the files that train several agents; an env with observation
+    groups in a file that has no asymmetric critic (`groups=False`); an env with action masks in a file
+    that cannot apply them (`masks=False`)."""
+    if getattr(env, "has_action_mask", False) and not masks:
+        raise ValueError(f"{env_id} masks its actions (info['action_mask']) and algos/{algo}.py cannot apply a mask: "
+                         f"train it with algos/ppo_vec.py (a2c, ppo_h, ppo_rnn, ppo_podracer) or algos/dqn.py "
+                         f"(double_dqn, d3qn)")
     space = env.single_observation_space
     if isinstance(space, gym.spaces.Dict) and not groups:
         raise ValueError(f"{env_id} has observation groups {sorted(space.spaces)} and algos/{algo}.py feeds one "

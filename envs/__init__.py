@@ -20,6 +20,7 @@ import torch
 
 from envs.chasing import Chasing
 from envs.classic_control import Acrobot, CartPole, MountainCar, MountainCarContinuous, Pendulum
+from envs.masked import GridReach, MaskedWalk, UnmaskedWalk
 from envs.mpe import SimpleSpread, SimpleTag
 from envs.partial import CARTPOLE_NOISE as NOISE, factory as _partial
 
@@ -40,6 +41,9 @@ NATIVE = {
     "Pendulum-v1": Pendulum,
     "Chasing-v0": Chasing,  # not a gymnasium task: our own (envs/chasing.py)
     "StockTrading-v0": _stock_trading,  # not a gymnasium task: multi-stock daily trading (envs/stock_trading.py)
+    "MaskedWalk-v0": MaskedWalk,  # not gymnasium tasks: action masks and MultiDiscrete actions (envs/masked.py)
+    "MaskedWalk-NoMask-v0": UnmaskedWalk,
+    "GridReach-v0": GridReach,
 }
 
 

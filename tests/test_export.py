@@ -31,10 +31,13 @@ def _export_and_check(ckpt: str, tmp_path) -> None:
     module, policy, ckpt_ = export.policy_module(ckpt)
     session = onnxruntime.InferenceSession(str(tmp_path / "policy.onnx"))
     names = [i.name for i in session.get_inputs()]
+    assert names == export.io_names(module)[0]
     for batch in (1, 7):  # the batch dimension is free in both files
         obs = export.sample_observations(policy, ckpt_, batch, seed=batch)
-        inputs = export.example_inputs(module, policy, obs)  # (obs,), or (obs, state) for a recurrent policy
-        want = export.reference(policy, inputs)
+        inputs = export.example_inputs(module, policy, obs)  # obs, a recurrent policy's state, a masked one's mask
+        want = export.reference(module, inputs)
+        if len(inputs) == 1:  # the eager module is load_policy's policy
+            np.testing.assert_array_equal(want[0], policy(obs).numpy())
         ts = torch.jit.load(str(tmp_path / "policy.pt"))(*inputs)
         pt2 = torch.export.load(str(tmp_path / "policy.pt2")).module()(*inputs)
         ort = session.run(None, {n: t.numpy() for n, t in zip(names, inputs)})
@@ -54,6 +57,21 @@ def test_ppo_vec_with_observation_normalization_exports_to_both(tmp_path):
 @pytest.mark.parametrize("name", sorted(n for n in SMALL_RUNS if n != "ppo_vec"))
 def test_every_single_agent_file_exports_to_both(name, tmp_path):
     _export_and_check(_train(name, tmp_path), tmp_path)
+
+
+@pytest.mark.parametrize("name", ["ppo_vec", "dqn", "ppo_rnn"])
+def test_a_masked_policy_exports_with_the_mask_as_an_input(name, tmp_path):
+    module = importlib.import_module(f"algos.{name}")
+    small = {k: v for k, v in SMALL_RUNS[name].items() if k != "env"}
+    ckpt = module.main(module.Args(env="MaskedWalk-v0", out_dir=str(tmp_path / "runs"), **small))["checkpoint"]
+    _export_and_check(ckpt, tmp_path)
+    session = onnxruntime.InferenceSession(str(tmp_path / "policy.onnx"))
+    only = np.zeros((4, 12), dtype=bool)
+    only[np.arange(4), [2, 4, 6, 8]] = True  # one allowed action per row: the exported policy picks it
+    feed = {"obs": np.random.default_rng(0).random((4, 25), dtype=np.float32), "action_mask": only}
+    if name == "ppo_rnn":
+        feed["state"] = np.zeros((4, SMALL_RUNS[name]["rnn_hidden"]), dtype=np.float32)
+    assert session.run(None, feed)[0].tolist() == [2, 4, 6, 8]
 
 
 def test_the_command_line_says_what_it_wrote_and_refuses_bad_input(tmp_path):

@@ -99,8 +99,8 @@ def test_bad_settings_get_one_line(kw, msg, tmp_path):
 
 
 # CartPole with cart position and pole angle only: a memoryless policy cannot tell which way the pole swings
-MEMORY_TASK = dict(env="CartPoleNoVel-v0", seed=1, num_envs=64, num_steps=32, num_minibatches=4,
-                   total_steps=200_000, eval_every=0, save_every=0, eval_episodes=20, quiet=True)
+MEMORY_TASK = dict(env="CartPoleNoVel-v0", seed=1, num_envs=64, num_steps=32, num_minibatches=4, learning_rate=1e-3,
+                   norm_obs=True, total_steps=200_000, eval_every=0, save_every=0, eval_episodes=20, quiet=True)
 
 
 @pytest.mark.slow

@@ -19,8 +19,8 @@ def test_native_contract(env_id):
     assert obs.shape == (16, *env.single_observation_space.shape) and obs.dtype == torch.float32
     assert env.observation_space.shape == (16, *env.single_observation_space.shape)
     space = env.single_action_space
-    if isinstance(space, gym.spaces.Discrete):
-        a = torch.randint(0, int(space.n), (16,))
+    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+        a = torch.as_tensor(env.action_space.sample())
     else:
         a = torch.rand(16, *space.shape) * 2 - 1
     obs, reward, term, trunc, info = env.step(a)

@@ -1,0 +1,54 @@
+"""The categorical action distribution of the discrete-action PPO files: one categorical per dimension of the
+action space (`Discrete(n)`: one; `MultiDiscrete(nvec)`: `len(nvec)`, independent, over consecutive slices of
+the logits), with the actions an action mask forbids given probability zero (Huang & Ontañón 2020,
+arXiv:2006.14171: the masked logits are what the policy gradient flows through, so a forbidden action
+takes no probability mass and no share of the entropy)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import torch
+from torch.distributions import Categorical
+
+
+def action_nvec(space: gym.Space) -> tuple[int, ...] | None:
+    """The sizes of a discrete action space's dimensions (`Discrete(n)`: `(n,)`), or None for continuous."""
+    if isinstance(space, gym.spaces.Discrete):
+        return (int(space.n),)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        if space.nvec.ndim != 1:
+            raise ValueError(f"MultiDiscrete action spaces must be flat, got nvec of shape {space.nvec.shape}")
+        return tuple(int(n) for n in space.nvec)
+    return None
+
+
+class Categoricals:
+    """`logits` [..., sum(nvec)] as independent categoricals; `mask` [..., sum(nvec)] (bool, True = allowed)
+    or None. Actions are `[...]` long for one dimension (`multi=False`, a `Discrete` space) and `[..., D]`
+    long for several; `log_prob` and `entropy` sum over the dimensions."""
+
+    def __init__(self, logits: torch.Tensor, nvec: tuple[int, ...], mask: torch.Tensor | None = None,
+                 multi: bool = False):
+        if mask is not None:
+            logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
+        self.multi = multi
+        # validation would read tensors: host syncs
+        self.dims = [Categorical(logits=x, validate_args=False) for x in logits.split(list(nvec), -1)]
+
+    def _cols(self, action: torch.Tensor) -> list[torch.Tensor]:
+        action = action.long()
+        return action.unbind(-1) if self.multi else [action]
+
+    def sample(self) -> torch.Tensor:
+        out = [d.sample() for d in self.dims]
+        return torch.stack(out, -1) if self.multi else out[0]
+
+    def mode(self) -> torch.Tensor:
+        out = [d.logits.argmax(-1) for d in self.dims]
+        return torch.stack(out, -1) if self.multi else out[0]
+
+    def log_prob(self, action: torch.Tensor) -> torch.Tensor:
+        return sum(d.log_prob(a) for d, a in zip(self.dims, self._cols(action)))
+
+    def entropy(self) -> torch.Tensor:
+        return sum(d.entropy() for d in self.dims)
