@@ -30,6 +30,8 @@
 #                 fast_td3 and sac in the many-envs, large-batch regime on the same env, seeds 1-3, one core
 #                 each, 150k env steps, budgets in bench/locomotion.py OFFPOLICY (~40 min per group);
 #                 drawn on the PPO plots of the task
+#   locomotion-adaptive-hopper, -halfcheetah
+#                 ppo_vec with --lr-schedule adaptive (rsl_rl's KL rule) beside the groups above, seeds 1-3
 #   locomotion-flagship  python algos/ppo_vec.py --env Ant --num-envs 4096 (GPU-sized defaults) on every core,
 #                 10M steps, final eval on gymnasium's Ant (about 40 min on 2 cores)
 #   locomotion-profile  where the time goes, ppo_vec vs rsl_rl on Ant and Humanoid (cProfile buckets:
@@ -94,6 +96,8 @@ case "$group" in
              $PY bench/locomotion.py run "${group#locomotion-}" ;;
   locomotion-offpolicy-hopper|locomotion-offpolicy-halfcheetah|locomotion-offpolicy-ant)
              $PY bench/locomotion.py run "${group#locomotion-offpolicy-}" --sides fast_td3 sac ;;
+  locomotion-adaptive-hopper|locomotion-adaptive-halfcheetah)
+             $PY bench/locomotion.py run "${group#locomotion-adaptive-}" --sides adaptive ;;
   locomotion-flagship) $PY bench/locomotion.py flagship ;;
   locomotion-profile) for t in Ant Humanoid; do $PY bench/locomotion_profile.py --task "$t"; done ;;
   locomotion) for t in hopper halfcheetah walker2d ant humanoid offpolicy-hopper offpolicy-halfcheetah offpolicy-ant flagship profile; do
@@ -104,6 +108,6 @@ case "$group" in
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, full, report, peers, compile, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-flagship, locomotion-profile or gpu" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, full, report, peers, compile, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile or gpu" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"

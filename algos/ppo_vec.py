@@ -1,15 +1,17 @@
 """PPO-Clip on massively parallel, on-device vectorized environments.
 
 Proximal Policy Optimization (Schulman et al., 2017, arXiv:1707.06347) with generalized advantage
-estimation (Schulman et al., 2016, arXiv:1506.02438), for discrete (categorical) and continuous
-(diagonal Gaussian, state-independent log-std) actions. Every sub-env steps in one batched call;
-rollout storage, GAE and the minibatch updates stay on the training device.
+estimation (Schulman et al., 2016, arXiv:1506.02438), for discrete (one categorical per dimension of a
+Discrete or MultiDiscrete space, forbidden actions masked out where the env gives `info["action_mask"]`)
+and continuous (diagonal Gaussian, state-independent log-std) actions. Every sub-env steps in one batched
+call; rollout storage, GAE and the minibatch updates stay on the training device.
 
 Details that matter:
 * truncation (time limit) bootstraps: the reward of a truncated step gets `gamma * V(final_obs)`;
   termination does not. All `final_obs` values are computed in one batched forward after the rollout.
 * advantages normalized per minibatch; optional value clipping; global grad-norm clipping;
-  linear learning-rate annealing; optional early stop of the epochs at `target_kl`.
+  linear learning-rate annealing or rsl_rl's adaptive-KL schedule (`--lr-schedule adaptive`); optional
+  early stop of the epochs at `target_kl`.
 * continuous actions are sampled unbounded, clipped to [-1, 1] and rescaled to the env's bounds
   by `common.wrappers.RescaleAction`; the log-probability is that of the unclipped sample.
 

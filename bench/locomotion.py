@@ -71,10 +71,13 @@ OFFPOLICY_FLAGS = {
     "sac": ["--batch-size", "256", "--gradient-steps", "8", "--learning-starts", "10000", "--actor-lr", "3e-4",
             "--critic-lr", "3e-4"],
 }
+# `adaptive`: ppo_vec with rsl_rl's adaptive-KL learning-rate schedule in place of linear annealing, everything
+# else the MuJoCo defaults (the comparison that decides the default schedule; `--sides adaptive`)
+SIDE_FLAGS = {**OFFPOLICY_FLAGS, "adaptive": ["--lr-schedule", "adaptive", "--desired-kl", "0.01"]}
 SIDES = {"ours": "ppo_vec (ours)", "rsl_rl": "rsl_rl (IsaacLab cfg)", "fast_td3": "fast_td3 (ours)",
-         "sac": "sac (ours)"}
-ALGO_OF = {"ours": "ppo_vec", "fast_td3": "fast_td3", "sac": "sac"}
-SIDE_OF = {v: k for k, v in ALGO_OF.items()}
+         "sac": "sac (ours)", "adaptive": "ppo_vec, adaptive lr"}
+ALGO_OF = {"ours": "ppo_vec", "fast_td3": "fast_td3", "sac": "sac", "adaptive": "ppo_vec"}
+SIDE_OF = {"ppo_vec": "ours", "fast_td3": "fast_td3", "sac": "sac"}
 # the flagship command on this CPU: 4096 envs, the GPU-sized defaults, all cores
 FLAGSHIP = dict(steps=10_000_000, eval_every=1_048_576)
 # CleanRL's published PPO scores at 1M steps (MuJoCo v4, 3 seeds, training-episode returns; REFERENCES.md)
@@ -109,7 +112,7 @@ def ensure_venv() -> Path:
 # ---------------------------------------------------------------------------------------------
 # our side: a worker process running algos/ppo_vec.py's main on the command-line flags given
 # ---------------------------------------------------------------------------------------------
-def worker_ours(out: str, algo: str, flags: list[str], threads: int = 1) -> None:
+def worker_ours(out: str, algo: str, flags: list[str], threads: int = 1, side: str | None = None) -> None:
     sys.path.insert(0, str(ROOT))
     import importlib
 
@@ -134,7 +137,7 @@ def worker_ours(out: str, algo: str, flags: list[str], threads: int = 1) -> None
     ref = gym_rollouts(mod.load_policy(res["checkpoint"]), args.env, 10, seed=GYM_SEED)
     header = set(vars(RunArgs())) - {"num_envs"}
     settings = {k: v for k, v in vars(args).items() if k not in header}
-    result = {"side": SIDE_OF[algo], "algo": algo, "task": args.env, "seed": args.seed, "num_envs": args.num_envs,
+    result = {"side": side or SIDE_OF[algo], "algo": algo, "task": args.env, "seed": args.seed, "num_envs": args.num_envs,
               "steps": curve[-1]["step"], "threads": threads, "command": f"python algos/{algo}.py " + " ".join(flags),
               "config": settings, "curve": curve, "train_seconds": curve[-1]["train_seconds"],
               "sps": curve[-1]["step"] / curve[-1]["train_seconds"], "eval_return": curve[-1]["eval_return"],
@@ -156,40 +159,42 @@ def short(task: str) -> str:
 
 def run(task: str, seeds: list[int], steps: int | None, num_envs: int | None, eval_every: int | None,
         sides: list[str]) -> None:
-    """Each seed runs its sides two at a time (one core each, swapped from one seed to the next)."""
+    """Runs go two at a time, one core each (a seed's two sides; with one side, two seeds), cores swapped
+    from one pair to the next."""
     py_rsl = ensure_venv() if "rsl_rl" in sides else None
     tid, name = task_id(task), short(task)
     logs = RESULTS / name / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    for i, seed in enumerate(seeds):
-        for pair in (sides[k:k + 2] for k in range(0, len(sides), 2)):
-            procs = []
-            for j, side in enumerate(pair):
-                core = str((i + j) % 2)
-                cfg = OFFPOLICY[name] if side in OFFPOLICY_FLAGS else TASKS[name]
-                n, s, e = (num_envs or cfg["num_envs"], steps or cfg["steps"], eval_every or cfg["eval_every"])
-                out = RESULTS / name / f"{side}_seed{seed}.json"
-                if side == "rsl_rl":
-                    cmd = [str(py_rsl), str(ROOT / "bench" / "locomotion_rslrl.py"), "--task", tid, "--seed", str(seed),
-                           "--steps", str(s), "--num-envs", str(n), "--eval-every", str(e),
-                           "--gym-seed", str(GYM_SEED), "--out", str(out)]
-                else:
-                    flags = ["--env", name, "--num-envs", str(n), "--total-steps", str(s), "--seed", str(seed),
-                             "--eval-every", str(e), "--save-every", "0", "--quiet",
-                             "--out-dir", str(ROOT / "bench" / "runs" / "locomotion"), *OFFPOLICY_FLAGS.get(side, [])]
-                    cmd = [sys.executable, __file__, "worker-ours", "--algo", ALGO_OF[side], "--out", str(out), "--", *flags]
-                log = open(logs / f"{side}_seed{seed}.log", "w")
-                print(f"[{name} seed {seed}] {side} on core {core}: {' '.join(cmd[1:])}", flush=True)
-                procs.append((side, subprocess.Popen(["taskset", "-c", core, *cmd], cwd=ROOT, env=thread_env(),
-                                                     stdout=log, stderr=subprocess.STDOUT)))
-            for side, p in procs:
-                if p.wait() != 0:
-                    raise SystemExit(f"{name} seed {seed} {side} failed (exit {p.returncode}); see "
-                                     f"{logs}/{side}_seed{seed}.log")
-                r = json.loads((RESULTS / name / f"{side}_seed{seed}.json").read_text())
-                print(f"[{name} seed {seed}] {side}: gym {r['gym_return']:.0f}, ours-env {r['eval_return']:.0f}, "
-                      f"{r['sps']:,.0f} env-steps/s, {r['train_seconds']:.0f} s", flush=True)
+    jobs = [(seed, side) for seed in seeds for side in sides]  # two at a time: a seed's two sides, or two seeds
+    for i, pair in enumerate(jobs[k:k + 2] for k in range(0, len(jobs), 2)):
+        procs = []
+        for j, (seed, side) in enumerate(pair):
+            core = str((i + j) % 2)
+            cfg = OFFPOLICY[name] if side in OFFPOLICY_FLAGS else TASKS[name]
+            n, s, e = (num_envs or cfg["num_envs"], steps or cfg["steps"], eval_every or cfg["eval_every"])
+            out = RESULTS / name / f"{side}_seed{seed}.json"
+            if side == "rsl_rl":
+                cmd = [str(py_rsl), str(ROOT / "bench" / "locomotion_rslrl.py"), "--task", tid, "--seed", str(seed),
+                       "--steps", str(s), "--num-envs", str(n), "--eval-every", str(e),
+                       "--gym-seed", str(GYM_SEED), "--out", str(out)]
+            else:
+                flags = ["--env", name, "--num-envs", str(n), "--total-steps", str(s), "--seed", str(seed),
+                         "--eval-every", str(e), "--save-every", "0", "--quiet",
+                         "--out-dir", str(ROOT / "bench" / "runs" / "locomotion"), *SIDE_FLAGS.get(side, [])]
+                cmd = [sys.executable, __file__, "worker-ours", "--algo", ALGO_OF[side], "--side", side, "--out", str(out),
+                       "--", *flags]
+            log = open(logs / f"{side}_seed{seed}.log", "w")
+            print(f"[{name} seed {seed}] {side} on core {core}: {' '.join(cmd[1:])}", flush=True)
+            procs.append(((seed, side), subprocess.Popen(["taskset", "-c", core, *cmd], cwd=ROOT, env=thread_env(),
+                                                         stdout=log, stderr=subprocess.STDOUT)))
+        for (seed, side), p in procs:
+            if p.wait() != 0:
+                raise SystemExit(f"{name} seed {seed} {side} failed (exit {p.returncode}); see "
+                                 f"{logs}/{side}_seed{seed}.log")
+            r = json.loads((RESULTS / name / f"{side}_seed{seed}.json").read_text())
+            print(f"[{name} seed {seed}] {side}: gym {r['gym_return']:.0f}, ours-env {r['eval_return']:.0f}, "
+                  f"{r['sps']:,.0f} env-steps/s, {r['train_seconds']:.0f} s", flush=True)
     meta = {"task": tid, "seeds": seeds, "sides": sides, "group_wall_seconds": time.perf_counter() - t0,
             "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}",
             "date": time.strftime("%Y-%m-%d")}
@@ -256,7 +261,7 @@ def plot(name: str, data: dict, path: Path) -> None:
     import numpy as np
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for side, color in zip(SIDES, ("tab:blue", "tab:orange", "tab:green", "tab:red")):
+    for side, color in zip(SIDES, ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")):
         if side not in data:
             continue
         runs = data[side]
@@ -353,6 +358,11 @@ def report() -> str:
             gym = [np.mean([r["gym_return"] for r in data[s]]) for s in ("ours", "rsl_rl")]
             notes.append(f"- {name}: env-steps/s ratio ours/rsl_rl {sps[0] / sps[1]:.2f}x; gymnasium return at "
                          f"equal env steps {gym[0]:.0f} vs {gym[1]:.0f}; curve {png.name}")
+        if {"ours", "adaptive"} <= set(data):
+            gym = [np.mean([r["gym_return"] for r in data[s]]) for s in ("ours", "adaptive")]
+            seeds = ", ".join(f"{r['gym_return']:.0f}" for r in data["adaptive"])
+            notes.append(f"- {name}: ppo_vec with the adaptive-KL schedule vs linear annealing: gymnasium return "
+                         f"{gym[1]:.0f} ({seeds}) vs {gym[0]:.0f}")
         meta = RESULTS / name / "group.json"
         if meta.exists():
             m = json.loads(meta.read_text())
@@ -376,8 +386,9 @@ def main() -> None:
         p.add_argument("--out", required=True)
         p.add_argument("--algo", default="ppo_vec")
         p.add_argument("--threads", type=int, default=1)
+        p.add_argument("--side")
         a = p.parse_args(sys.argv[2:i])
-        worker_ours(a.out, a.algo, sys.argv[i + 1:], a.threads)
+        worker_ours(a.out, a.algo, sys.argv[i + 1:], a.threads, a.side)
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
