@@ -12,18 +12,20 @@ reading the output of its own GRU (Cho et al., 2014, arXiv:1406.1078) instead of
   (`common.evaluate.RecurrentPolicyFn`): call `policy.reset()` before new episodes, or `policy.reset(done)`
   with a vec env's `terminated | truncated` to forget the sub-envs that start over.
 Why a GRU and not an LSTM: one state tensor instead of two (simpler to carry, reset and save), fewer
-parameters, and no measurable difference on tasks of this size (Chung et al., 2014, arXiv:1412.3555).
+parameters, and on par with the LSTM in Chung et al.'s comparison (2014, arXiv:1412.3555).
 
-    python algos/ppo_rnn.py --env CartPoleNoVel-v0 --num-envs 64    # CartPole without velocities
+    # CartPole without velocities: ~480 in 200k steps, where ppo_vec stays near 40 (tests/test_ppo_rnn.py)
+    python algos/ppo_rnn.py --env CartPoleNoVel-v0 --num-envs 64 --num-steps 32 --num-minibatches 4 \
+        --learning-rate 1e-3 --norm-obs --total-steps 200000
 
 Details kept from ppo_vec:
 * truncation (time limit) bootstraps: the reward of a truncated step gets `gamma * V(final_obs)`;
   termination does not. All `final_obs` values are computed in one batched forward after the rollout.
 * advantages normalized per minibatch; optional value clipping; global grad-norm clipping;
-  linear learning-rate annealing; optional early stop of the epochs at `target_kl`.
+  linear learning-rate annealing or the adaptive-KL schedule; optional early stop at `target_kl`.
 * continuous actions are sampled unbounded, clipped to [-1, 1] and rescaled to the env's bounds
-  by `common.wrappers.RescaleAction`; the log-probability is that of the unclipped sample.
-
+  by `common.wrappers.RescaleAction`; the log-probability is that of the unclipped sample; discrete
+  actions: one categorical per dimension (Discrete, MultiDiscrete), the env's action mask applied.
 """
 
 from __future__ import annotations
