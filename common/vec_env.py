@@ -492,7 +492,7 @@ def check_single_agent(env, env_id: str, algo: str, groups: bool = False, masks:
     if getattr(env, "has_action_mask", False) and not masks:
         raise ValueError(f"{env_id} masks its actions (info['action_mask']) and algos/{algo}.py cannot apply a mask: "
                          f"train it with algos/ppo_vec.py (a2c, ppo_h, ppo_rnn, ppo_podracer) or algos/dqn.py "
-                         f"(double_dqn, d3qn)")
+                         f"(double_dqn, d3qn, pqn)")
     space = env.single_observation_space
     if isinstance(space, gym.spaces.Dict) and not groups:
         raise ValueError(f"{env_id} has observation groups {sorted(space.spaces)} and algos/{algo}.py feeds one "

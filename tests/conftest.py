@@ -120,6 +120,8 @@ SMALL_RUNS = {
     "a2c": dict(env="Pendulum-v1", num_envs=8, num_steps=5, total_steps=8 * 5 * 6, eval_every=0,
                 save_every=8 * 5 * 2, eval_episodes=2, quiet=True, norm_obs=True),
     "dqn": _SMALL_DQN, "double_dqn": _SMALL_DQN, "d3qn": {**_SMALL_DQN, "per": True},
+    "pqn": dict(env="CartPole-v1", num_envs=8, num_steps=16, num_minibatches=2, total_steps=8 * 16 * 6, eval_every=0,
+                save_every=8 * 16 * 2, eval_episodes=2, quiet=True, hidden=(32, 32)),
     "ddpg": _SMALL_AC, "td3": {**_SMALL_AC, "per": True}, "sac": _SMALL_AC, "modsac": {**_SMALL_AC, "mod_period": 8},
     "redq": {**_SMALL_AC, "utd": 2},
     "fast_td3": {**_SMALL_AC, "per": True, "n_step": 3},  # the n-step window travels in the checkpoint

@@ -18,7 +18,7 @@ from common.vec_env import check_env, concat_groups
 from conftest import checkpoint_params, run_with_snapshots
 from envs.masked import MaskedWalk
 
-MASKING = ["ppo_vec", "a2c", "ppo_h", "ppo_rnn", "ppo_podracer", "dqn", "double_dqn", "d3qn"]
+MASKING = ["ppo_vec", "a2c", "ppo_h", "ppo_rnn", "ppo_podracer", "dqn", "double_dqn", "d3qn", "pqn"]
 MULTI_DISCRETE = ["ppo_vec", "a2c", "ppo_h", "ppo_rnn", "ppo_podracer"]
 PPO_SMALL = dict(num_envs=16, num_steps=16, num_minibatches=4, total_steps=16 * 16 * 6, eval_every=0,
                  save_every=16 * 16 * 2, eval_episodes=4, quiet=True)

@@ -316,7 +316,7 @@ def test_sigkill_during_checkpoint_writes_never_leaves_a_torn_checkpoint(tmp_pat
 
 # ---- bad input at the edges, for every algorithm file ---------------------------------------------------
 MULTI_AGENT_ALGOS = {"maddpg", "matd3", "mappo", "qmix", "vdn"}
-DISCRETE_ONLY = {"dqn", "double_dqn", "d3qn"}
+DISCRETE_ONLY = {"dqn", "double_dqn", "d3qn", "pqn"}
 CONTINUOUS_ONLY = {"ddpg", "td3", "sac", "modsac", "redq", "ddpg_h", "td3_h", "sac_h", "sac_podracer", "td3_podracer"}
 
 

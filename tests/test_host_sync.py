@@ -133,6 +133,7 @@ CASES = {
     "dqn-per": ("CartPole-v1", dict(OFF_POLICY, target_every=2, per=True), 2),
     "double_dqn": ("CartPole-v1", dict(OFF_POLICY, target_every=2), 2),
     "d3qn": ("CartPole-v1", dict(OFF_POLICY, target_every=2), 2),
+    "pqn": ("CartPole-v1", dict(num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2, hidden=(16,)), 32),
     "sac": ("Pendulum-v1", OFF_POLICY, 2),
     "sac-per": ("Pendulum-v1", dict(OFF_POLICY, per=True), 2),
     "td3": ("Pendulum-v1", OFF_POLICY, 2),

@@ -37,6 +37,8 @@ LINEAGE = [
     ("dqn", "DQN: target network, epsilon-greedy, device replay buffer", None, None, "discrete"),
     ("double_dqn", "Double DQN (decoupled target action selection)", "dqn", 40, "discrete"),
     ("d3qn", "dueling + double DQN", "double_dqn", 40, "discrete"),
+    ("pqn", "PQN: no replay, no target network; LayerNorm Q-network, Q(lambda) over the vectorized rollout", "dqn",
+     150, "discrete"),
     ("ddpg", "DDPG (Gaussian exploration noise)", None, None, "continuous"),
     ("ddpg_h", "DDPG + H-term", "ddpg", 90, "continuous"),
     ("td3", "TD3: clipped double Q, delayed policy, target smoothing", "ddpg", 70, "continuous"),
@@ -194,7 +196,7 @@ def test_families_have_their_features_uniformly():
     """Within a family (a parent and its non-Podracer descendants), a feature is in every file or in none:
     the Podracer files are where parallelism lives."""
     feats = features()
-    families = {"ppo": ["ppo_vec", "a2c", "ppo_h", "ppo_rnn"], "dqn": ["dqn", "double_dqn", "d3qn"],
+    families = {"ppo": ["ppo_vec", "a2c", "ppo_h", "ppo_rnn"], "dqn": ["dqn", "double_dqn", "d3qn", "pqn"],
                 "actor-critic": ["ddpg", "ddpg_h", "td3", "td3_h", "fast_td3", "sac", "sac_h", "modsac", "redq"],
                 "multi-agent": ["mappo", "vdn", "qmix", "maddpg", "matd3"]}
     uniform = ["torchrun", "pipeline", "compile", "resume", "NaN guard", "evaluation", "load_policy", "tracking"]

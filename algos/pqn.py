@@ -1,0 +1,311 @@
+"""PQN: parallel Q-learning without a replay buffer or a target network, on vectorized environments.
+
+PQN (Gallici et al., 2024, "Simplifying Deep Temporal Difference Learning", arXiv:2407.04811) is `algos/dqn.py`
+turned on-policy in the way PPO is: many sub-envs step together for `num_steps`, the rollout's own
+Q(lambda) returns are the regression targets, and the network trains on that rollout for a few epochs of
+minibatches, then the rollout is discarded. What makes it stable without a target network or a replay
+buffer is LayerNorm after every hidden layer of the Q-network (the paper's analysis: normalization keeps
+off-policy TD from diverging) and the decorrelation that many parallel sub-envs give for free.
+
+    G_t = r_t + gamma * (1 - terminated_t) * [(1 - lambda) * max_a Q(s_t+1, a) + lambda * G_t+1]
+
+with G_t+1 replaced by max_a Q(s_t+1, a) at the rollout's end and where an episode ended (a truncated
+episode bootstraps from its true final observation, a terminated one from nothing). Epsilon-greedy
+exploration annealed linearly, as DQN's; Q-values of the targets come from the network of the rollout.
+
+    python algos/pqn.py --env CartPole-v1     # 500 from 50k steps on seeds 1-3, about 15 s on one core
+    python algos/pqn.py --env Acrobot-v1      # about -85 at 200k steps
+
+Defaults (16 envs x 32 steps, 4 epochs x 4 minibatches, lambda 0.8, epsilon to 0.05 over half the run) were
+chosen on CartPole-v1 and Acrobot-v1, seeds 1-3: 64 envs (a quarter of the updates per env step) left
+Acrobot at -500 on 2 of 3 seeds, as did epsilon decaying over the first 20% only on seed 3.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+
+import envs
+from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.cli import RunArgs, cli
+from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.evaluate import PolicyFn, evaluate, load_run
+from common.guard import NumericGuard
+from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.vec_env import check_single_agent, concat_groups, mask_columns
+from common.wrappers import EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
+
+ALGO = "pqn"
+
+
+@dataclass
+class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
+    env: str = "CartPole-v1"
+    """environment id with a Discrete action space (torch-native or any gymnasium id)"""
+    num_envs: int = 16
+    total_steps: int = 200_000
+    eval_every: int = 20_000
+    save_every: int = 50_000
+    compile: bool = False
+    """torch.compile the TD loss (forward and backward), the optimizer step
+    (learning-rate annealing included) and the greedy policy step (CUDA graphs and a capturable Adam on CUDA)"""
+
+    # PQN
+    num_steps: int = 32
+    """rollout horizon per sub-env per iteration"""
+    learning_rate: float = 1e-3
+    """Adam learning rate"""
+    anneal_lr: bool = True
+    """anneal the learning rate linearly to 0 over the run"""
+    num_minibatches: int = 4
+    """minibatches per epoch over a rollout"""
+    update_epochs: int = 4
+    """epochs over each rollout"""
+    gamma: float = 0.99
+    """discount factor"""
+    q_lambda: float = 0.8
+    """lambda of the Q(lambda) returns (0: one-step targets)"""
+    start_e: float = 1.0
+    """initial exploration epsilon"""
+    end_e: float = 0.05
+    """final exploration epsilon"""
+    exploration_fraction: float = 0.5
+    """fraction of total_steps over which epsilon decays linearly"""
+    max_grad_norm: float = 10.0
+    """global gradient-norm clip"""
+    hidden: tuple[int, ...] = (128, 128)
+    """hidden layer sizes of the Q-network (each followed by LayerNorm and ReLU)"""
+    norm_obs: bool = False
+    """normalize observations with running statistics (saved in the checkpoint)"""
+
+
+def check_args(args: Args, env) -> None:
+    check_single_agent(env, args.env, ALGO, masks=True)
+    if not isinstance(env.single_action_space, gym.spaces.Discrete):
+        raise ValueError(
+            f"pqn needs a Discrete action space; {args.env} has {env.single_action_space}. "
+            f"Use a continuous-action algorithm (algos/ppo_vec.py) for this env."
+        )
+    if len(env.single_observation_space.shape) != 1:
+        raise ValueError(f"pqn's MLP needs flat observations, {args.env} has shape "
+                         f"{env.single_observation_space.shape}; flatten them in the env")
+    if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0:
+        raise ValueError("--num-steps, --num-minibatches and --update-epochs must be positive")
+    batch = args.num_envs * args.num_steps
+    if batch % args.num_minibatches:
+        raise ValueError(f"num_envs * num_steps = {batch} is not divisible by --num-minibatches "
+                         f"{args.num_minibatches}; pick a divisor of {batch}")
+    if args.total_steps < batch:
+        raise ValueError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
+    if not 0.0 <= args.q_lambda <= 1.0:
+        raise ValueError(f"--q-lambda must be in [0, 1], got {args.q_lambda}")
+
+
+MASKED_Q = -1e9  # the Q-value of a forbidden action (env's action mask): never the greedy action nor the target's max
+
+
+class QNetwork(nn.Module):
+    def __init__(self, obs_dim: int, n_actions: int, hidden=(128, 128), mask_dim=0):
+        super().__init__()
+        self.obs_dim, self.mask_dim = obs_dim, mask_dim  # stored obs: the observation, then the env's action mask
+        sizes, layers = [obs_dim, *hidden], []
+        for a, b in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(a, b), nn.LayerNorm(b), nn.ReLU()]  # LayerNorm: what lets PQN drop the target net
+        layers.append(nn.Linear(sizes[-1], n_actions))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        q = self.net(obs[..., :self.obs_dim])
+        return q.masked_fill(obs[..., self.obs_dim:] < 0.5, MASKED_Q) if self.mask_dim else q
+
+
+def td_loss(q_net: QNetwork, obs, actions, returns):
+    """Squared error between Q(s, a) and the Q(lambda) return of the rollout (one minibatch)."""
+    q = q_net(obs).gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+    return 0.5 * (q - returns).square().mean(), q.detach().mean()
+
+
+@torch.no_grad()
+def q_lambda_returns(rewards, terminated, dones, next_max_q, gamma: float, lam: float):
+    """Q(lambda) returns over a [T, N] rollout, backwards; `next_max_q[t]` = max_a Q(s_t+1, a) (the true final
+    observation where the episode ended at t): the rollout's last step and an episode's last step bootstrap
+    from it alone, the others mix it with the next step's return."""
+    returns = torch.zeros_like(rewards)
+    nxt = next_max_q[-1]
+    for t in reversed(range(rewards.shape[0])):
+        mix = torch.zeros_like(nxt) if t == rewards.shape[0] - 1 else lam * (1.0 - dones[t])
+        boot = next_max_q[t] + mix * (nxt - next_max_q[t])
+        returns[t] = nxt = rewards[t] + gamma * (1.0 - terminated[t]) * boot
+    return returns
+
+
+def epsilon_at(args: Args, step: int) -> float:
+    span = max(args.exploration_fraction * args.total_steps, 1.0)
+    return max(args.end_e, args.start_e + (args.end_e - args.start_e) * step / span)
+
+
+def make_env(args: Args, device, seed: int):
+    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed)
+    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
+
+
+def policy_from(q_net: QNetwork, obs_norm) -> "callable":
+    """obs (raw) -> greedy action, including observation normalization."""
+
+    def core(obs, action_mask=None):
+        if obs_norm is not None:
+            obs = obs_norm.normalize(obs)
+        if q_net.mask_dim:  # a masked env's policy: the mask after the observation (none given: all allowed)
+            obs = torch.cat([obs, torch.ones(len(obs), q_net.mask_dim, device=obs.device) if action_mask is None
+                             else action_mask.to(obs.dtype)], -1)
+        return q_net(obs).argmax(-1)
+
+    return core
+
+
+def main(args: Args) -> dict:
+    device = resolve_device(args.device)
+    ckpt = None
+    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
+        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
+        args = resume_args(args, ckpt, args.resume)
+    seed_everything(args.seed)
+    env = make_env(args, device, args.seed)
+    check_args(args, env)
+    obs_space, n_actions = env.single_observation_space, int(env.single_action_space.n)
+    obs_dim = int(np.prod(obs_space.shape))
+    q_net = QNetwork(obs_dim, n_actions, args.hidden, mask_columns(env)).to(device)
+    width = obs_dim + q_net.mask_dim  # stored columns: the observation, the action mask
+    # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
+    # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
+    lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
+    optimizer = torch.optim.Adam(q_net.parameters(), lr=lr, capturable=device.type == "cuda")
+    T, N = args.num_steps, args.num_envs
+    batch_size, minibatch_size = T * N, T * N // args.num_minibatches
+    obs_buf, next_obs_buf = torch.zeros((2, T, N, width), device=device)  # rollout storage on the device
+    actions_buf = torch.zeros((T, N), dtype=torch.long, device=device)
+    rewards_buf, term_buf, dones_buf = torch.zeros((3, T, N), device=device)
+
+    def opt_step():  # gradient clipping and the Adam step
+        nn.utils.clip_grad_norm_(q_net.parameters(), args.max_grad_norm)
+        optimizer.step()
+
+    loss_fn, q_fn, step_fn = td_loss, q_net, opt_step
+    if args.compile:
+        loss_fn, q_fn = compile_fn(td_loss, device), compile_fn(q_net, device)
+        step_fn = compile_fn(opt_step, device)
+
+    num_iterations = args.total_steps // batch_size
+    start_iter, global_step, elapsed = 0, 0, 0.0
+    next_obs = concat_groups(*env.reset(seed=args.seed))
+    if ckpt is not None:
+        q_net.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        env.load_state_dict(ckpt["env"])
+        next_obs = ckpt["next_obs"].to(device)
+        start_iter, global_step, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["seconds"]
+        set_rng_state(ckpt["rng"])
+    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
+    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
+                    resume_step=global_step if args.resume else None)
+    stats_env = find_wrapper(env, EpisodeStatistics)
+    ckpt_path = run_dir / "checkpoint.pt"
+    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
+
+    def policy():
+        norm = find_wrapper(env, NormalizeObservation)
+        return policy_from(q_net, norm.rms if norm else None)
+
+    def save():
+        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
+        save_checkpoint(ckpt_path, {
+            "algo": ALGO, "env_id": args.env, "args": asdict(args),
+            "obs_shape": tuple(obs_space.shape), "action_space": repr(env.single_action_space),
+            "model": q_net.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(),
+            "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
+            "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step,
+            "seconds": logger.seconds, "rng": rng_state(),
+        })
+
+    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    meter = Meter(device, "td_loss", "q_mean")  # summed on the device, read at the logging tick
+    iteration = start_iter - 1
+    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
+        for iteration in range(start_iter, num_iterations):
+            if args.anneal_lr:
+                optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
+            # ---- rollout: epsilon-greedy over all sub-envs at once ------------------------------------
+            eps = epsilon_at(args, global_step)
+            with torch.no_grad():
+                for t in range(T):
+                    greedy = q_fn(next_obs).argmax(-1)
+                    random_actions = torch.randint(0, n_actions, (N,), device=device) if not q_net.mask_dim else \
+                        (torch.rand(N, n_actions, device=device) + next_obs[:, obs_dim:]).argmax(-1)  # uniform, allowed only
+                    explore = torch.rand(N, device=device) < eps
+                    actions = torch.where(explore, random_actions, greedy)
+                    obs_buf[t], actions_buf[t] = next_obs, actions
+                    next_obs, reward, terminated, truncated, info = env.step(actions)
+                    next_obs, info["final_obs"] = concat_groups(next_obs, info), concat_groups(info["final_obs"], info, final=True)
+                    guard.watch("observations", next_obs, info["final_obs"])
+                    guard.watch("rewards", reward)
+                    done = terminated | truncated
+                    rewards_buf[t], term_buf[t], dones_buf[t] = reward, terminated.float(), done.float()
+                    next_obs_buf[t] = torch.where(done.unsqueeze(-1), info["final_obs"], next_obs)  # s_t+1 of step t
+                global_step += batch_size
+                next_max_q = q_fn(next_obs_buf.flatten(0, 1)).max(-1).values.view(T, N)
+                returns = q_lambda_returns(rewards_buf, term_buf, dones_buf, next_max_q, args.gamma, args.q_lambda)
+
+            # ---- learn: epochs of minibatches over the rollout, which is then discarded --------------------
+            b_obs, b_actions, b_returns = obs_buf.flatten(0, 1), actions_buf.flatten(), returns.flatten()
+            for epoch in range(args.update_epochs):
+                perm = torch.randperm(batch_size, device=device)
+                for start in range(0, batch_size, minibatch_size):
+                    idx = perm[start:start + minibatch_size]
+                    loss, q_mean = loss_fn(q_net, b_obs[idx], b_actions[idx], b_returns[idx])
+                    meter.add(td_loss=loss, q_mean=q_mean)
+                    guard.watch("TD loss", loss)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    step_fn()
+                    guard.watch_params("parameters", q_net)
+                    guard.check(global_step)
+
+            # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
+            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
+            if do_eval:
+                with logger.paused():
+                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
+            if do_log:
+                logger.log(global_step, stats_env.pop(), eval_result if do_eval else None, **meter.pop(), epsilon=eps)
+            if do_save:
+                save()
+            logger.burn_in(global_step)
+
+    logger.close()
+    env.close()
+    return {"eval_return": eval_result.get("eval_return", float("nan")),
+            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
+            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+
+
+def load_policy(path: str, device: str = "cpu") -> PolicyFn:
+    """A greedy `obs -> action` callable from a checkpoint of this file (observation normalization
+    included); takes torch or numpy, batched or single observations."""
+    ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
+    obs_shape = tuple(env.single_observation_space.shape)
+    q_net = QNetwork(int(np.prod(obs_shape)), int(env.single_action_space.n), args.hidden, mask_columns(env)).to(device)
+    q_net.load_state_dict(ckpt["model"])
+    return PolicyFn(policy_from(q_net.eval(), obs_norm), device, env_id=args.env, obs_shape=obs_shape)
+
+
+if __name__ == "__main__":
+    main(cli(Args, __doc__))
