@@ -1,0 +1,123 @@
+"""Choose an algorithm file's defaults by a sweep that is robust across seeds: tune on some seeds, report on others.
+
+    python bench/sweep.py dqn CartPole-v1 --steps 50000 --threshold 475 \\
+        --grid learning_rate=2.5e-4,1e-3 exploration_fraction=0.1,0.2 gradient_steps=1,4 \\
+        --fixed learning_starts=1000 --tune-seeds 101 102 103 --report-seeds 1 2 3 4 5
+
+Every grid point runs `algos/<algo>.py` (in process, one torch thread) on each tuning seed for `--steps` env
+steps with a deterministic evaluation (10 episodes) every tenth of the run. A point's score, in order:
+seeds whose final evaluation reaches the threshold, then the mean final evaluation, then how early the
+threshold was first reached. The best point and the file's current defaults then run on the report seeds
+(never tuned on), and `bench/results/sweeps/<algo>_<env>.md` gets both tables: per seed, the final
+evaluation, the best evaluation (a final far below the best is a collapse), and the env steps and training
+seconds at which the threshold was first reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / "bench" / "results" / "sweeps"
+
+
+def _value(text: str):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def run_one(algo: str, env: str, seed: int, steps: int, settings: dict) -> dict:
+    import importlib
+
+    import torch
+
+    torch.set_num_threads(1)
+    mod = importlib.import_module(f"algos.{algo}")
+    args = mod.Args(env=env, seed=seed, total_steps=steps, eval_every=max(steps // 10, 1), save_every=0,
+                    eval_episodes=10, quiet=True, tensorboard=False, out_dir=str(ROOT / "bench" / "runs" / "sweeps"),
+                    **settings)
+    t0 = time.perf_counter()
+    res = mod.main(args)
+    rows = [json.loads(line) for line in (Path(res["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
+    evals = [(r["step"], r["seconds"], r["eval_return"]) for r in rows if "eval_return" in r]
+    return {"seed": seed, "final": res["eval_return"], "best": max(e[2] for e in evals), "evals": evals,
+            "wall": time.perf_counter() - t0}
+
+
+def reached(run: dict, threshold: float):
+    return next(((s, t) for s, t, v in run["evals"] if v >= threshold), None)
+
+
+def score(runs: list[dict], threshold: float) -> tuple:
+    import numpy as np
+
+    solved = sum(r["final"] >= threshold for r in runs)
+    first = [reached(r, threshold) for r in runs]
+    early = -np.mean([f[0] if f else 10 * max(e[0] for e in r["evals"]) for f, r in zip(first, runs)])
+    return solved, float(np.mean([r["final"] for r in runs])), float(early)
+
+
+def table(runs: list[dict], threshold: float) -> list[str]:
+    out = ["| seed | final eval | best eval | threshold first reached (env steps, train s) |", "|---:|---:|---:|---|"]
+    for r in runs:
+        f = reached(r, threshold)
+        out.append(f"| {r['seed']} | {r['final']:.1f} | {r['best']:.1f} | "
+                   f"{f'{f[0]:,} steps, {f[1]:.0f} s' if f else 'not reached'} |")
+    solved = sum(r["final"] >= threshold for r in runs)
+    out.append(f"\nfinal >= {threshold:g} on {solved}/{len(runs)} seeds")
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("algo")
+    p.add_argument("env")
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--threshold", type=float, required=True)
+    p.add_argument("--grid", nargs="*", default=[], help="name=v1,v2,... (Args fields)")
+    p.add_argument("--fixed", nargs="*", default=[], help="name=value, the same for every point")
+    p.add_argument("--tune-seeds", type=int, nargs="+", default=[101, 102, 103])
+    p.add_argument("--report-seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    a = p.parse_args()
+    fixed = {k: _value(v) for k, v in (x.split("=", 1) for x in a.fixed)}
+    names, values = zip(*[(k, [_value(v) for v in vs.split(",")]) for k, vs in (x.split("=", 1) for x in a.grid)]) \
+        if a.grid else ((), ())
+    results = []
+    for point in itertools.product(*values):
+        settings = {**fixed, **dict(zip(names, point))}
+        runs = [run_one(a.algo, a.env, s, a.steps, settings) for s in a.tune_seeds]
+        results.append((score(runs, a.threshold), settings, runs))
+        print(f"{settings}: finals {[round(r['final']) for r in runs]}, score {results[-1][0]}", flush=True)
+    best = max(results, key=lambda x: x[0])[1] if results else fixed
+    report = {name: [run_one(a.algo, a.env, s, a.steps, cfg) for s in a.report_seeds]
+              for name, cfg in (("the file's defaults", {}), ("the sweep's best", best))}
+    lines = [f"# Sweep: {a.algo} on {a.env}, {a.steps:,} env steps, threshold {a.threshold:g}", "",
+             f"`python bench/sweep.py {' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}, one torch thread).", "",
+             f"Tuning seeds {a.tune_seeds}: {len(results)} points; best {best}.", "",
+             "| point | finals on the tuning seeds | score (solved, mean final, -mean steps to threshold) |",
+             "|---|---|---|"]
+    for sc, settings, runs in sorted(results, key=lambda x: x[0], reverse=True):
+        finals = ", ".join(format(r["final"], ".0f") for r in runs)
+        lines.append(f"| {settings} | {finals} | {sc[0]}, {sc[1]:.1f}, {sc[2]:,.0f} |")
+    for name, runs in report.items():
+        lines += ["", f"## Held-out seeds {a.report_seeds}: {name}", "", *table(runs, a.threshold)]
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"{a.algo}_{a.env}.md"
+    path.write_text("\n".join(lines) + "\n")
+    (OUT / f"{a.algo}_{a.env}.json").write_text(json.dumps({"best": best, "report": report,
+                                                            "points": [(s, c) for s, c, _ in results]}, indent=1))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
