@@ -33,7 +33,7 @@ import torch.nn as nn
 
 import envs
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
-from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.ensemble import EnsembleMLP
@@ -120,6 +120,8 @@ def check_args(args: Args, env) -> None:
         raise ValueError(f"--tau must be in (0, 1], got {args.tau}")
     if args.learning_starts >= args.total_steps:
         raise ValueError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
+    if args.learning_starts < args.n_step * args.num_envs:  # the first n-step transitions reach the buffer only then
+        raise ValueError(f"--learning-starts {args.learning_starts} < --n-step x --num-envs = {args.n_step * args.num_envs}")
 
 
 class Actor(nn.Module):
@@ -220,6 +222,7 @@ def main(args: Args) -> dict:
     seed_everything(args.seed)
     env = make_env(args, device, args.seed)
     check_args(args, env)
+    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
     obs_rms = RunningMeanStd(obs_space.shape, device) if args.norm_obs else None
@@ -285,7 +288,7 @@ def main(args: Args) -> dict:
             "obs_shape": tuple(obs_space.shape), "action_space": repr(env.unwrapped.single_action_space),
             "actor": actor.state_dict(), "critic": critic.state_dict(), "actor_target": actor_t.state_dict(),
             "critic_target": critic_t.state_dict(), "actor_opt": actor_opt.state_dict(),
-            "critic_opt": critic_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(),
+            "critic_opt": critic_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
             "obs_norm": obs_rms.state_dict() if obs_rms is not None else None,
             "window": window.state_dict(), "discounts": discounts[:len(rb)], "noise_std": noise_std,
             "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step, "updates": updates,

@@ -47,7 +47,7 @@ import torch.nn as nn
 
 import envs
 from common.buffers import ReplayBuffer
-from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.ensemble import EnsembleMLP
@@ -195,6 +195,7 @@ def main(args: Args) -> dict:
     seed_everything(args.seed)
     env = make_env(args, device, args.seed)
     check_args(args, env)
+    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     A, obs_dim, state_dim = env.n_agents, env.single_observation_space.shape[0], env.state_dim
     act_dim = env.single_action_space.shape[0]
     actors = Actors(A, obs_dim, act_dim, args.hidden).to(device)
@@ -238,7 +239,7 @@ def main(args: Args) -> dict:
             "n_agents": A, "obs_dim": obs_dim, "state_dim": state_dim, "action_space": repr(env.single_action_space),
             "actor": actors.state_dict(), "critic": critics.state_dict(), "actor_target": actors_t.state_dict(),
             "critic_target": critics_t.state_dict(), "actor_opt": actor_opt.state_dict(),
-            "critic_opt": critic_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(),
+            "critic_opt": critic_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
             "next_obs": next_obs, "next_state": next_state, "iteration": iteration + 1, "global_step": global_step,
             "updates": updates, "seconds": logger.seconds, "rng": rng_state(),
         })

@@ -47,7 +47,7 @@ import torch.nn as nn
 from torch.distributions import Categorical
 
 import envs
-from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.ensemble import EnsembleLinear, EnsembleMLP
@@ -287,6 +287,7 @@ def main(args: Args) -> dict:
     seed_everything(args.seed)
     env = make_env(args, device, args.seed)
     check_args(args, env)
+    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, state_dim, A, n_actions = int(obs_space.shape[0]), int(env.state_dim), int(env.n_agents), int(act_space.n)
     agent = Agent(obs_dim, state_dim, A, n_actions, args.hidden, args.share_actor).to(device)
@@ -336,7 +337,7 @@ def main(args: Args) -> dict:
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
             "obs_dim": obs_dim, "state_dim": state_dim, "n_agents": A, "n_actions": n_actions,
-            "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(),
+            "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
             "value_norm": value_norm.rms.state_dict(),
             "next_obs": next_obs, "next_state": next_state, "next_avail": next_avail,
             "iteration": iteration + 1, "global_step": global_step, "seconds": logger.seconds, "rng": rng_state(),

@@ -30,7 +30,7 @@ from torch.distributions import Normal
 
 import envs
 from common.buffers import TrajectoryStore
-from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.distributions import Categoricals, action_nvec
@@ -295,6 +295,7 @@ def main(args: Args) -> dict:
     seed_everything(args.seed)
     env = make_env(args, device, args.seed)
     check_args(args, env)
+    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, critic_dim = group_dims(obs_space)  # critic_dim 0: no privileged `critic` group
     agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std, critic_dim, mask_columns(env)).to(device)
@@ -354,7 +355,7 @@ def main(args: Args) -> dict:
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
             "obs_shape": tuple(group_spaces(obs_space)[0].shape), "action_space": repr(act_space),
-            "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(), "h_store": store.state_dict(),
+            "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env), "h_store": store.state_dict(),
             "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
             "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step,
             "seconds": logger.seconds, "rng": rng_state(),

@@ -32,7 +32,7 @@ from torch.distributions import Normal
 
 import envs
 from common import distributed
-from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.distributions import Categoricals, action_nvec
@@ -282,6 +282,7 @@ def main(args: Args) -> dict:
     seed_everything(args.seed + ctx.rank)
     env = make_env(args, device, args.seed + 1000 * ctx.rank)
     check_args(args, env)
+    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, critic_dim = group_dims(obs_space)  # critic_dim 0: no privileged `critic` group
     agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std, critic_dim, mask_columns(env)).to(device)
@@ -345,7 +346,7 @@ def main(args: Args) -> dict:
         (between fusions the ranks' models and optimizers differ too) and `ranks[r]` keeps rank r's;
         the top-level fields are rank 0's, as in a single-process checkpoint."""
         guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
-        own = {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(),
+        own = {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
                "next_obs": next_obs, "rng": rng_state()}
         every = distributed.gather_to_main(ctx, own)
         if not ctx.is_main:

@@ -35,7 +35,7 @@ import torch
 import torch.nn as nn
 
 import envs
-from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.evaluate import PolicyFn, evaluate, load_run
@@ -181,6 +181,7 @@ def main(args: Args) -> dict:
     seed_everything(args.seed)
     env = make_env(args, device, args.seed)
     check_args(args, env)
+    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     obs_space, n_actions = env.single_observation_space, int(env.single_action_space.n)
     obs_dim = int(np.prod(obs_space.shape))
     q_net = QNetwork(obs_dim, n_actions, args.hidden, mask_columns(env)).to(device)
@@ -230,7 +231,7 @@ def main(args: Args) -> dict:
         save_checkpoint(ckpt_path, {
             "algo": ALGO, "env_id": args.env, "args": asdict(args),
             "obs_shape": tuple(obs_space.shape), "action_space": repr(env.single_action_space),
-            "model": q_net.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(),
+            "model": q_net.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
             "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
             "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step,
             "seconds": logger.seconds, "rng": rng_state(),

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 import envs
 from common import distributed
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
-from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.ensemble import EnsembleMLP
@@ -227,6 +227,7 @@ def main(args: Args) -> dict:
     env_seed = args.seed + 1000 * ctx.rank
     env = make_env(args, device, env_seed)
     check_args(args, env)
+    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
     actor = Actor(obs_dim, act_dim, args.hidden).to(device)
@@ -299,7 +300,7 @@ def main(args: Args) -> dict:
             "obs_shape": tuple(obs_space.shape), "action_space": repr(env.unwrapped.single_action_space),
             "actor": actor.state_dict(), "critic": critic.state_dict(), "critic_target": critic_t.state_dict(),
             "actor_opt": actor_opt.state_dict(), "critic_opt": critic_opt.state_dict(), "log_alpha": log_alpha.detach(),
-            "alpha_opt": alpha_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(),
+            "alpha_opt": alpha_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
             "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
             "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step, "updates": updates,
             "learned": learned, "explore_rng": explore_gen.get_state() if explore_gen is not None else None,

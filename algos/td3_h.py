@@ -34,7 +34,7 @@ import torch.nn as nn
 
 import envs
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer, TrajectoryStore
-from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.ensemble import EnsembleMLP
@@ -216,6 +216,7 @@ def main(args: Args) -> dict:
     seed_everything(args.seed)
     env = make_env(args, device, args.seed)
     check_args(args, env)
+    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
     actor = Actor(obs_dim, act_dim, args.hidden).to(device)
@@ -274,7 +275,7 @@ def main(args: Args) -> dict:
             "obs_shape": tuple(obs_space.shape), "action_space": repr(env.unwrapped.single_action_space),
             "actor": actor.state_dict(), "critic": critic.state_dict(), "actor_target": actor_t.state_dict(),
             "critic_target": critic_t.state_dict(), "actor_opt": actor_opt.state_dict(),
-            "critic_opt": critic_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(), "h_store": store.state_dict(), "h_opt": h_opt.state_dict(),
+            "critic_opt": critic_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env), "h_store": store.state_dict(), "h_opt": h_opt.state_dict(),
             "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
             "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step, "updates": updates,
             "seconds": logger.seconds, "rng": rng_state(),

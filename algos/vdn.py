@@ -47,7 +47,7 @@ import torch.nn as nn
 
 import envs
 from common.buffers import ReplayBuffer
-from common.checkpoint import load_checkpoint, resume_args, resume_hint, save_checkpoint
+from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.evaluate import ma_evaluate
@@ -253,6 +253,7 @@ def main(args: Args) -> dict:
     seed_everything(args.seed)
     env = make_env(args, device, args.seed)
     check_args(args, env)
+    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     A, n_actions, state_dim = env.n_agents, env.n_actions, env.state_dim
     obs_dim = int(np.prod(env.single_observation_space.shape))
     model = QLearner(obs_dim, A, n_actions, state_dim, args).to(device)
@@ -291,7 +292,7 @@ def main(args: Args) -> dict:
             "obs_shape": tuple(env.single_observation_space.shape), "action_space": repr(env.single_action_space),
             "n_agents": A, "state_dim": state_dim,
             "model": model.state_dict(), "target": target.state_dict(), "optimizer": optimizer.state_dict(),
-            "buffer": rb.state_dict(), "reward_rms": reward_rms.state_dict(), "env": env.state_dict(),
+            "buffer": rb.state_dict(), "reward_rms": reward_rms.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
             "next_obs": next_obs, "next_state": next_state, "next_avail": next_avail,
             "iteration": iteration + 1, "global_step": global_step, "updates": updates,
             "seconds": logger.seconds, "rng": rng_state(),

@@ -16,6 +16,9 @@ seconds at which the threshold was first reached.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import difflib
+import importlib
 import itertools
 import json
 import sys
@@ -36,14 +39,14 @@ def _value(text: str):
     return {"true": True, "false": False}.get(text.lower(), text)
 
 
-def run_one(algo: str, env: str, seed: int, steps: int, settings: dict) -> dict:
+def run_one(algo: str, env: str, seed: int, steps: int, settings: dict, evals: int = 10) -> dict:
     import importlib
 
     import torch
 
     torch.set_num_threads(1)
     mod = importlib.import_module(f"algos.{algo}")
-    args = mod.Args(env=env, seed=seed, total_steps=steps, eval_every=max(steps // 10, 1), save_every=0,
+    args = mod.Args(env=env, seed=seed, total_steps=steps, eval_every=max(steps // evals, 1), save_every=0,
                     eval_episodes=10, quiet=True, tensorboard=False, out_dir=str(ROOT / "bench" / "runs" / "sweeps"),
                     **settings)
     t0 = time.perf_counter()
@@ -58,23 +61,30 @@ def reached(run: dict, threshold: float):
     return next(((s, t) for s, t, v in run["evals"] if v >= threshold), None)
 
 
-def score(runs: list[dict], threshold: float) -> tuple:
+def solved_by(run: dict, threshold: float, by: int | None) -> bool:
+    """The final evaluation reaches the threshold, and (with `by`) an evaluation at or before env step `by`
+    did too: solved early and not collapsed afterwards."""
+    f = reached(run, threshold)
+    return run["final"] >= threshold and (by is None or (f is not None and f[0] <= by))
+
+
+def score(runs: list[dict], threshold: float, by: int | None = None) -> tuple:
     import numpy as np
 
-    solved = sum(r["final"] >= threshold for r in runs)
+    solved = sum(solved_by(r, threshold, by) for r in runs)
     first = [reached(r, threshold) for r in runs]
     early = -np.mean([f[0] if f else 10 * max(e[0] for e in r["evals"]) for f, r in zip(first, runs)])
     return solved, float(np.mean([r["final"] for r in runs])), float(early)
 
 
-def table(runs: list[dict], threshold: float) -> list[str]:
+def table(runs: list[dict], threshold: float, by: int | None = None) -> list[str]:
     out = ["| seed | final eval | best eval | threshold first reached (env steps, train s) |", "|---:|---:|---:|---|"]
     for r in runs:
         f = reached(r, threshold)
         out.append(f"| {r['seed']} | {r['final']:.1f} | {r['best']:.1f} | "
                    f"{f'{f[0]:,} steps, {f[1]:.0f} s' if f else 'not reached'} |")
-    solved = sum(r["final"] >= threshold for r in runs)
-    out.append(f"\nfinal >= {threshold:g} on {solved}/{len(runs)} seeds")
+    solved = sum(solved_by(r, threshold, by) for r in runs)
+    out.append(f"\nfinal >= {threshold:g}{f' and reached by {by:,} steps' if by else ''} on {solved}/{len(runs)} seeds")
     return out
 
 
@@ -88,18 +98,35 @@ def main() -> None:
     p.add_argument("--fixed", nargs="*", default=[], help="name=value, the same for every point")
     p.add_argument("--tune-seeds", type=int, nargs="+", default=[101, 102, 103])
     p.add_argument("--report-seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    p.add_argument("--by", type=int, default=None,
+                   help="a seed counts as solved only if it reached the threshold by this env step (and its final did)")
+    p.add_argument("--evals", type=int, default=10, help="evaluations per run (every steps/evals env steps)")
     a = p.parse_args()
+    files = sorted(f.stem for f in (ROOT / "algos").glob("*.py") if f.stem != "__init__")
+    if a.algo not in files:
+        p.error(f"no algorithm file algos/{a.algo}.py; one of {', '.join(files)}")
+    for x in a.fixed + a.grid:
+        if "=" not in x:
+            p.error(f"{x!r}: write name=value (--fixed) or name=v1,v2 (--grid)")
+    fields = {f.name for f in dataclasses.fields(importlib.import_module(f"algos.{a.algo}").Args)}
+    for x in a.fixed + a.grid:
+        if x.split("=", 1)[0] not in fields:
+            close = difflib.get_close_matches(x.split("=", 1)[0], fields, n=1)
+            p.error(f"algos/{a.algo}.py has no setting {x.split('=', 1)[0]!r}"
+                    + (f"; did you mean {close[0]!r}?" if close else ""))
     fixed = {k: _value(v) for k, v in (x.split("=", 1) for x in a.fixed)}
     names, values = zip(*[(k, [_value(v) for v in vs.split(",")]) for k, vs in (x.split("=", 1) for x in a.grid)]) \
         if a.grid else ((), ())
     results = []
     for point in itertools.product(*values):
         settings = {**fixed, **dict(zip(names, point))}
-        runs = [run_one(a.algo, a.env, s, a.steps, settings) for s in a.tune_seeds]
-        results.append((score(runs, a.threshold), settings, runs))
+        runs = [run_one(a.algo, a.env, s, a.steps, settings, a.evals) for s in a.tune_seeds]
+        results.append((score(runs, a.threshold, a.by), settings, runs))
         print(f"{settings}: finals {[round(r['final']) for r in runs]}, score {results[-1][0]}", flush=True)
+        OUT.mkdir(parents=True, exist_ok=True)  # kept as it goes: a sweep cut short still has its points
+        (OUT / f"{a.algo}_{a.env}.partial.json").write_text(json.dumps([(sc, c, r) for sc, c, r in results], indent=1))
     best = max(results, key=lambda x: x[0])[1] if results else fixed
-    report = {name: [run_one(a.algo, a.env, s, a.steps, cfg) for s in a.report_seeds]
+    report = {name: [run_one(a.algo, a.env, s, a.steps, cfg, a.evals) for s in a.report_seeds]
               for name, cfg in (("the file's defaults", {}), ("the sweep's best", best))}
     lines = [f"# Sweep: {a.algo} on {a.env}, {a.steps:,} env steps, threshold {a.threshold:g}", "",
              f"`python bench/sweep.py {' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}, one torch thread).", "",
@@ -110,7 +137,7 @@ def main() -> None:
         finals = ", ".join(format(r["final"], ".0f") for r in runs)
         lines.append(f"| {settings} | {finals} | {sc[0]}, {sc[1]:.1f}, {sc[2]:,.0f} |")
     for name, runs in report.items():
-        lines += ["", f"## Held-out seeds {a.report_seeds}: {name}", "", *table(runs, a.threshold)]
+        lines += ["", f"## Held-out seeds {a.report_seeds}: {name}", "", *table(runs, a.threshold, a.by)]
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{a.algo}_{a.env}.md"
     path.write_text("\n".join(lines) + "\n")
@@ -120,4 +147,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from common.cli import install_error_hook
+
+    install_error_hook()  # a user error: one line naming the fix, exit status 2
     main()

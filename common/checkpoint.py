@@ -1,6 +1,15 @@
 """Checkpoints: one file, written atomically (temp file, fsync, rename), versioned
-(`CHECKPOINT_FORMAT`), checked on load (whose it is, which env); the flags a resumed run may change
-(`resume_args`); and the Ctrl-C message naming the checkpoint to resume from (`resume_hint`)."""
+(`CHECKPOINT_FORMAT`; older versions are migrated on load where that is possible, refused by name where
+not), checked on load (whose it is, which env, and on resume the env's spaces: `spaces_of`,
+`check_spaces`); the flags a resumed run may change (`resume_args`); and the Ctrl-C message naming the
+checkpoint to resume from (`resume_hint`).
+
+Format history:
+* rl-checkpoint/1: SAC-family temperatures (`log_alpha` and its Adam moments) were 0-dim tensors in the
+  first checkpoints of this version; no record of the env's spaces.
+* rl-checkpoint/2: `log_alpha` has shape (1,); `spaces` records the env's observation and action spaces
+  (and agent count), so that a resume on a changed env is refused by name. /1 files are migrated.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +23,23 @@ from pathlib import Path
 
 import torch
 
-CHECKPOINT_FORMAT = "rl-checkpoint/1"
+CHECKPOINT_FORMAT = "rl-checkpoint/2"
+
+
+def _v1_to_v2(ckpt: dict) -> dict:
+    """rl-checkpoint/1 -> /2: a 0-dim `log_alpha` (and its optimizer's 0-dim moments) become shape (1,)."""
+    if torch.is_tensor(ckpt.get("log_alpha")) and ckpt["log_alpha"].dim() == 0:
+        ckpt["log_alpha"] = ckpt["log_alpha"].reshape(1)
+        for state in ckpt.get("alpha_opt", {}).get("state", {}).values():
+            for k, v in state.items():
+                if k != "step" and torch.is_tensor(v) and v.dim() == 0:
+                    state[k] = v.reshape(1)
+    ckpt["format"] = "rl-checkpoint/2"
+    return ckpt
+
+
+# format found -> the function that brings it one version forward
+MIGRATIONS = {"rl-checkpoint/1": _v1_to_v2}
 
 
 def _remove_stale_temps(path: Path) -> None:
@@ -38,20 +63,25 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
     A crash at any point leaves either the previous file or the new one, never a torn file.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(data, str):
         data = data.encode()
     _remove_stale_temps(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):  # a full disk, a read-only or vanished directory: the user's to fix
+            kept = "the previous file is intact" if path.exists() else "nothing was written"
+            raise OSError(f"could not write {path} ({e.strerror or e}; {kept}): free disk space or "
+                          f"pass a writable --out-dir, then continue with --resume") from None
         raise
     try:  # make the rename durable too
         dfd = os.open(path.parent, os.O_RDONLY)
@@ -81,15 +111,56 @@ def load_checkpoint(path: str | os.PathLike, algo: str | None = None, env_id: st
     except Exception as e:
         raise ValueError(f"{path} is not a readable checkpoint ({type(e).__name__}: {e}); "
                          f"it may be truncated or another kind of file") from None
-    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        found = ckpt.get("format") if isinstance(ckpt, dict) else type(ckpt).__name__
-        raise ValueError(f"{path} is not a checkpoint of this library: found format {found!r}, expected {CHECKPOINT_FORMAT!r}")
+    if not isinstance(ckpt, dict) or "format" not in ckpt:
+        found = "a dict without a format entry" if isinstance(ckpt, dict) else f"a {type(ckpt).__name__}"
+        raise ValueError(f"{path} is not a checkpoint of this library (found {found}, expected format "
+                         f"{CHECKPOINT_FORMAT!r}); pass a checkpoint.pt written by one of algos/*.py")
+    while ckpt["format"] in MIGRATIONS:
+        ckpt = MIGRATIONS[ckpt["format"]](ckpt)
+    if ckpt["format"] != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path} has checkpoint format {ckpt['format']!r}; this version of the library reads "
+                         f"{CHECKPOINT_FORMAT!r} (and migrates {', '.join(map(repr, MIGRATIONS))}): load it with "
+                         f"the version of the library that wrote it")
     if algo is not None and ckpt.get("algo") != algo:
         raise ValueError(f"{path} was written by algos/{ckpt.get('algo')}.py, not algos/{algo}.py; "
                          f"load it with algos/{ckpt.get('algo')}.py")
     if env_id is not None and ckpt.get("env_id") != env_id:
         raise ValueError(f"{path} was trained on {ckpt.get('env_id')!r}, not {env_id!r}; pass --env {ckpt.get('env_id')}")
     return ckpt
+
+
+def _describe(space) -> str:
+    """A space in a few words: type, shape, dtype (a Box's bounds left out), sub-spaces of a Dict."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Box):
+        return f"Box(shape={tuple(space.shape)}, {space.dtype})"
+    if isinstance(space, gym.spaces.Dict):
+        return "Dict(" + ", ".join(f"{k}: {_describe(v)}" for k, v in space.spaces.items()) + ")"
+    return repr(space)
+
+
+def spaces_of(env) -> dict:
+    """What a checkpoint records of its env (`"spaces"` entry): the single observation and action spaces,
+    described, and the number of agents of a multi-agent env."""
+    out = {"observation": _describe(env.single_observation_space), "action": _describe(env.single_action_space)}
+    if hasattr(env, "n_agents"):
+        out["agents"] = int(env.n_agents)
+    return out
+
+
+def check_spaces(ckpt: dict | None, env, path: str | None) -> None:
+    """On resume (`ckpt` not None): refuse, by name, an env whose spaces differ from the saved run's (the
+    same env id may now build another env: a changed data file, an edited custom env)."""
+    if ckpt is None or "spaces" not in ckpt:
+        return
+    saved, mine = ckpt["spaces"], spaces_of(env)
+    for key in ("observation", "action", "agents"):
+        if saved.get(key) != mine.get(key):
+            what = "number of agents" if key == "agents" else f"{key} space"
+            raise ValueError(f"{path} was trained on {ckpt.get('env_id')!r} with {what} {saved.get(key)}, but this "
+                             f"env has {mine.get(key)}: the env changed since the checkpoint was written; resume "
+                             f"with the env it was trained on, or start a new run (without --resume)")
 
 
 # flags that may change when a run is resumed; every other flag is the run's identity

@@ -11,12 +11,14 @@ status 2, without a traceback: a `ValueError`, `TypeError`, `OSError` (`FileNotF
 statement of this repository's own files, i.e. a message we wrote for the user (unknown env, wrong
 action kind, impossible sizes, foreign checkpoint, unwritable directory, ...). Any other exception,
 including those raised inside libraries and Python's own errors in our code (a bug), keeps its
-traceback.
+traceback. An allocation that does not fit in memory (sizes the user chose) is one line too.
+`PODRACER_DEBUG=1` in the environment shows the traceback of user errors too.
 """
 
 from __future__ import annotations
 
 import linecache
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,18 +66,60 @@ class RunArgs:
     quiet: bool = False
     """no console progress line"""
 
+    def __post_init__(self):
+        check_ranges(self)
+
+
+# range checks by field name, for whichever of these fields an algorithm's Args has (`check_ranges`)
+AT_LEAST_ONE = {"total_steps", "batch_size", "buffer_size", "num_steps", "num_minibatches", "update_epochs",
+                "eval_episodes", "target_every", "gradient_steps", "policy_delay", "num_critics", "num_min", "utd",
+                "n_step", "rnn_hidden"}
+AT_LEAST_ZERO = {"eval_every", "save_every", "learning_starts", "fuse_every"}
+IN_UNIT = {"gamma", "tau", "gae_lambda", "q_lambda", "start_e", "end_e", "exploration_fraction", "per_alpha",
+           "per_beta", "h_term_gamma", "h_term_lambda", "h_term_drop_rate"}
+POSITIVE = {"learning_rate", "init_alpha", "clip_coef", "desired_kl", "max_grad_norm"}  # and every *_lr
+NON_NEGATIVE = {"ent_coef", "vf_coef", "exploration_noise", "target_noise", "noise_clip"}
+
+
+def check_ranges(args) -> None:
+    """Refuse, naming the flag, a value no run can use: a count below its minimum, a NaN, a learning rate that
+    is not a positive number, a discount or a mixing weight outside [0, 1], a layer without units. (The
+    algorithm files check what depends on other settings or on the env, in their `check_args`.)"""
+    import dataclasses
+    import math
+
+    for f in dataclasses.fields(args):
+        v, name, flag = getattr(args, f.name), f.name, "--" + f.name.replace("_", "-")
+        if isinstance(v, bool) or v is None:
+            continue
+        if isinstance(v, float) and math.isnan(v):
+            raise ValueError(f"{flag} is NaN; give it a number")
+        if name in AT_LEAST_ONE and isinstance(v, int) and v < 1:
+            raise ValueError(f"{flag} must be at least 1, got {v}")
+        if name in AT_LEAST_ZERO and isinstance(v, int) and v < 0:
+            raise ValueError(f"{flag} must be 0 or more, got {v}")
+        if name in IN_UNIT and isinstance(v, (int, float)) and not 0 <= v <= 1:
+            raise ValueError(f"{flag} must be in [0, 1], got {v}")
+        if (name in POSITIVE or name.endswith("_lr")) and isinstance(v, (int, float)) and not v > 0:
+            raise ValueError(f"{flag} must be positive, got {v}")
+        if (name in POSITIVE and name != "max_grad_norm" or name.endswith("_lr")) and isinstance(v, float) \
+                and math.isinf(v):
+            raise ValueError(f"{flag} must be finite, got {v}")
+        if name in NON_NEGATIVE and isinstance(v, (int, float)) and not 0 <= v < math.inf:
+            raise ValueError(f"{flag} must be a finite number >= 0, got {v}")
+        if name == "hidden" and isinstance(v, tuple) and any(not isinstance(h, int) or h < 1 for h in v):
+            raise ValueError(f"--hidden {' '.join(map(str, v))}: every layer needs at least 1 unit")
+
 
 def cli(args_cls, description: str | None = None, defaults_for=None, argv: list[str] | None = None):
     """`tyro.cli(args_cls)` on `argv` (default: the command line), where the defaults may depend on
     the task and its scale: `defaults_for(env_id, num_envs=None, device=...)` returns the `args_cls`
     instance to start from for the `--env`, `--num-envs` and `--device` given (so that `--env Ant --help`
     shows the MuJoCo defaults for this machine). Installs `user_error_hook`."""
-    import tyro
-
     sys.excepthook = user_error_hook
     argv = sys.argv[1:] if argv is None else list(argv)
     if defaults_for is None:
-        return tyro.cli(args_cls, description=description, args=argv)
+        return _parse(args_cls, description=description, args=argv)
     given = {}  # the flags the defaults may depend on, as given on the command line
     for i, a in enumerate(argv):
         for flag in ("--env", "--num-envs", "--device"):
@@ -87,7 +131,77 @@ def cli(args_cls, description: str | None = None, defaults_for=None, argv: list[
     if given.get("--num-envs", "").isdigit():
         kwargs["num_envs"] = int(given["--num-envs"])
     default = defaults_for(given.get("--env", args_cls().env), **kwargs)
-    return tyro.cli(args_cls, default=default, description=description, args=argv)
+    return _parse(args_cls, default=default, description=description, args=argv)
+
+
+_BOX = "│╭╮╰╯─"
+
+
+def _parse(args_cls, **kwargs):
+    """`tyro.cli`, with a parse error (misspelled flag, bad value) condensed from tyro's framed panel to
+    one line, `error: <what> — <the fix>`, exit status 2 (`PODRACER_DEBUG=1`: tyro's own panel)."""
+    import contextlib
+    import io
+
+    import tyro
+
+    if os.environ.get("PODRACER_DEBUG", "") not in ("", "0"):
+        return tyro.cli(args_cls, **kwargs)
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buf):
+            return tyro.cli(args_cls, **kwargs)
+    except SystemExit as e:
+        if e.code in (0, None):
+            sys.stderr.write(buf.getvalue())
+            raise
+        print(_condense(buf.getvalue()), file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
+def _condense(panel: str) -> str:
+    """tyro's error panel as one line: its message (the panel's first section), the flags it suggests,
+    where the help is."""
+    sections, cur = [], []
+    for ln in panel.splitlines():
+        ln = ln.strip()
+        if not ln.startswith("│"):  # the title and bottom bars
+            continue
+        body = ln.strip(_BOX).strip()
+        if body and not set(body) - set(_BOX):  # a separator inside the panel
+            sections.append(cur)
+            cur = []
+        elif body:
+            cur.append(body)
+    sections = [sec for sec in sections + [cur] if sec]
+    if not sections:
+        return "error: could not parse the command line; see --help"
+    what, suggest, see = " ".join(sections[0]), [], ""
+    what = what.removeprefix("Error parsing Args: ")  # a range check of RunArgs.__post_init__: its own message
+    for sec in sections[1:]:
+        if sec[0].startswith("Perhaps you meant"):
+            suggest = [x.split()[0] for x in sec[1:] if x.startswith("--")][:3]
+        elif sec[0].startswith("For full helptext"):
+            see = sec[0].split(",", 1)[-1].replace("see ", "").replace("run ", "").strip()
+    fix = f"did you mean {' or '.join(suggest)}?" if suggest else ""
+    if see:
+        fix = f"{fix} See {see}" if fix else f"see {see}"
+    return f"error: {what}" + (f" — {fix}" if fix else "")
+
+
+def install_error_hook() -> None:
+    """Make this process's uncaught user errors one line and exit status 2 (`user_error_hook`), and so
+    argparse's errors (its usage block becomes `see PROG --help`); `cli` does this for the algorithm files,
+    the other entry points (bench/, population/) call it first thing."""
+    import argparse
+
+    def one_line(parser, message):
+        print(f"error: {message} — see {parser.prog} --help", file=sys.stderr, flush=True)
+        raise SystemExit(2)
+
+    sys.excepthook = user_error_hook
+    if os.environ.get("PODRACER_DEBUG", "") in ("", "0"):
+        argparse.ArgumentParser.error = one_line
 
 
 def _raised_by_us(tb) -> bool:
@@ -103,12 +217,35 @@ def _raised_by_us(tb) -> bool:
     return ours and linecache.getline(filename, tb.tb_lineno).lstrip().startswith("raise ")
 
 
-def user_error_hook(exc_type, exc, tb) -> None:
-    """`sys.excepthook`: a user error (see the module docstring) is one line on stderr and exit status 2;
-    anything else goes to Python's own hook (traceback, exit status 1)."""
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` is an allocation that did not fit (torch's CPU allocator or CUDA): sizes the user chose."""
+    import torch
+
+    text = str(exc)
+    return isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or (
+        isinstance(exc, RuntimeError) and ("not enough memory" in text or "can't allocate memory" in text))
+
+
+def user_error_message(exc_type, exc, tb) -> str | None:
+    """The one line a user error gets (see the module docstring), or None for a bug (traceback)."""
+    if os.environ.get("PODRACER_DEBUG", "") not in ("", "0"):
+        return None
     if issubclass(exc_type, USER_ERRORS) and _raised_by_us(tb):
+        return f"error: {exc}"
+    if out_of_memory(exc):
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc_type.__name__
+        return (f"error: out of memory ({first}) — lower the sizes: --num-envs, --buffer-size, --batch-size, "
+                f"--num-steps, --hidden")
+    return None
+
+
+def user_error_hook(exc_type, exc, tb) -> None:
+    """`sys.excepthook`: a user error (see the module docstring) or an allocation that did not fit is one
+    line on stderr and exit status 2; anything else goes to Python's own hook (traceback, exit status 1)."""
+    line = user_error_message(exc_type, exc, tb)
+    if line is not None:
         # the process's own stderr: torch.distributed wraps this hook in one that captures sys.stderr and would
         # drop the line when the hook exits
-        print(f"error: {exc}", file=sys.__stderr__ or sys.stderr, flush=True)
+        print(line, file=sys.__stderr__ or sys.stderr, flush=True)
         raise SystemExit(2)
     sys.__excepthook__(exc_type, exc, tb)

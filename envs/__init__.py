@@ -131,8 +131,41 @@ def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", see
     Multi-agent MPE tasks take their mpe2 options (`continuous_actions`, `max_cycles`, `N`,
     `local_ratio`, `num_good`, ...) and return a `MultiAgentTorchVecEnv`.
     """
+    if not isinstance(env_id, str):
+        raise ValueError(f"an env id is a string (e.g. 'CartPole-v1'), got {type(env_id).__name__} {env_id!r}")
     if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
         raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+    if num_envs > MAX_NUM_ENVS:
+        raise ValueError(f"num_envs={num_envs:,} is more sub-envs than one process holds (at most {MAX_NUM_ENVS:,}); "
+                         f"use fewer, or spread them over processes with torchrun")
+    if seed is not None:
+        from common.device import check_seed
+
+        check_seed(seed)
+    device = _check_device(device)
+    try:
+        return _make(env_id, num_envs, device, seed, **kwargs)
+    except TypeError as e:  # an option this env does not take: the user's keyword, named by the call's TypeError
+        name = str(e).rsplit("unexpected keyword argument", 1)[-1].strip(" '")
+        if "unexpected keyword argument" not in str(e) or name not in kwargs:
+            raise
+        raise ValueError(f"{env_id} takes no option {name!r} (envs.make({env_id!r}, {name}=...)); see the env's "
+                         f"class for the options it takes") from None
+
+
+MAX_NUM_ENVS = 2**26
+
+
+def _check_device(device) -> torch.device:
+    """`device` as a torch.device on which envs run (cpu or an available cuda), or a one-line ValueError."""
+    if not isinstance(device, (str, torch.device)):
+        raise ValueError(f"device is a string or torch.device ('cpu', 'cuda', 'cuda:N'), got {device!r}")
+    from common.device import resolve_device
+
+    return resolve_device(device)
+
+
+def _make(env_id: str, num_envs: int, device, seed, **kwargs):
     backend = kwargs.get("backend", "auto")
     if backend not in ("auto", "batch", "warp"):
         raise ValueError(f"unknown MuJoCo backend {backend!r}: choose auto, batch or warp")

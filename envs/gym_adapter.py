@@ -33,13 +33,16 @@ class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
         if vectorization_mode not in ("sync", "async"):
             raise ValueError(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")
         self.env_id = env_id
-        self.env = gym.make_vec(
-            env_id,
-            num_envs=num_envs,
-            vectorization_mode=vectorization_mode,
-            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
-            **env_kwargs,
-        )
+        try:
+            self.env = gym.make_vec(
+                env_id,
+                num_envs=num_envs,
+                vectorization_mode=vectorization_mode,
+                vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+                **env_kwargs,
+            )
+        except gym.error.DependencyNotInstalled as e:  # gymnasium's extras (box2d, atari, ...): the user's to add
+            raise ImportError(f"{env_id} needs a package that is not installed: {e}") from None
         self.num_envs = num_envs
         self.device = torch.device(device)
         self.dtype = dtype

@@ -38,6 +38,21 @@ def assert_same(a, b, where: str = "checkpoint") -> None:
         assert a == b or (a != a and b != b), f"{where}: {a!r} != {b!r}"
 
 
+def assert_user_error(exc: BaseException, capfd) -> str:
+    """What a process would print for the uncaught `exc` (common.cli.user_error_hook, the hook every entry
+    point installs): exit status 2 and one line, `error: ...`, without a traceback. Returns the line."""
+    from common.cli import user_error_hook
+
+    capfd.readouterr()
+    with pytest.raises(SystemExit) as e:  # a bug's traceback goes to Python's hook and raises nothing
+        user_error_hook(type(exc), exc, exc.__traceback__)
+    err = capfd.readouterr().err
+    assert e.value.code == 2, e.value.code
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
 def free_port() -> int:
     """A free TCP port on the loopback interface (for torchrun's rendezvous and gloo)."""
     with socket.socket() as s:

@@ -28,7 +28,7 @@ import torch
 
 import envs
 from conftest import (MADDPG_TINY, MAPPO_TINY, ROOT, SMALL_PPO_HOPPER, SMALL_PPO_PENDULUM_NORMALIZED, SMALL_RUNS,
-                      SMALL_SAC_HOPPER, VD_TINY, assert_same)
+                      SMALL_SAC_HOPPER, VD_TINY, assert_same, assert_user_error)
 
 CONFIGS = dict(SMALL_RUNS)
 CONFIGS.update(maddpg=MADDPG_TINY, matd3=MADDPG_TINY, mappo=MAPPO_TINY, qmix=VD_TINY, vdn=VD_TINY)
@@ -412,7 +412,8 @@ BAD = [(a, c) for a in ALGOS for c in _bad_inputs(a)]
 
 
 @pytest.mark.parametrize("algo,case", BAD, ids=[f"{a}-{c}" for a, c in BAD])
-def test_bad_input_fails_before_training_naming_the_fix(algo, case, tmp_path, monkeypatch):
+def test_bad_input_fails_before_training_naming_the_fix(algo, case, tmp_path, monkeypatch, capfd):
+    """Refused before training, naming the fix; as a process: one line, exit status 2, no traceback."""
     module = _module(algo)
     over, exc, msg = _bad_inputs(algo)[case]
     out = tmp_path / "runs"
@@ -426,9 +427,10 @@ def test_bad_input_fails_before_training_naming_the_fix(algo, case, tmp_path, mo
         usage = namedtuple("usage", "total used free")
         monkeypatch.setattr("shutil.disk_usage", lambda p: usage(10 * 2**30, 10 * 2**30 - 2**20, 2**20))
         over = {}
-    with pytest.raises(exc, match=msg):
+    with pytest.raises(exc, match=msg) as e:
         module.main(module.Args(**{**kw, **over}))
     assert not out.is_dir() or not any(out.iterdir()), "a refused run must not leave a run directory behind"
+    assert_user_error(e.value, capfd)
 
 
 @pytest.mark.parametrize("algo", ALGOS)
@@ -460,7 +462,7 @@ def _foreign_files(algo: str, tmp_path: Path) -> dict:
     (tmp_path / "truncated.pt").write_bytes(whole[: len(whole) // 2])
     files["truncated"] = (tmp_path / "truncated.pt", "not a readable checkpoint .* truncated")
     torch.save({"state_dict": {"w": torch.zeros(2)}}, tmp_path / "plain.pt")
-    files["plain-torch-file"] = (tmp_path / "plain.pt", "not a checkpoint of this library: found format None")
+    files["plain-torch-file"] = (tmp_path / "plain.pt", "not a checkpoint of this library \\(found a dict without a format entry")
     (tmp_path / "notes.txt").write_text("hello")
     files["text-file"] = (tmp_path / "notes.txt", "not a readable checkpoint")
     files["missing"] = (tmp_path / "nope.pt", "no checkpoint at")
@@ -472,13 +474,14 @@ FOREIGN = [(a, c) for a in ALGOS for c in ("another-algorithm", "another-env", "
 
 
 @pytest.mark.parametrize("algo,case", FOREIGN, ids=[f"{a}-{c}" for a, c in FOREIGN])
-def test_resume_from_a_foreign_file_names_what_it_found(algo, case, tmp_path):
+def test_resume_from_a_foreign_file_names_what_it_found(algo, case, tmp_path, capfd):
     module = _module(algo)
     (tmp_path / "files").mkdir()
     path, msg = _foreign_files(algo, tmp_path / "files")[case]
     kw = dict(CONFIGS[algo], out_dir=str(tmp_path / "runs"), resume=str(path))
     if case == "another-env":
         kw["env"] = "MountainCar-v0"
-    with pytest.raises((ValueError, FileNotFoundError), match=msg):
+    with pytest.raises((ValueError, FileNotFoundError), match=msg) as e:
         module.main(module.Args(**kw))
     assert not (tmp_path / "runs").exists()
+    assert_user_error(e.value, capfd)

@@ -295,7 +295,7 @@ def test_bad_actions():
     d.raise_deferred_errors()
     with pytest.raises(ValueError, match="num_envs"):
         envs.make("simple_tag", num_envs=0)
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="simple_spread takes no option 'render_mode'"):
         envs.make("simple_spread", num_envs=2, render_mode="human")
 
 

@@ -156,6 +156,8 @@ def test_bad_input_errors():
     with pytest.raises(ValueError, match="finite"):
         env.step(torch.full((2, 3), float("nan")))
     with pytest.raises(MemoryError, match="--num-envs"):
+        envs.make("Ant", num_envs=10**7, nthread=1)
+    with pytest.raises(ValueError, match="more sub-envs than one process holds"):
         envs.make("Ant", num_envs=10**12, nthread=1)
 
 

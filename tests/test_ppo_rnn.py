@@ -90,7 +90,7 @@ def test_recurrent_policy_exports_with_its_state(tmp_path):
 
 @pytest.mark.parametrize("kw,msg", [
     (dict(num_envs=16, num_minibatches=3), "--num-envs 16 is not divisible by --num-minibatches 3"),
-    (dict(rnn_hidden=0), "--rnn-hidden must be positive"),
+    (dict(rnn_hidden=0), "--rnn-hidden must be at least 1"),
 ])
 def test_bad_settings_get_one_line(kw, msg, tmp_path):
     with pytest.raises(ValueError, match=msg):

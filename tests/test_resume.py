@@ -5,6 +5,7 @@ Exact resume itself (a run interrupted and resumed ends bit-identical to the uni
 once, for every algorithm file and a few extra settings, by the SIGKILL test of tests/test_faults.py."""
 
 import importlib
+import re
 import shutil
 import subprocess
 import sys
@@ -79,7 +80,8 @@ def test_cli_help(module, cli_help):
 
 def test_cli_wrong_flag():
     bad = subprocess.run([sys.executable, "algos/dqn.py", "--num-env", "4"], cwd=ROOT, capture_output=True, text=True)
-    assert bad.returncode != 0 and "--num-envs" in bad.stdout + bad.stderr  # tyro suggests the right flag
+    assert bad.returncode == 2 and bad.stdout == "", bad  # tyro's panel condensed to one line, with the right flag
+    assert bad.stderr == "error: Unrecognized options: --num-env, 4 — did you mean --num-envs? See algos/dqn.py --help\n"
 
 
 def test_resume_takes_saved_settings_and_refuses_changed_ones(tmp_path, monkeypatch):
@@ -136,3 +138,41 @@ def test_resume_without_total_steps_keeps_the_saved_length(tmp_path, monkeypatch
     assert kw["total_steps"] != ppo_vec.Args().total_steps
     resumed = ppo_vec.main(ppo_vec.Args(resume=str(snaps[0]), quiet=True, eval_episodes=2, eval_every=0, save_every=0))
     assert resumed["steps"] == full["steps"] == kw["total_steps"]
+
+
+_SHIFTING = {"changed": False}
+
+
+def _shifting_env(**kw):
+    """An env id whose env changes under it (a custom env edited between runs): CartPole-v1's spaces, or
+    Acrobot-v1's (6 observations, 3 actions) once `_SHIFTING["changed"]`; a continuous twin likewise."""
+    import envs
+
+    return envs.make("Acrobot-v1" if _SHIFTING["changed"] else "CartPole-v1", **kw)
+
+
+def _shifting_box_env(**kw):
+    import envs
+
+    return envs.make("MountainCarContinuous-v0" if _SHIFTING["changed"] else "Pendulum-v1", **kw)
+
+
+@pytest.mark.parametrize("name", ["dqn", "ppo_vec", "sac", "td3"])
+def test_resume_on_an_env_with_other_spaces_is_refused_by_name(name, tmp_path, monkeypatch, capfd):
+    import envs
+    from conftest import assert_user_error
+
+    module = importlib.import_module(f"algos.{name}")
+    discrete = SMALL_RUNS[name]["env"] == "CartPole-v1"
+    env_id = "Shifting-v0" if discrete else "ShiftingBox-v0"
+    envs.register(env_id, _shifting_env if discrete else _shifting_box_env)
+    monkeypatch.setitem(_SHIFTING, "changed", False)
+    kw = dict(SMALL_RUNS[name], env=env_id, out_dir=str(tmp_path))
+    r = module.main(module.Args(**kw))
+    monkeypatch.setitem(_SHIFTING, "changed", True)
+    saved, now = ("Box(shape=(4,), float32)", "Box(shape=(6,), float32)") if discrete else \
+        ("Box(shape=(3,), float32)", "Box(shape=(2,), float32)")
+    with pytest.raises(ValueError, match=f"with observation space {re.escape(saved)}, but this env has "
+                                         f"{re.escape(now)}: the env changed") as e:
+        module.main(module.Args(**dict(kw, resume=r["checkpoint"])))
+    assert_user_error(e.value, capfd)

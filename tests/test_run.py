@@ -144,3 +144,67 @@ def test_an_algorithm_run_writes_tensorboard_events_equal_to_its_jsonl(tmp_path)
         want = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), float)]
         assert [s for s, _ in tb[key]] == [s for s, _ in want] and want
         np.testing.assert_allclose([v for _, v in tb[key]], [v for _, v in want], rtol=1e-6, equal_nan=True)
+
+
+def test_checkpoint_format_versions_migrate_or_are_refused_by_name(tmp_path, capfd):
+    """rl-checkpoint/1 files are migrated on load (a 0-dim SAC temperature and its Adam moments become
+    shape (1,)); a version this library does not know is refused, naming the one found and the one needed."""
+    from common.checkpoint import CHECKPOINT_FORMAT
+    from conftest import assert_user_error
+
+    old = tmp_path / "v1.pt"
+    torch.save({"format": "rl-checkpoint/1", "algo": "sac", "env_id": "Pendulum-v1", "log_alpha": torch.tensor(-1.0),
+                "alpha_opt": {"state": {0: {"step": torch.tensor(3.0), "exp_avg": torch.tensor(0.5),
+                                            "exp_avg_sq": torch.tensor(0.25)}}, "param_groups": []}}, old)
+    ck = load_checkpoint(old)
+    assert ck["format"] == CHECKPOINT_FORMAT
+    assert ck["log_alpha"].shape == (1,) and ck["log_alpha"].item() == -1.0
+    st = ck["alpha_opt"]["state"][0]
+    assert st["exp_avg"].shape == (1,) and st["exp_avg_sq"].shape == (1,) and st["step"].dim() == 0
+    future = tmp_path / "v9.pt"
+    torch.save({"format": "rl-checkpoint/9", "algo": "sac"}, future)
+    with pytest.raises(ValueError, match="has checkpoint format 'rl-checkpoint/9'; this version of the library "
+                                         f"reads '{CHECKPOINT_FORMAT}'") as e:
+        load_checkpoint(future)
+    assert_user_error(e.value, capfd)
+
+
+def test_a_v1_sac_checkpoint_with_a_0dim_temperature_resumes(tmp_path):
+    """The old SAC checkpoints (0-dim log_alpha, rl-checkpoint/1) load into today's sac.py and train on."""
+    from algos import sac
+    from conftest import SMALL_RUNS
+
+    kw = dict(SMALL_RUNS["sac"], out_dir=str(tmp_path / "runs"))
+    r = sac.main(sac.Args(**kw))
+    ck = torch.load(r["checkpoint"], weights_only=False)
+    ck["format"] = "rl-checkpoint/1"
+    ck.pop("spaces")
+    ck["log_alpha"] = ck["log_alpha"].reshape(())
+    for st in ck["alpha_opt"]["state"].values():
+        st.update({k: v.reshape(()) for k, v in st.items() if k != "step"})
+    old = tmp_path / "old" / "checkpoint.pt"
+    old.parent.mkdir()
+    torch.save(ck, old)
+    out = sac.main(sac.Args(**dict(kw, resume=str(old), total_steps=kw["total_steps"] * 2)))
+    assert out["steps"] == kw["total_steps"] * 2
+    assert torch.load(out["checkpoint"], weights_only=False)["log_alpha"].shape == (1,)
+
+
+def test_a_full_disk_mid_write_is_one_line_and_keeps_the_previous_file(tmp_path, monkeypatch, capfd):
+    import errno
+    import os
+
+    from common.checkpoint import atomic_write
+    from conftest import assert_user_error
+
+    path = atomic_write(tmp_path / "ck.pt", b"good")
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match="No space left on device; the previous file is intact") as e:
+        atomic_write(path, b"newer")
+    monkeypatch.undo()
+    assert path.read_bytes() == b"good" and [p.name for p in tmp_path.iterdir()] == ["ck.pt"]
+    assert "free disk space" in assert_user_error(e.value, capfd)

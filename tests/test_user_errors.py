@@ -1,0 +1,146 @@
+"""Every entry point, as a process, ends a user error with one line, `error: <what> — <the fix>`, exit
+status 2 and no traceback (issue 23); `PODRACER_DEBUG=1` shows the traceback.
+
+The complete matrix (every algorithm file x every class of bad input, foreign checkpoints, a full disk,
+changed spaces, old formats) runs in-process in tests/test_faults.py, test_run.py and test_resume.py,
+through the same hook a process uses (`conftest.assert_user_error`). Here real processes: each algorithm
+file with two classes of error (rotating, so that every class meets several files), and the other
+entry points (evaluation, export, the population tool, the benchmark scripts)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from test_faults import ALGOS, MULTI_AGENT_ALGOS, _other_kind_env
+
+# class -> (argv builder(tmp_path, algo), message regex); the env a case needs goes in `_ENV`
+CLASSES = {
+    "unknown-env": (lambda t, a: ["--env", "CartPoel-v1"], r"CartPoel-v1"),
+    "wrong-action-kind": (lambda t, a: ["--env", _other_kind_env(a)[0]], r"action space|multi-agent env"),
+    "impossible-size": (lambda t, a: ["--num-envs", "0"], r"num_envs must be a positive integer"),
+    "misspelled-flag": (lambda t, a: ["--num-env", "4"], r"Unrecognized options: --num-env, 4 — did you mean --num-envs\?"),
+    "bad-value": (lambda t, a: ["--seed", "abc"], r"Error parsing --seed: invalid literal for int\(\)"),
+    "missing-checkpoint": (lambda t, a: ["--resume", str(t / "nope.pt")], r"no checkpoint at .*nope\.pt"),
+    "foreign-checkpoint": (lambda t, a: ["--resume", str(t / "notes.txt")], r"not a readable checkpoint"),
+    "unwritable-out-dir": (lambda t, a: ["--out-dir", str(t / "notes.txt")], r"pass a writable --out-dir"),
+    "broken-custom-env": (lambda t, a: ["--env", "brokenenv:make"], r"reset\(\) obs is a numpy\.ndarray, expected a torch\.Tensor"),
+}
+NAMES = list(CLASSES)
+# every file meets two classes, the i-th file classes i and i+4 (mod the number of classes)
+CASES = [(a, NAMES[(i + k) % len(NAMES)]) for i, a in enumerate(ALGOS) for k in (0, 4)
+         if not (a in MULTI_AGENT_ALGOS and NAMES[(i + k) % len(NAMES)] == "broken-custom-env")]
+
+BROKEN_ENV = '''
+import gymnasium as gym
+import torch
+
+
+class Broken:
+    """A custom env that breaks the vec-env contract: its observations are numpy arrays."""
+    def __init__(self, num_envs=1, device="cpu", seed=None, **kw):
+        self.num_envs, self.device = num_envs, torch.device(device)
+        self.single_observation_space = gym.spaces.Box(-1, 1, (3,))
+        self.single_action_space = gym.spaces.Box(-1, 1, (1,))
+
+    def reset(self, seed=None, options=None):
+        return torch.zeros(self.num_envs, 3).numpy(), {}
+
+    def step(self, actions):
+        raise AssertionError("never reached")
+
+
+def make(**kw):
+    return Broken(**kw)
+'''
+
+
+def _files(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a checkpoint")
+    (tmp_path / "brokenenv.py").write_text(BROKEN_ENV)
+    fake = tmp_path / "fake" / "genesis"  # Genesis "not installed": importing it fails
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError(\"No module named 'genesis'\")\n")
+
+
+def _run(argv: list[str], tmp_path, **extra) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PODRACER_DEBUG"}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]))
+    env.update(extra)
+    return subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=180)
+
+
+def _assert_one_line(out: subprocess.CompletedProcess, msg: str) -> None:
+    import re
+
+    err = out.stderr.strip().splitlines()
+    assert out.returncode == 2, (out.returncode, out.stderr[-3000:])
+    assert len(err) == 1 and err[0].startswith("error: ") and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert re.search(msg, err[0]), (msg, err[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo,case", CASES, ids=[f"{a}-{c}" for a, c in CASES])
+def test_algorithm_files_end_a_user_error_in_one_line(algo, case, tmp_path):
+    _files(tmp_path)
+    build, msg = CLASSES[case]
+    out = _run([str(ROOT / "algos" / f"{algo}.py"), *build(tmp_path, algo)], tmp_path)
+    _assert_one_line(out, msg)
+    assert not (tmp_path / "runs").exists(), "a refused run leaves no run directory"
+
+
+def test_every_class_meets_several_files():
+    for c in CLASSES:
+        assert sum(case == c for _, case in CASES) >= 3, c
+
+
+OTHER = {
+    "missing-optional-dependency": (["{root}/algos/ppo_vec.py", "--env", "GenesisGo2-v0"],
+                                    r"GenesisGo2-v0 needs Genesis .*pip install genesis-world", {"PYTHONPATH": "{fake}"}),
+    "evaluate-missing-checkpoint": (["-m", "common.evaluate", "{tmp}/nope.pt"], r"no checkpoint at", {}),
+    "evaluate-foreign-checkpoint": (["-m", "common.evaluate", "{tmp}/notes.txt"], r"not a readable checkpoint", {}),
+    "evaluate-misspelled-flag": (["-m", "common.evaluate", "{tmp}/nope.pt", "--episode", "3"], r"did you mean --episodes\?", {}),
+    "export-nothing-to-write": (["-m", "common.export", "{tmp}/nope.pt"], r"nothing to write: pass --onnx PATH", {}),
+    "export-missing-checkpoint": (["-m", "common.export", "{tmp}/nope.pt", "--onnx", "{tmp}/p.onnx"], r"no checkpoint at", {}),
+    "population-unknown-algorithm": (["-m", "population", "--algo", "ppo_vecc"], r"ppo_vecc", {}),
+    "population-bad-size": (["-m", "population", "--algo", "ppo_vec", "--population", "0"], r"--population", {}),
+    "stock-backtest-no-checkpoint": (["{root}/bench/stock_backtest.py"], r"pass the checkpoint to backtest \(or --info\) — see", {}),
+    "stock-backtest-bad-csv": (["{root}/bench/stock_backtest.py", "--info"], r"notes.txt: empty CSV; expected a header", {"STOCK_TRADING_CSV": "{tmp}/notes.txt"}),
+    "sweep-unknown-field": (["{root}/bench/sweep.py", "dqn", "CartPole-v1", "--steps", "1000", "--threshold", "400",
+                             "--grid", "learning_rat=1e-3,3e-4"], r"no setting 'learning_rat'; did you mean 'learning_rate'\?", {}),
+    "peers-bad-flag": (["{root}/bench/peers.py", "--seedz", "3"], r"unrecognized arguments: --seedz — see", {}),
+    "sweep-unknown-algorithm": (["{root}/bench/sweep.py", "dqnn", "CartPole-v1", "--steps", "1000", "--threshold", "400"],
+                                r"no algorithm file algos/dqnn.py", {}),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(OTHER))
+def test_other_entry_points_end_a_user_error_in_one_line(case, tmp_path):
+    _files(tmp_path)
+    argv, msg, env = OTHER[case]
+    sub = dict(root=ROOT, tmp=tmp_path, fake=os.pathsep.join([str(tmp_path / "fake"), str(ROOT)]))
+    out = _run([a.format(**sub) for a in argv], tmp_path, **{k: v.format(**sub) for k, v in env.items()})
+    _assert_one_line(out, msg)
+
+
+@pytest.mark.slow
+def test_debug_shows_the_traceback(tmp_path):
+    out = _run([str(ROOT / "algos" / "dqn.py"), "--env", "CartPoel-v1"], tmp_path, PODRACER_DEBUG="1")
+    assert out.returncode == 1 and "Traceback" in out.stderr and "unknown env id 'CartPoel-v1'" in out.stderr
+
+
+@pytest.mark.slow
+def test_a_bug_keeps_its_traceback(tmp_path):
+    """A ValueError raised inside a library (not by a `raise` of ours) is a bug to report: full traceback."""
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from common.cli import install_error_hook\n"
+            "install_error_hook()\n"
+            "import numpy\n"
+            "numpy.zeros(2).reshape(3)\n") % str(ROOT)
+    out = _run(["-c", code], tmp_path)
+    assert out.returncode == 1 and "Traceback" in out.stderr, out.stderr
