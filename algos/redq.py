@@ -9,7 +9,11 @@ allow a high update-to-data ratio without a model:
    regress on that one target;
 3. update-to-data ratio G > 1: `utd` critic updates (each on a fresh batch) per policy update;
    the policy maximizes the *mean* of all N critics minus alpha * log pi.
-The temperature is learned as in SAC.
+The temperature is learned as in SAC. Only the M drawn target critics are evaluated for the target, and
+the policy's backward takes dQ/da through the N critics without their weight gradients.
+
+Defaults are Pendulum's, sized so that the run ends in minutes on a CPU: (128, 128) networks and 6k env
+steps (N = 10, M = 2, G = 5 as below). The paper's MuJoCo setting is `--hidden 256 256 --utd 20`.
 
     python algos/redq.py --env Pendulum-v1
 """
@@ -49,9 +53,9 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     env: str = "Pendulum-v1"
     """environment id with a Box action space (torch-native or any gymnasium id)"""
     num_envs: int = 4
-    total_steps: int = 40_000
-    eval_every: int = 10_000
-    save_every: int = 20_000
+    total_steps: int = 6_000
+    eval_every: int = 1_000
+    save_every: int = 2_000
     compile: bool = False
     """torch.compile the critic and actor losses (forward and backward) and the policy step (CUDA graphs and
     capturable Adams on CUDA)"""
@@ -81,12 +85,12 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     """M: size of the random subset the target minimizes over"""
     utd: int = 5
     """G: critic updates per policy update (the paper uses 20)"""
-    learning_starts: int = 2_000
+    learning_starts: int = 1_000
     """environment steps of uniformly random actions before learning"""
     gradient_steps: int = 4
     """policy updates after each vectorized step, each after `utd` critic updates
     (update-to-data ratio = gradient_steps * utd / num_envs)"""
-    hidden: tuple[int, ...] = (256, 256)
+    hidden: tuple[int, ...] = (128, 128)
     """hidden layer sizes of actor and critic"""
     norm_obs: bool = False
     """normalize observations with running statistics (saved in the checkpoint)"""
@@ -163,8 +167,8 @@ class Critic(nn.Module):
         super().__init__()
         self.q = EnsembleMLP(num_critics, obs_dim + act_dim, hidden, 1)
 
-    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
-        return self.q(torch.cat([obs, act], -1)).squeeze(-1)
+    def forward(self, obs: torch.Tensor, act: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
+        return self.q(torch.cat([obs, act], -1), members).squeeze(-1)
 
 
 def critic_loss(actor: Actor, critic: Critic, critic_t: Critic, gamma: float, b, alpha: torch.Tensor, num_min: int):
@@ -174,7 +178,7 @@ def critic_loss(actor: Actor, critic: Critic, critic_t: Critic, gamma: float, b,
     with torch.no_grad():
         next_act, next_logp = actor.sample(b.next_obs)
         subset = torch.randperm(critic_t.q.k, device=b.obs.device)[:num_min]
-        next_q = critic_t(b.next_obs, next_act)[subset].min(0).values - alpha * next_logp
+        next_q = critic_t(b.next_obs, next_act, subset).min(0).values - alpha * next_logp  # only M of N evaluated
         target = b.rewards + gamma * (1.0 - b.terminated) * next_q
     q = critic(b.obs, b.actions)  # [2, B]
     td = q - target
@@ -311,11 +315,13 @@ def main(args: Args) -> dict:
                         with torch.no_grad():
                             torch._foreach_lerp_(params_t, params, args.tau)
                     updates += 1
+                    critic.requires_grad_(False)  # the policy's backward needs dQ/da only, not N critics' weight grads
                     a_loss, logp = a_loss_fn(actor, critic, b, alpha)
                     meter.add(actor_loss=a_loss)
                     guard.watch("actor loss", a_loss)
                     actor_opt.zero_grad(set_to_none=True)
                     a_loss.backward()
+                    critic.requires_grad_(True)
                     actor_step()
                     if args.autotune:  # alpha follows the entropy target
                         alpha_loss = -(log_alpha * (logp + target_entropy)).mean()

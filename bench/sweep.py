@@ -101,6 +101,8 @@ def main() -> None:
     p.add_argument("--by", type=int, default=None,
                    help="a seed counts as solved only if it reached the threshold by this env step (and its final did)")
     p.add_argument("--evals", type=int, default=10, help="evaluations per run (every steps/evals env steps)")
+    p.add_argument("--tag", default="", help="suffix of the result files (a second round of the same sweep)")
+    p.add_argument("--no-defaults", action="store_true", help="do not run the file's defaults on the report seeds")
     a = p.parse_args()
     files = sorted(f.stem for f in (ROOT / "algos").glob("*.py") if f.stem != "__init__")
     if a.algo not in files:
@@ -124,10 +126,10 @@ def main() -> None:
         results.append((score(runs, a.threshold, a.by), settings, runs))
         print(f"{settings}: finals {[round(r['final']) for r in runs]}, score {results[-1][0]}", flush=True)
         OUT.mkdir(parents=True, exist_ok=True)  # kept as it goes: a sweep cut short still has its points
-        (OUT / f"{a.algo}_{a.env}.partial.json").write_text(json.dumps([(sc, c, r) for sc, c, r in results], indent=1))
+        (OUT / f"{a.algo}_{a.env}{a.tag}.partial.json").write_text(json.dumps([(sc, c, r) for sc, c, r in results], indent=1))
     best = max(results, key=lambda x: x[0])[1] if results else fixed
     report = {name: [run_one(a.algo, a.env, s, a.steps, cfg, a.evals) for s in a.report_seeds]
-              for name, cfg in (("the file's defaults", {}), ("the sweep's best", best))}
+              for name, cfg in ((("the file's defaults", {}),) if not a.no_defaults else ()) + (("the sweep's best", best),)}
     lines = [f"# Sweep: {a.algo} on {a.env}, {a.steps:,} env steps, threshold {a.threshold:g}", "",
              f"`python bench/sweep.py {' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}, one torch thread).", "",
              f"Tuning seeds {a.tune_seeds}: {len(results)} points; best {best}.", "",
@@ -139,9 +141,9 @@ def main() -> None:
     for name, runs in report.items():
         lines += ["", f"## Held-out seeds {a.report_seeds}: {name}", "", *table(runs, a.threshold, a.by)]
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"{a.algo}_{a.env}.md"
+    path = OUT / f"{a.algo}_{a.env}{a.tag}.md"
     path.write_text("\n".join(lines) + "\n")
-    (OUT / f"{a.algo}_{a.env}.json").write_text(json.dumps({"best": best, "report": report,
+    (OUT / f"{a.algo}_{a.env}{a.tag}.json").write_text(json.dumps({"best": best, "report": report,
                                                             "points": [(s, c) for s, c, _ in results]}, indent=1))
     print("\n".join(lines))
 

@@ -174,8 +174,9 @@ def _condense(panel: str) -> str:
         elif body:
             cur.append(body)
     sections = [sec for sec in sections + [cur] if sec]
-    if not sections:
-        return "error: could not parse the command line; see --help"
+    if not sections:  # not a panel (another tyro version): its first line as it is
+        first = next((ln.strip() for ln in panel.splitlines() if ln.strip()), "could not parse the command line")
+        return f"error: {first.removeprefix('error: ')} — see --help"
     what, suggest, see = " ".join(sections[0]), [], ""
     what = what.removeprefix("Error parsing Args: ")  # a range check of RunArgs.__post_init__: its own message
     for sec in sections[1:]:

@@ -26,6 +26,7 @@ are torchrun workers that each train their own algorithm instance, not one fused
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 from dataclasses import dataclass
 
@@ -83,7 +84,7 @@ def init(device: torch.device) -> tuple[Context, torch.device]:
         # destroy_process_group, and gloo's worker threads then outlive the interpreter; one freeing a
         # finished collective's tensors at exit needs the GIL of an interpreter that is shutting down, and the
         # process aborts (SIGABRT, "terminate called without an active exception"; ~4% of 2-process runs).
-        import torch._dynamo  # noqa: F401
+        importlib.import_module("torch._dynamo")
 
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return Context(rank, world, local), device

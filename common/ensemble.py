@@ -34,10 +34,12 @@ class EnsembleLinear(nn.Module):
         nn.init.uniform_(self.weight, -bound, bound)
         nn.init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
+        """`members` (indices): only those members' maps, `[len(members), B, out]`."""
+        weight, bias = (self.weight, self.bias) if members is None else (self.weight[members], self.bias[members])
         if x.dim() == 2:  # shared input for every member (a view, no copy)
-            x = x.expand(self.k, *x.shape)
-        return torch.baddbmm(self.bias, x, self.weight)
+            x = x.expand(weight.shape[0], *x.shape)
+        return torch.baddbmm(bias, x, weight)
 
     def extra_repr(self) -> str:
         return f"k={self.k}, in_features={self.in_features}, out_features={self.out_features}"
@@ -60,8 +62,13 @@ class EnsembleMLP(nn.Module):
                 layers.append(activation())
         self.net = nn.Sequential(*layers)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
+    def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
+        """All members, or only `members` (indices; e.g. REDQ's random target subset: the others cost nothing)."""
+        if members is None:
+            return self.net(x)
+        for layer in self.net:
+            x = layer(x, members) if isinstance(layer, EnsembleLinear) else layer(x)
+        return x
 
     @classmethod
     def from_mlps(cls, mlps: list[nn.Sequential]) -> "EnsembleMLP":

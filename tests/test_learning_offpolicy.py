@@ -28,7 +28,10 @@ CASES = {
     "sac-per": ("sac", {**PENDULUM, "total_steps": 10_000, "per": True}, -250),
     "double_dqn": ("double_dqn", CARTPOLE, 400),
     "d3qn": ("d3qn", CARTPOLE, 400),
-    "dqn-per": ("dqn", {**CARTPOLE, "per": True}, 400),
+    # PER under the slower settings it was validated with (the fast defaults' evaluations still dip between solved
+    # stretches, and seed 1 with PER ended in a dip, 97, at 100k: see issue 22's note)
+    "dqn-per": ("dqn", {**CARTPOLE, "per": True, "total_steps": 200_000, "learning_rate": 2.5e-4, "gradient_steps": 1,
+                        "learning_starts": 10_000, "exploration_fraction": 0.5}, 400),
 }
 
 
