@@ -25,7 +25,7 @@ import envs  # noqa: E402
 from common.cli import _parse, user_error_message  # noqa: E402
 from test_faults import ALGOS, CONFIGS  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fuzz")]  # one worker: the outcome counts below
+pytestmark = pytest.mark.slow
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "500"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
@@ -47,9 +47,6 @@ SIZES = st.one_of(st.integers(-3, 9), st.sampled_from([2**40, 10**18, -2**63]))
 JUNK = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=True), st.text(max_size=6), st.lists(st.integers(), max_size=2))
 
 
-OUTCOMES = {"stepped": 0, "refused": 0, "trained": 0, "refused_run": 0, "refused_parse": 0}
-
-
 @st.composite
 def make_calls(draw):
     """envs.make's arguments, each valid three times in four and bad (out of range, wrong type) otherwise."""
@@ -67,22 +64,29 @@ def make_calls(draw):
     return env_id, num_envs, seed, device, extra
 
 
-@FUZZ
-@given(call=make_calls())
-def test_envs_make_either_steps_or_refuses_in_one_line(call):
-    env_id, num_envs, seed, device, extra = call
-    try:
-        env = envs.make(env_id, num_envs=num_envs, device=device, seed=seed, **extra)
-    except Exception as e:  # noqa: BLE001 - the point: whatever it is, it must be a user error
-        _is_user_error(e)
-        OUTCOMES["refused"] += 1
-        return
-    try:
-        env.reset(seed=seed)
-        env.step(torch.as_tensor(env.action_space.sample(), device=env.device))
-    finally:
-        env.close()
-    OUTCOMES["stepped"] += 1
+def test_envs_make_either_steps_or_refuses_in_one_line():
+    """500 generated calls; each steps or is a one-line user error, and both outcomes are a good share."""
+    outcomes = {"stepped": 0, "refused": 0}
+
+    @FUZZ
+    @given(call=make_calls())
+    def one(call):
+        env_id, num_envs, seed, device, extra = call
+        try:
+            env = envs.make(env_id, num_envs=num_envs, device=device, seed=seed, **extra)
+        except Exception as e:  # noqa: BLE001 - the point: whatever it is, it must be a user error
+            _is_user_error(e)
+            outcomes["refused"] += 1
+            return
+        try:
+            env.reset(seed=seed)
+            env.step(torch.as_tensor(env.action_space.sample(), device=env.device))
+        finally:
+            env.close()
+        outcomes["stepped"] += 1
+
+    one()
+    assert outcomes["stepped"] >= EXAMPLES // 10 and outcomes["refused"] >= EXAMPLES // 10, outcomes
 
 
 # ---- the algorithm files' command lines ---------------------------------------------------------------
@@ -130,12 +134,24 @@ def command_lines(draw):
     return algo, argv
 
 
-@FUZZ
-@given(case=command_lines())
-def test_algorithm_command_lines_either_train_or_refuse_in_one_line(case, tmp_path_factory):
-    algo, argv = case
+def test_algorithm_command_lines_either_train_or_refuse_in_one_line(tmp_path_factory):
+    """500 generated command lines; each trains or is a one-line user error (refused by the parser or by the
+    run), and each outcome is a good share."""
+    outcomes = {"trained": 0, "refused_parse": 0, "refused_run": 0, "valid_not_run": 0}
+
+    @FUZZ
+    @given(case=command_lines())
+    def one(case):
+        outcomes[_one_command_line(*case, tmp_path_factory.mktemp("fuzz"))] += 1
+
+    one()
+    assert outcomes["trained"] >= EXAMPLES // 10 and outcomes["refused_run"] >= EXAMPLES // 20, outcomes
+    assert outcomes["refused_parse"] >= EXAMPLES // 20, outcomes
+
+
+def _one_command_line(algo: str, argv: list[str], out) -> str:
+    """Run one generated command line; returns its outcome (or fails the test)."""
     module = importlib.import_module(f"algos.{algo}")
-    out = tmp_path_factory.mktemp("fuzz")
     # the small test setting of this file first, the generated flags after it (tyro: the last one wins)
     base = CONFIGS[algo]
     given_flags = set(argv[::2])
@@ -158,25 +174,13 @@ def test_algorithm_command_lines_either_train_or_refuse_in_one_line(case, tmp_pa
     except SystemExit as e:
         assert e.code == 2 and err.getvalue().startswith("error: ") and len(err.getvalue().strip().splitlines()) == 1, \
             (full, e.code, err.getvalue())
-        OUTCOMES["refused_parse"] += 1
-        return
-    if args.total_steps > 4096 or args.num_envs > 4096:  # a real run; the fuzz is about what gets refused
-        OUTCOMES["valid_not_run"] = OUTCOMES.get("valid_not_run", 0) + 1
-        return
+        return "refused_parse"
+    if args.total_steps > 4096 or args.num_envs > 4096:  # valid, but a real run's size: not run here
+        return "valid_not_run"
     try:
         result = module.main(args)
     except Exception as e:  # noqa: BLE001
         _is_user_error(e)
-        OUTCOMES["refused_run"] += 1
-        return
+        return "refused_run"
     assert isinstance(result, dict) and "eval_return" in result, result
-    OUTCOMES["trained"] += 1
-
-
-def test_the_fuzz_exercises_every_outcome():
-    """Not all refused, not all accepted: each front door both ran and refused a good share of its cases."""
-    if OUTCOMES["stepped"] + OUTCOMES["trained"] == 0:
-        pytest.skip("runs after the fuzz tests above, in the same process")
-    assert OUTCOMES["stepped"] >= EXAMPLES // 10 and OUTCOMES["refused"] >= EXAMPLES // 10, OUTCOMES
-    assert OUTCOMES["trained"] >= EXAMPLES // 10 and OUTCOMES["refused_run"] >= EXAMPLES // 20, OUTCOMES
-    assert OUTCOMES["refused_parse"] >= EXAMPLES // 20, OUTCOMES
+    return "trained"
