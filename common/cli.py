@@ -7,9 +7,10 @@
 tyro parses the flags (a misspelled flag: tyro names the right one and exits with status 2). After
 parsing, a user error ends the process with one line, `error: <message naming the fix>`, and exit
 status 2, without a traceback: a `ValueError`, `TypeError`, `OSError` (`FileNotFoundError`,
-`PermissionError`, a full disk) or `ImportError` (a missing optional package) raised by a `raise`
-statement of this repository's own files, i.e. a message we wrote for the user (unknown env, wrong
-action kind, impossible sizes, foreign checkpoint, unwritable directory, ...). Any other exception,
+`PermissionError`, a full disk), `ImportError` (a missing optional package) or `FloatingPointError`
+(common/guard.py stopped a run that diverged: it names the last good checkpoint and the flag to lower)
+raised by a `raise` statement of this repository's own files, i.e. a message we wrote for the user
+(unknown env, wrong action kind, impossible sizes, foreign checkpoint, unwritable directory, ...). Any other exception,
 including those raised inside libraries and Python's own errors in our code (a bug), keeps its
 traceback. An allocation that does not fit in memory (sizes the user chose) is one line too.
 `PODRACER_DEBUG=1` in the environment shows the traceback of user errors too.
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-USER_ERRORS = (ValueError, TypeError, OSError, ImportError)
+USER_ERRORS = (ValueError, TypeError, OSError, ImportError, FloatingPointError)
 
 
 @dataclass

@@ -78,7 +78,7 @@ class NumericGuard:
             where = f"after env step {self._last_step:,}"
         else:
             where = f"between env steps {self._last_step:,} and {step:,}" if step > self._last_step else f"at env step {step:,}"
-        kept = "no checkpoint was written yet"
+        kept = "no checkpoint was written yet (a lower --learning-rate helps if the losses blew up)"
         if self.checkpoint is not None and Path(self.checkpoint).is_file():
             saved = torch.load(self.checkpoint, map_location="cpu", weights_only=False).get("global_step", "?")
             kept = (f"{self.checkpoint} (env step {saved}) is the last good checkpoint, kept as it was: resume "

@@ -137,7 +137,7 @@ def command_lines(draw):
 def test_algorithm_command_lines_either_train_or_refuse_in_one_line(tmp_path_factory):
     """500 generated command lines; each trains or is a one-line user error (refused by the parser or by the
     run), and each outcome is a good share."""
-    outcomes = {"trained": 0, "refused_parse": 0, "refused_run": 0, "valid_not_run": 0}
+    outcomes = {"trained": 0, "refused_parse": 0, "refused_run": 0, "valid_not_run": 0, "diverged": 0}
 
     @FUZZ
     @given(case=command_lines())
@@ -181,6 +181,7 @@ def _one_command_line(algo: str, argv: list[str], out) -> str:
         result = module.main(args)
     except Exception as e:  # noqa: BLE001
         _is_user_error(e)
-        return "refused_run"
+        # a valid setting that blew up (say --learning-rate 1e9): the guard stopped it, in one line
+        return "diverged" if isinstance(e, FloatingPointError) else "refused_run"
     assert isinstance(result, dict) and "eval_return" in result, result
     return "trained"

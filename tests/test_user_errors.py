@@ -113,6 +113,9 @@ OTHER = {
     "sweep-unknown-field": (["{root}/bench/sweep.py", "dqn", "CartPole-v1", "--steps", "1000", "--threshold", "400",
                              "--grid", "learning_rat=1e-3,3e-4"], r"no setting 'learning_rat'; did you mean 'learning_rate'\?", {}),
     "peers-bad-flag": (["{root}/bench/peers.py", "--seedz", "3"], r"unrecognized arguments: --seedz — see", {}),
+    "diverged-run": (["{root}/algos/dqn.py", "--total-steps", "2000", "--learning-starts", "100", "--learning-rate", "1e9",
+                      "--eval-every", "0", "--quiet", "--no-tensorboard"],
+                     r"non-finite value \(NaN or Inf\) in the TD loss .*\(a lower --learning-rate helps", {}),
     "sweep-unknown-algorithm": (["{root}/bench/sweep.py", "dqnn", "CartPole-v1", "--steps", "1000", "--threshold", "400"],
                                 r"no algorithm file algos/dqnn.py", {}),
 }
