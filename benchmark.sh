@@ -42,8 +42,9 @@
 #                 vs the CPU batch backend; ppo_vec --env Ant --num-envs 4096 end to end, compile off and on,
 #                 time to eval >= 3000; PPO CartPole at 65536 envs; rsl_rl on the same Warp Ant (~30 min on an
 #                 H100; without a GPU it says so and exits 0); table in bench/results/gpu.md
-#   peers         Stable-Baselines3 (RL Zoo settings, own venv bench/.venv-peers) vs ours, 1 thread each: PPO
-#                 CartPole-v1 time to eval >= 475, SAC and TD3 Pendulum-v1 20k steps (~30 min)
+#   peers         Stable-Baselines3 (RL Zoo settings, own venv bench/.venv-peers) vs each file's defaults, 1 thread
+#                 each, seeds 1-5: training seconds to eval >= 475 on CartPole-v1 (PPO; DQN and PQN vs SB3's DQN)
+#                 and to >= -200 on Pendulum-v1 (SAC, TD3) (~40 min)
 # Tables are printed and written to bench/results/<group>.md. Set PYTHON to pick the interpreter.
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -1,29 +1,33 @@
-"""Side by side with Stable-Baselines3 on this machine, in one invocation: PPO on CartPole-v1 (wall
-time to a deterministic 10-episode evaluation >= 475), SAC and TD3 on Pendulum-v1 (wall time for
-20k env steps and the final deterministic 10-episode evaluation).
+"""Side by side with Stable-Baselines3 on this machine, in one invocation: the wall time each side's
+training needs to reach a deterministic 10-episode evaluation on gymnasium's own env of >= 475 on
+CartPole-v1 (PPO, DQN, PQN) and >= -200 on Pendulum-v1 (SAC, TD3), with **each algorithm file's own
+defaults** (`python algos/<file>.py --env <id>`, nothing else) against SB3 with RL Zoo's tuned settings.
 
-    python bench/peers.py                                  # PPO seeds 1-3, SAC/TD3 seeds 1-2 (~30 min)
-    python bench/peers.py --only ppo --ppo-seeds 1 2 3 4 5
-    python bench/peers.py --offpolicy-seeds 1              # quicker
+    python bench/peers.py                                  # every comparison, seeds 1-5 (~40 min)
+    python bench/peers.py --only ppo dqn --seeds 1 2 3
+    python bench/peers.py --from-log bench/results/peers.jsonl   # rebuild the table, no runs
 
 SB3 is never a project dependency: the first run creates `bench/.venv-peers` (python -m venv, then
 pip install of the pinned torch, stable-baselines3 and gymnasium below) and runs the SB3 side there
-(`bench/peers_sb3.py`, RL Baselines3 Zoo hyper-parameters); our side runs with this interpreter
-(`algos/ppo_vec.py`, `algos/sac.py`, `algos/td3.py`). Every run is its own process, one at a time,
-with OMP_NUM_THREADS=1 and torch.set_num_threads(1) on both sides.
+(`bench/peers_sb3.py`, RL Baselines3 Zoo hyper-parameters); our side runs with this interpreter. Every
+run is its own process, one at a time, with OMP_NUM_THREADS=1 and torch.set_num_threads(1) on both sides.
+DQN and PQN are both compared with SB3's DQN: one SB3 run per seed, in this invocation, serves both rows.
 
-Evaluation is the same for both: a deterministic policy on one `gymnasium.make(env_id)`, episode k
-reset with seed `seed + 10000 + k` (common/evaluate.py's `gym_rollouts`; the SB3 script carries a
-copy of its loop). For ours the algorithm file's `evaluate` (our torch env) is replaced by it in the
-worker process; nothing else in the algorithm changes.
+The only flag the benchmark gives our files is the evaluation cadence (`--eval-every`, the same number
+of env steps as SB3's): a measurement setting, not a training one. Each side evaluates after the update
+that completes every `eval_every` env steps (ours: the file's own evaluation point; SB3: a callback at
+the start of the next rollout), on one `gymnasium.make(env_id)`, episode k reset with seed
+`seed + 10000 + k` (common/evaluate.py's `gym_rollouts`; the SB3 script carries a copy of its loop).
+For ours, the algorithm file's `evaluate` (our torch env) is replaced by it in the worker process;
+nothing else in the algorithm changes. A run stops at its first evaluation >= the threshold, or at its
+own step budget (ours: the file's default `--total-steps`; SB3: the zoo's `n_timesteps`): not reached.
 
-Clocks: both start when training starts (SB3: the callback's `_on_training_start`, after the model
-and its envs are built; ours: when the algorithm file creates its Logger, after envs, networks and
-buffers are built). PPO: the clock stops at the end of the first evaluation >= 475, and every
-evaluation before it is inside the clock (SB3: after the update that completes each
-`--sb3-eval-every` env steps, from the `_on_rollout_start` callback; ours: `--eval-every` of
-ppo_vec, after an update); the "excl. eval" columns subtract the evaluation time. SAC/TD3: the clock
-stops when training ends (ours: when the final evaluation starts); the final evaluation is outside.
+Clocks: both start when training starts (SB3: the callback's `_on_training_start`, after the model and
+its envs are built; ours: when the algorithm file creates its Logger, after envs, networks and buffers
+are built) and stop at the end of the first evaluation >= the threshold. **The headline is training
+seconds** (the issue's "training seconds only"): the clock minus the time of every evaluation inside
+it; the clock with the evaluations is shown beside it. Medians over seeds; a seed that never reached
+counts as infinitely slow (the median is "n/a" when half of them did not reach).
 Ours writes curves.png at each evaluation; the worker makes that plot a no-op (SB3 draws nothing).
 """
 
@@ -43,31 +47,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / "bench" / ".venv-peers"
 PINS = {"torch": "2.13.0", "stable-baselines3": "2.9.2", "gymnasium": "1.4.0"}
-THRESHOLD = 475.0
 
-# our settings (flags of the algorithm files; see the module docstring of each)
-OURS = {
-    "ppo": ["--env", "CartPole-v1", "--num-envs", "64", "--num-steps", "16", "--num-minibatches", "2",
-            "--update-epochs", "4", "--learning-rate", "2.5e-3", "--total-steps", "200000", "--eval-every", "8192"],
-    # half an update per env step (--gradient-steps 2 with 4 envs): the same final returns as 4 in 20k steps
-    "sac": ["--env", "Pendulum-v1", "--num-envs", "4", "--hidden", "128", "128", "--gradient-steps", "2",
-            "--total-steps", "20000", "--eval-every", "0"],
-    # the zoo's schedule: 10k random steps, then one update per env step
-    "td3": ["--env", "Pendulum-v1", "--num-envs", "4", "--hidden", "128", "128", "--learning-starts", "10000",
-            "--total-steps", "20000", "--eval-every", "0"],
+# comparison -> (our file, env, threshold, eval cadence in env steps (both sides), SB3 algorithm, target ratio)
+COMPARISONS = {
+    "ppo": dict(file="ppo_vec", env="CartPole-v1", threshold=475.0, eval_every=2048, sb3="ppo", target=10.0),
+    "dqn": dict(file="dqn", env="CartPole-v1", threshold=475.0, eval_every=2048, sb3="dqn", target=5.0),
+    "pqn": dict(file="pqn", env="CartPole-v1", threshold=475.0, eval_every=2048, sb3="dqn", target=5.0),
+    "sac": dict(file="sac", env="Pendulum-v1", threshold=-200.0, eval_every=1000, sb3="sac", target=10.0),
+    "td3": dict(file="td3", env="Pendulum-v1", threshold=-200.0, eval_every=1000, sb3="td3", target=10.0),
 }
-SB3_PPO_EVAL_EVERY = 2048
-TARGETS = {"ppo": 10.0, "sac": 3.0, "td3": 3.0}
 ZOO_TEXT = {
     "ppo": "RL Zoo ppo.yml CartPole-v1: n_envs 8, n_timesteps 1e5, n_steps 32, batch_size 256, gae_lambda 0.8, "
            "gamma 0.98, n_epochs 20, ent_coef 0.0, learning_rate lin_0.001, clip_range lin_0.2 (MlpPolicy 64x64)",
+    "dqn": "RL Zoo dqn.yml CartPole-v1: n_timesteps 5e4, learning_rate 2.3e-3, batch_size 64, buffer_size 1e5, "
+           "learning_starts 1000, gamma 0.99, target_update_interval 10, train_freq 256, gradient_steps 128, "
+           "exploration_fraction 0.16, exploration_final_eps 0.04, net_arch 256x256 (1 env)",
     "sac": "RL Zoo sac.yml Pendulum-v1: n_timesteps 20000, learning_rate 1e-3, SB3 defaults otherwise (1 env, "
            "buffer 1e6, learning_starts 100, batch 256, tau 0.005, gamma 0.99, train_freq 1, gradient_steps 1, "
            "ent_coef auto, net_arch 256x256)",
     "td3": "RL Zoo td3.yml Pendulum-v1: n_timesteps 20000, gamma 0.98, buffer_size 200000, learning_starts 10000, "
            "noise normal 0.1, gradient_steps -1, train_freq [1, episode], learning_rate 1e-3, net_arch [400, 300]",
 }
-ENV_OF = {"ppo": "CartPole-v1", "sac": "Pendulum-v1", "td3": "Pendulum-v1"}
 
 
 def thread_env() -> dict:
@@ -119,7 +119,7 @@ def worker(algo: str, seed: int, flags: list[str], threshold: float | None, prof
     from common.logger import Logger
 
     torch.set_num_threads(1)
-    mod = importlib.import_module({"ppo": "algos.ppo_vec", "sac": "algos.sac", "td3": "algos.td3"}[algo])
+    mod = importlib.import_module(f"algos.{COMPARISONS[algo]['file']}")
     args = cli(mod.Args, argv=[*flags, "--seed", str(seed), "--save-every", "0", "--quiet", "--out-dir",
                                str(ROOT / "bench" / "runs" / "peers")],
                defaults_for=getattr(mod, "default_args", None))
@@ -170,12 +170,9 @@ def worker(algo: str, seed: int, flags: list[str], threshold: float | None, prof
         import shutil
 
         shutil.rmtree(state["logger"].run_dir, ignore_errors=True)
-    out = dict(side="ours", algo=algo, env=args.env, seed=seed, evals=state["evals"])
-    if threshold is not None:
-        hit = next((e for e in state["evals"] if e["eval_return"] >= threshold), None)
-        out.update(reached=hit is not None, seconds=hit["seconds"] if hit else None, step=hit["step"] if hit else None)
-    else:
-        out.update(seconds=state["eval_start"], final=state["final"], steps=args.total_steps)
+    out = dict(side="ours", algo=algo, env=args.env, seed=seed, evals=state["evals"], budget=args.total_steps)
+    hit = next((e for e in state["evals"] if e["eval_return"] >= threshold), None)
+    out.update(reached=hit is not None, seconds=hit["seconds"] if hit else None, step=hit["step"] if hit else None)
     out["versions"] = dict(torch=torch.__version__, gymnasium=gym.__version__, threads=torch.get_num_threads())
     if prof is not None:
         import io
@@ -214,30 +211,49 @@ def run(cmd: list[str], log) -> dict:
 
 
 def sb3_cmd(py: Path, algo: str, seed: int) -> list[str]:
-    cmd = [str(py), "bench/peers_sb3.py", algo, "--seed", str(seed)]
-    if algo == "ppo":
-        cmd += ["--eval-every", str(SB3_PPO_EVAL_EVERY), "--threshold", f"{THRESHOLD:g}"]
-    return cmd
+    c = COMPARISONS[algo]
+    return [str(py), "bench/peers_sb3.py", c["sb3"], "--seed", str(seed), "--eval-every", str(c["eval_every"]),
+            "--threshold", f"{c['threshold']:g}"]
+
+
+def our_flags(algo: str) -> list[str]:
+    """The flags our side gets: the env, and the evaluation cadence (a measurement setting); nothing else."""
+    c = COMPARISONS[algo]
+    return ["--env", c["env"], "--eval-every", str(c["eval_every"])]
 
 
 def ours_cmd(algo: str, seed: int, profile: bool = False) -> list[str]:
-    cmd = [sys.executable, "bench/peers.py", "--worker", algo, "--seed", str(seed)]
-    if algo == "ppo":
-        cmd += ["--threshold", f"{THRESHOLD:g}"]
+    c = COMPARISONS[algo]
+    cmd = [sys.executable, "bench/peers.py", "--worker", algo, "--seed", str(seed), "--threshold", f"{c['threshold']:g}"]
     if profile:
         cmd += ["--profile", "always"]
-    return cmd + ["--", *OURS[algo]]
+    return cmd + ["--", *our_flags(algo)]
 
 
 def fmt(x, spec=".1f"):
-    return "n/a" if x is None else format(x, spec)
+    return "n/a" if x is None or x != x or x == float("inf") else format(x, spec)
 
 
 def eval_secs(r: dict) -> float:
-    """evaluation seconds inside the clock (PPO: every eval up to and including the hit)"""
+    """evaluation seconds inside the clock (every evaluation up to and including the hit)"""
     if r.get("seconds") is None:
         return float("nan")
     return sum(e["eval_seconds"] for e in r["evals"] if e["seconds"] <= r["seconds"] + 1e-9)
+
+
+def train_secs(r: dict) -> float | None:
+    """the clock minus the evaluations inside it; inf if the run never reached; None if it failed"""
+    if "error" in r or not r:
+        return None
+    if r.get("seconds") is None:
+        return float("inf")
+    return r["seconds"] - eval_secs(r)
+
+
+def clock_secs(r: dict) -> float | None:
+    if "error" in r or not r:
+        return None
+    return float("inf") if r.get("seconds") is None else r["seconds"]
 
 
 def median(xs):
@@ -247,19 +263,14 @@ def median(xs):
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--only", nargs="+", choices=["ppo", "sac", "td3"], default=["ppo", "td3", "sac"])
-    p.add_argument("--ppo-seeds", type=int, nargs="+", default=[1, 2, 3])
-    p.add_argument("--offpolicy-seeds", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--only", nargs="+", choices=list(COMPARISONS), default=list(COMPARISONS))
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     p.add_argument("--profile", choices=["auto", "never", "always"], default="auto",
-                   help="cProfile one run of ours (seed 1) for comparisons that miss their target (auto)")
+                   help="cProfile one run of ours (the first seed) for comparisons that miss their target (auto)")
     p.add_argument("--log", default="bench/results/peers.jsonl", help="every run's JSON result (rewritten)")
     p.add_argument("--from-log", metavar="JSONL", help="no runs: rebuild the table from a --log file")
-    p.add_argument("--reuse-sb3", metavar="JSONL", help="take the SB3 results found in this --log file (same "
-                   "algorithm and seed) instead of running them again (the SB3 side does not depend on our settings)")
-    p.add_argument("--reuse-sb3-for", nargs="+", choices=["ppo", "sac", "td3"], default=["ppo", "sac", "td3"],
-                   help="with --reuse-sb3: the comparisons whose SB3 results are reused")
     # worker mode (our side, one run)
-    p.add_argument("--worker", choices=["ppo", "sac", "td3"], help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=list(COMPARISONS), help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--threshold", type=float, default=None, help=argparse.SUPPRESS)
     p.add_argument("flags", nargs="*", help=argparse.SUPPRESS)
@@ -271,72 +282,69 @@ def main() -> None:
 
     if a.from_log:
         results, profiles = from_log(ROOT / a.from_log)
-        versions = next((r[1]["versions"] for rows in results.values() for r in rows if "versions" in r[1]), {})
-        print(report(results, profiles, versions, None))
+        print(report(results, profiles, versions_of(results), None))
         return
     t_group = time.perf_counter()
     py = ensure_venv()
     log_path = ROOT / a.log
     log_path.parent.mkdir(parents=True, exist_ok=True)
     results: dict[str, list[tuple[int, dict, dict]]] = {}
-    reuse = {}
-    if a.reuse_sb3:
-        for line in open(ROOT / a.reuse_sb3):
-            r = json.loads(line)
-            if r.get("side") == "sb3" and r["algo"] in a.reuse_sb3_for:
-                r["reused_from"] = a.reuse_sb3
-                reuse[(r["algo"], r["seed"])] = r
+    sb3_runs = {}  # (SB3 algorithm, seed) -> result: DQN serves the dqn and pqn rows
     with open(log_path, "w") as log:
         for algo in a.only:
-            seeds = a.ppo_seeds if algo == "ppo" else a.offpolicy_seeds
             results[algo] = []
-            for seed in seeds:
-                if (algo, seed) in reuse:
-                    sb3 = reuse[(algo, seed)]
-                    log.write(json.dumps(sb3) + "\n")
-                else:
-                    sb3 = run(sb3_cmd(py, algo, seed), log)
+            c = COMPARISONS[algo]
+            for seed in a.seeds:
+                key = (c["sb3"], seed)
+                if key not in sb3_runs:
+                    sb3_runs[key] = run(sb3_cmd(py, algo, seed), log)
+                sb3 = dict(sb3_runs[key], algo=algo)
                 ours = run(ours_cmd(algo, seed), log)
                 results[algo].append((seed, sb3, ours))
-                if algo == "ppo":
-                    print(f"{algo} seed {seed}: SB3 {fmt(sb3.get('seconds'), '.2f')} s (>= {THRESHOLD:g} at "
-                          f"{sb3.get('step')} steps, eval {eval_secs(sb3):.2f} s), ours {fmt(ours.get('seconds'), '.2f')} s "
-                          f"(at {ours.get('step')} steps, eval {eval_secs(ours):.2f} s)", flush=True)
-                else:
-                    print(f"{algo} seed {seed}: SB3 {fmt(sb3.get('seconds'))} s, final "
-                          f"{fmt((sb3.get('final') or {}).get('eval_return'))}; ours {fmt(ours.get('seconds'))} s, "
-                          f"final {fmt((ours.get('final') or {}).get('eval_return'))}", flush=True)
+                print(f"{algo} seed {seed}: SB3 {fmt(train_secs(sb3), '.2f')} s training ({fmt(clock_secs(sb3), '.2f')} "
+                      f"with evals, at {fmt(sb3.get('step'), ',')} steps), ours {fmt(train_secs(ours), '.2f')} s "
+                      f"({fmt(clock_secs(ours), '.2f')}, at {fmt(ours.get('step'), ',')} steps)", flush=True)
         profiles = {}
         for algo, rows in results.items():
             ratio = ratio_of(rows)
-            if a.profile == "always" or (a.profile == "auto" and (ratio is None or ratio < TARGETS[algo])):
+            if a.profile == "always" or (a.profile == "auto" and (ratio is None or ratio < COMPARISONS[algo]["target"])):
                 print(f"{algo}: profiling ours (seed {rows[0][0]}) under cProfile", flush=True)
                 profiles[algo] = run(ours_cmd(algo, rows[0][0], profile=True), log)
-    versions = next((r[1]["versions"] for rows in results.values() for r in rows if "versions" in r[1]), {})
-    print(report(results, profiles, versions, time.perf_counter() - t_group))
+    print(report(results, profiles, versions_of(results), time.perf_counter() - t_group))
+
+
+def versions_of(results) -> dict:
+    return next((r[1]["versions"] for rows in results.values() for r in rows if "versions" in r[1]), {})
 
 
 def from_log(path: Path):
     """(results, profiles) as main() builds them, from the JSON lines of a --log file."""
-    runs, profiles = {}, {}
+    sb3, ours, profiles = {}, {}, {}
     for line in open(path):
         r = json.loads(line)
         if "profile" in r:
             profiles[r["algo"]] = r
-            continue
-        runs.setdefault(r["algo"], {}).setdefault(r["seed"], {})[r["side"]] = r
-    results = {algo: [(seed, d.get("sb3", {}), d.get("ours", {})) for seed, d in sorted(by_seed.items())]
-               for algo, by_seed in runs.items()}
+        elif r.get("side") == "sb3":
+            sb3[(r["algo"], r["seed"])] = r
+        elif r.get("side") == "ours":
+            ours.setdefault(r["algo"], {})[r["seed"]] = r
+    results = {algo: [(seed, dict(sb3.get((COMPARISONS[algo]["sb3"], seed), {}), algo=algo), o)
+                      for seed, o in sorted(by_seed.items())]
+               for algo, by_seed in sorted(ours.items(), key=lambda kv: list(COMPARISONS).index(kv[0]))}
     return results, profiles
 
 
-def ratio_of(rows) -> float | None:
-    s, o = median([r[1].get("seconds") for r in rows]), median([r[2].get("seconds") for r in rows])
-    if s is None or o is None:
+def ratio_of(rows, clock=train_secs) -> float | None:
+    s, o = median([clock(r[1]) for r in rows]), median([clock(r[2]) for r in rows])
+    if s is None or o is None or o == float("inf") or o <= 0:
         return None
-    if any(r[1].get("seconds") is None or r[2].get("seconds") is None for r in rows):
-        return None  # a seed that never reached the threshold: no honest median
-    return s / o
+    return s / o  # inf: SB3 did not reach on half of the seeds, ours did
+
+
+def reached(rows, i) -> str:
+    steps = [r[i].get("step") for r in rows if r[i].get("reached")]
+    return (f"{len(steps)}/{len(rows)} reached, median {fmt(median(steps), ',.0f')} steps"
+            if steps else f"0/{len(rows)} reached")
 
 
 def report(results, profiles, versions, total_seconds) -> str:
@@ -345,73 +353,59 @@ def report(results, profiles, versions, total_seconds) -> str:
 
     import gymnasium
 
-    out = [f"Stable-Baselines3 vs ours, side by side on this machine ({os.cpu_count()} CPU cores, "
-           f"{cpu_name()}), one torch thread each (OMP_NUM_THREADS=1, "
-           f"torch.set_num_threads(1)), one run at a time, {date}", ""]
-    out += ["| comparison | seeds | SB3 s (median) | ours s (median) | ratio SB3/ours | target | SB3 result | ours result |",
-            "|---|---|---:|---:|---:|---:|---|---|"]
+    out = [f"Stable-Baselines3 (RL Zoo settings) vs ours (each file's defaults), side by side on this machine "
+           f"({os.cpu_count()} CPU cores, {cpu_name()}), one torch thread each (OMP_NUM_THREADS=1, "
+           f"torch.set_num_threads(1)), one run at a time, one invocation, {date}", "",
+           "Seconds of training to the first deterministic 10-episode gymnasium evaluation at or above the threshold "
+           "(evaluation time excluded; with it in the \"clock\" columns), medians over seeds:", ""]
+    out += ["| comparison | seeds | SB3 training s | ours training s | ratio SB3/ours | target | SB3 clock s | ours clock s "
+            "| ratio (clock) | SB3 | ours |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     detail = []
     for algo, rows in results.items():
+        c = COMPARISONS[algo]
         seeds = ", ".join(str(r[0]) for r in rows)
-        sb3_s = median([r[1].get("seconds") for r in rows])
-        our_s = median([r[2].get("seconds") for r in rows])
-        ratio = ratio_of(rows)
-        met = "met" if ratio is not None and ratio >= TARGETS[algo] else "missed"
-        if algo == "ppo":
-            name = "PPO CartPole-v1, s to eval >= 475"
-            res = lambda r: (f"{sum(1 for x in rows if x[r].get('reached'))}/{len(rows)} reached, median "
-                             f"{fmt(median([x[r].get('step') for x in rows]), ',.0f')} steps")
-            sb3_res, our_res = res(1), res(2)
-        else:
-            name = f"{algo.upper()} Pendulum-v1, s for 20k steps"
-            res = lambda r: fin(rows, r)
-            sb3_res, our_res = res(1), res(2)
-        out.append(f"| {name} | {seeds} | {fmt(sb3_s)} | {fmt(our_s)} | {fmt(ratio, '.1f')}{'x' if ratio else ''} | >= {TARGETS[algo]:g}x "
-                   f"({met}) | {sb3_res} | {our_res} |")
-        # per seed
-        if algo == "ppo":
-            detail += ["", f"PPO CartPole-v1 per seed (clock includes every evaluation up to the first >= 475; "
-                       f"excl. eval subtracts their time)", "",
-                       "| seed | SB3 s | SB3 steps | SB3 evals (s) | SB3 excl. eval s | ours s | ours steps | ours evals (s) "
-                       "| ours excl. eval s | ratio | ratio excl. eval |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-            for seed, s, o in rows:
-                es, eo = eval_secs(s), eval_secs(o)
-                ss, os_ = s.get("seconds"), o.get("seconds")
-                ns = sum(1 for e in s.get("evals", []) if ss is not None and e["seconds"] <= ss + 1e-9)
-                no = sum(1 for e in o.get("evals", []) if os_ is not None and e["seconds"] <= os_ + 1e-9)
-                r1 = ss / os_ if ss and os_ else None
-                r2 = (ss - es) / (os_ - eo) if ss and os_ else None
-                detail.append(f"| {seed} | {fmt(ss, '.2f')} | {fmt(s.get('step'), ',')} | {ns} ({es:.2f}) | "
-                              f"{fmt(ss - es if ss else None, '.2f')} | {fmt(os_, '.2f')} | {fmt(o.get('step'), ',')} | "
-                              f"{no} ({eo:.2f}) | {fmt(os_ - eo if os_ else None, '.2f')} | {fmt(r1, '.1f')} | {fmt(r2, '.1f')} |")
-        else:
-            detail += ["", f"{algo.upper()} Pendulum-v1 per seed (20k env steps; final = deterministic 10-episode eval on "
-                       "gymnasium's Pendulum-v1, episode seeds seed+10000...)", "",
-                       "| seed | SB3 s | SB3 final | ours s | ours final | ratio |", "|---:|---:|---:|---:|---:|---:|"]
-            for seed, s, o in rows:
-                fs, fo = (s.get("final") or {}), (o.get("final") or {})
-                ss, os_ = s.get("seconds"), o.get("seconds")
-                detail.append(f"| {seed} | {fmt(ss)} | {fmt(fs.get('eval_return'))} +- {fmt(fs.get('eval_return_std'))} | "
-                              f"{fmt(os_)} | {fmt(fo.get('eval_return'))} +- {fmt(fo.get('eval_return_std'))} | "
-                              f"{fmt(ss / os_ if ss and os_ else None, '.1f')} |")
+        ratio, ratio_clock = ratio_of(rows), ratio_of(rows, clock_secs)
+        met = "met" if ratio is not None and ratio >= c["target"] else "missed"
+        name = (f"{algo.upper()} {c['env']} >= {c['threshold']:g} (SB3 {c['sb3'].upper()})" if c["sb3"] != algo
+                else f"{algo.upper()} {c['env']} >= {c['threshold']:g}")
+        rs = lambda x: fmt(x, ".1f") + ("x" if x is not None and x != float("inf") else "")
+        out.append(f"| {name} | {seeds} | {fmt(median([train_secs(r[1]) for r in rows]))} | "
+                   f"{fmt(median([train_secs(r[2]) for r in rows]))} | {rs(ratio)} | >= {c['target']:g}x ({met}) | "
+                   f"{fmt(median([clock_secs(r[1]) for r in rows]))} | {fmt(median([clock_secs(r[2]) for r in rows]))} | "
+                   f"{rs(ratio_clock)} | {reached(rows, 1)} | {reached(rows, 2)} |")
+        detail += ["", f"{name}, per seed (evaluations every {c['eval_every']:,} env steps on both sides; training s = "
+                   f"clock s minus the evaluations inside it)", "",
+                   "| seed | SB3 steps | SB3 evals (s) | SB3 training s | SB3 clock s | ours steps | ours evals (s) "
+                   "| ours training s | ours clock s | ratio | ratio (clock) |",
+                   "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for seed, sb, o in rows:
+            def evals(r):
+                t = r.get("seconds")
+                n = sum(1 for e in r.get("evals", []) if t is not None and e["seconds"] <= t + 1e-9)
+                return f"{n} ({eval_secs(r):.2f})" if t is not None else f"{len(r.get('evals', []))} (never)"
+            ts, to = train_secs(sb), train_secs(o)
+            cs, co = clock_secs(sb), clock_secs(o)
+            detail.append(f"| {seed} | {fmt(sb.get('step'), ',')} | {evals(sb)} | {fmt(ts, '.2f')} | {fmt(cs, '.2f')} | "
+                          f"{fmt(o.get('step'), ',')} | {evals(o)} | {fmt(to, '.2f')} | {fmt(co, '.2f')} | "
+                          f"{fmt(ts / to if ts and to and to != float('inf') else None, '.1f')} | "
+                          f"{fmt(cs / co if cs and co and co != float('inf') else None, '.1f')} |")
     out += detail
     out += ["", "Commands and settings (both sides: OMP_NUM_THREADS=1 MKL_NUM_THREADS=1, torch.set_num_threads(1)):"]
     for algo in results:
-        out.append(f"- {algo.upper()} SB3: `bench/.venv-peers/bin/python {' '.join(sb3_cmd(Path('x'), algo, 1)[1:])}`"
-                   f" (seed varied); {ZOO_TEXT[algo]}")
-        flags = " ".join(OURS[algo])
-        script = {"ppo": "algos/ppo_vec.py", "sac": "algos/sac.py", "td3": "algos/td3.py"}[algo]
-        out.append(f"- {algo.upper()} ours: `python bench/peers.py --worker {algo} --seed 1"
-                   f"{' --threshold 475' if algo == 'ppo' else ''} -- {flags}` = `python {script} {flags} --seed 1 "
-                   f"--save-every 0 --quiet` with its `evaluate` replaced by gymnasium rollouts (see bench/peers.py)")
-    if "ppo" in results:
-        out.append(f"- PPO evaluation: SB3 every {SB3_PPO_EVAL_EVERY:,} env steps (after the update that completes them), "
-                   f"ours every `--eval-every` env steps (after an update); 10 deterministic episodes on "
-                   f"gymnasium.make('CartPole-v1'), episode k seeded seed+10000+k, both sides")
-    reused = sorted({f"{algo.upper()} seed {r[0]}" for algo, rows in results.items() for r in rows if r[1].get("reused_from")})
-    if reused:
-        files = sorted({r[1]["reused_from"] for rows in results.values() for r in rows if r[1].get("reused_from")})
-        out.append(f"- SB3 results reused from an earlier invocation ({', '.join(files)}), not re-run: {', '.join(reused)}")
+        c = COMPARISONS[algo]
+        flags = " ".join(our_flags(algo))
+        out.append(f"- {algo.upper()} SB3: `bench/.venv-peers/bin/python {' '.join(sb3_cmd(Path('x'), algo, 1)[1:])}` "
+                   f"(seed varied); {ZOO_TEXT[c['sb3']]}")
+        budget = next((r[2].get("budget") for r in results[algo] if r[2].get("budget")), None)
+        out.append(f"- {algo.upper()} ours: `python algos/{c['file']}.py {flags} --seed 1` (the file's defaults for "
+                   f"{c['env']}: `python algos/{c['file']}.py --env {c['env']} --help` lists them; step budget "
+                   f"{fmt(budget, ',')}), run as `python bench/peers.py --worker {algo} --seed 1 --threshold "
+                   f"{c['threshold']:g} -- {flags}`, which replaces its `evaluate` by gymnasium rollouts")
+    out.append("- evaluation: 10 deterministic episodes on gymnasium.make(env), episode k seeded seed+10000+k, both sides; "
+               "each side evaluates after the update that completes each `eval_every` env steps")
+    if any(COMPARISONS[a]["sb3"] != a for a in results):
+        out.append("- DQN and PQN rows share one SB3 DQN run per seed (this invocation)")
     loads = [r[i]["load_before"] for rows in results.values() for r in rows for i in (1, 2) if "load_before" in r[i]]
     if loads:
         out.append(f"- machine load: 1-minute load average before each run {min(loads):.1f} to {max(loads):.1f} "
@@ -426,7 +420,7 @@ def report(results, profiles, versions, total_seconds) -> str:
             continue
         pr = prof["profile"]
         out += ["", f"Profile of ours, {algo.upper()} seed {prof['seed']} (cProfile, {pr['total']:.2f} s profiled "
-                f"incl. setup; profiled wall clock {fmt(prof.get('seconds'), '.2f')} s): top functions by own time", "",
+                f"incl. setup; profiled clock {fmt(prof.get('seconds'), '.2f')} s): top functions by own time", "",
                 "| function | calls | own s | cumulative s |", "|---|---:|---:|---:|"]
         out += [f"| `{r['fn']}` | {r['calls']:,} | {r['tottime']:.3f} | {r['cumtime']:.3f} |" for r in pr["by_tottime"]]
         out += ["", "by cumulative time:", "", "| function | calls | own s | cumulative s |", "|---|---:|---:|---:|"]
@@ -439,14 +433,6 @@ def cpu_name() -> str:
         return next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
     except (OSError, StopIteration):
         return platform.machine()
-
-
-def fin(rows, i) -> str:
-    vals = [(r[i].get("final") or {}).get("eval_return") for r in rows]
-    vals = [v for v in vals if v is not None]
-    if not vals:
-        return "n/a"
-    return f"final {' / '.join(f'{v:.1f}' for v in vals)} (mean {statistics.mean(vals):.1f})"
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 dependency) and prints one JSON line with the result; bench/peers.py starts it, one run at a time.
 
     bench/.venv-peers/bin/python bench/peers_sb3.py ppo --seed 1 --eval-every 2048 --threshold 475
-    bench/.venv-peers/bin/python bench/peers_sb3.py sac --seed 1 --steps 20000
+    bench/.venv-peers/bin/python bench/peers_sb3.py sac --seed 1 --eval-every 1000 --threshold -200
 
-Hyper-parameters: RL Baselines3 Zoo (hyperparams/ppo.yml CartPole-v1, sac.yml and td3.yml Pendulum-v1).
+Hyper-parameters: RL Baselines3 Zoo (hyperparams/ppo.yml and dqn.yml CartPole-v1, sac.yml and td3.yml
+Pendulum-v1).
 Evaluation: the loop of common/evaluate.py's `gym_rollouts`, copied here (this venv has not the
 project's dependencies): one `gymnasium.make(env_id)`, episode k reset with seed `seed + 10000 + k`,
 deterministic `model.predict`.
@@ -22,7 +23,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import gymnasium as gym
 import numpy as np
 import torch
-from stable_baselines3 import PPO, SAC, TD3
+from stable_baselines3 import DQN, PPO, SAC, TD3
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.noise import NormalActionNoise
@@ -32,6 +33,10 @@ ZOO = {
     "ppo": dict(env="CartPole-v1", n_envs=8, n_timesteps=100_000,
                 kwargs=dict(n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
                             learning_rate="lin_0.001", clip_range="lin_0.2")),
+    "dqn": dict(env="CartPole-v1", n_envs=1, n_timesteps=50_000,
+                kwargs=dict(learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1000, gamma=0.99,
+                            target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.16,
+                            exploration_final_eps=0.04, policy_kwargs=dict(net_arch=[256, 256]))),
     "sac": dict(env="Pendulum-v1", n_envs=1, n_timesteps=20_000, kwargs=dict(learning_rate=1e-3)),
     "td3": dict(env="Pendulum-v1", n_envs=1, n_timesteps=20_000,
                 kwargs=dict(gamma=0.98, buffer_size=200_000, learning_starts=10_000, noise_type="normal",
@@ -103,8 +108,8 @@ def main():
     p.add_argument("algo", choices=list(ZOO))
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the zoo's n_timesteps)")
-    p.add_argument("--eval-every", type=int, default=0, help="PPO: evaluate every this many env steps")
-    p.add_argument("--threshold", type=float, default=None, help="PPO: stop at the first eval >= this")
+    p.add_argument("--eval-every", type=int, default=0, help="evaluate every this many env steps")
+    p.add_argument("--threshold", type=float, default=None, help="stop at the first eval >= this")
     p.add_argument("--eval-episodes", type=int, default=10)
     a = p.parse_args()
     torch.set_num_threads(1)
@@ -119,7 +124,7 @@ def main():
         kwargs["action_noise"] = NormalActionNoise(mean=np.zeros(1), sigma=std * np.ones(1))
     t_start = time.perf_counter()
     env = make_vec_env(z["env"], n_envs=z["n_envs"], seed=a.seed)
-    cls = {"ppo": PPO, "sac": SAC, "td3": TD3}[a.algo]
+    cls = {"ppo": PPO, "dqn": DQN, "sac": SAC, "td3": TD3}[a.algo]
     model = cls("MlpPolicy", env, seed=a.seed, device="cpu", verbose=0, **kwargs)
     clock = Clock(z["env"], a.seed, a.eval_episodes, a.eval_every, a.threshold)
     model.learn(total_timesteps=a.steps or z["n_timesteps"], callback=clock)
