@@ -355,7 +355,7 @@ def report(results, profiles, versions, total_seconds) -> str:
 
     out = [f"Stable-Baselines3 (RL Zoo settings) vs ours (each file's defaults), side by side on this machine "
            f"({os.cpu_count()} CPU cores, {cpu_name()}), one torch thread each (OMP_NUM_THREADS=1, "
-           f"torch.set_num_threads(1)), one run at a time, one invocation, {date}", "",
+           f"torch.set_num_threads(1)), one run at a time, one invocation, {date}. "
            "Seconds of training to the first deterministic 10-episode gymnasium evaluation at or above the threshold "
            "(evaluation time excluded; with it in the \"clock\" columns), medians over seeds:", ""]
     out += ["| comparison | seeds | SB3 training s | ours training s | ratio SB3/ours | target | SB3 clock s | ours clock s "
