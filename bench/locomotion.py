@@ -270,7 +270,7 @@ def plot(name: str, data: dict, path: Path) -> None:
             xs = np.linspace(0, end, 200)
             ys = np.array([[interp(r["curve"], key, x) for x in xs] for r in runs])
             ok = ~np.isnan(ys).any(axis=0)
-            label = f"{SIDES[side]}, {len(runs)} seeds"
+            label = f"{SIDES[side]}, {len(runs)} seed{'s' if len(runs) != 1 else ''}"
             ax.plot(xs[ok], ys[:, ok].mean(0), color=color, label=label)
             ax.fill_between(xs[ok], ys[:, ok].min(0), ys[:, ok].max(0), color=color, alpha=0.2)
     axes[0].set_xlabel("env steps")
