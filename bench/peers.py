@@ -133,11 +133,11 @@ def worker(algo: str, seed: int, flags: list[str], threshold: float | None, prof
             super().__init__(*a, **k)
             state["logger"] = self
 
-        def log(self, step, **metrics):
-            row = super().log(step, **metrics)
-            if "eval_return" in metrics:
+        def log(self, step, episodes=None, evaluation=None, **metrics):
+            row = super().log(step, episodes, evaluation, **metrics)
+            if evaluation is not None:
                 state["evals"][-1]["step"] = int(step)
-                if threshold is not None and metrics["eval_return"] >= threshold:
+                if threshold is not None and evaluation["eval_return"] >= threshold:
                     raise Reached
             return row
 

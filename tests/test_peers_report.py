@@ -60,3 +60,15 @@ def test_from_log_is_a_command(tmp_path):
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert "| SAC Pendulum-v1 >= -200 | 1 | 57.0 | 5.0 | 11.4x | >= 10x (met) |" in out.stdout, out.stdout
+
+
+def test_our_worker_trains_the_file_and_stops_at_the_threshold():
+    """The worker process the benchmark starts for our side: the algorithm file with its defaults, evaluated in
+    gymnasium, stopped at the first evaluation >= the threshold (here any return: the first one)."""
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "peers.py"), "--worker", "ppo", "--seed", "1",
+                          "--threshold", "0", "--", *peers.our_flags("ppo")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    assert result["reached"] and len(result["evals"]) == 1 and result["step"] == result["evals"][0]["step"] > 0
+    assert 0 < result["evals"][0]["eval_seconds"] < result["seconds"]
