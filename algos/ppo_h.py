@@ -128,17 +128,21 @@ MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, num_envs=64, num_steps=64, num_minib
 # Initial std 0.37 where std 1 wastes the early steps (CPU defaults, eval return): Ant 3553 vs < 50 at ~1M (control
 # cost beats healthy reward), HalfCheetah 9820, 9383 vs 3634, 1942 at 4M, Walker2d 5910 vs 4323 at 3.1M. Hopper: std 1
 # (3000 by 0.5M steps; by 1M with 0.37).
-MUJOCO_TASK_DEFAULTS = {t: dict(init_log_std=-1.0) for t in ("Ant-v5", "HalfCheetah-v5", "Walker2d-v5")}
+# The per-task table over those (MuJoCo ids, e.g. Ant-v5, or any env id): `--env X --help` lists a task's defaults.
+# Classic-control rows: held-out sweeps (bench/sweep.py, tuned on seeds 101-103, reported on 1-5; bench/results/sweeps/).
+TASK_DEFAULTS: dict[str, dict] = {
+    **{t: dict(init_log_std=-1.0) for t in ("Ant-v5", "HalfCheetah-v5", "Walker2d-v5")},
+}
 
 
 def default_args(env_id: str, num_envs: int | None = None, device: str = "auto") -> Args:
-    """The defaults for a task: `Args()` for most; for the batched MuJoCo tasks `MUJOCO_DEFAULTS` if massively
-    parallel (`--num-envs` >= 1024, or none given and a GPU), else `MUJOCO_CPU_DEFAULTS`; then the task's own."""
+    """The defaults for a task: `Args()`, for the batched MuJoCo tasks with `MUJOCO_DEFAULTS` if massively parallel
+    (`--num-envs` >= 1024, or none given and a GPU), else `MUJOCO_CPU_DEFAULTS`; then the task's `TASK_DEFAULTS` row."""
+    task = TASK_DEFAULTS.get(envs.mujoco_id(env_id) or env_id, {})
     if envs.mujoco_id(env_id) is None:
-        return Args(env=env_id)
+        return replace(Args(env=env_id), **task)
     big = num_envs >= 1024 if num_envs is not None else (device != "cpu" and torch.cuda.is_available())
-    return replace(Args(env=env_id), **{**(MUJOCO_DEFAULTS if big else MUJOCO_CPU_DEFAULTS),
-                                        **MUJOCO_TASK_DEFAULTS.get(envs.mujoco_id(env_id), {})})
+    return replace(Args(env=env_id), **{**(MUJOCO_DEFAULTS if big else MUJOCO_CPU_DEFAULTS), **task})
 
 
 def check_args(args: Args, envs_) -> None:

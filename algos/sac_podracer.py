@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 import math
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -110,6 +110,16 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     fuse_every: int = 1
     """under torchrun: average actor, critics, temperature and their Adam moments across ranks every this many
     updates (model fusion); 0: average the gradients before every optimizer step instead"""
+
+
+# Per-task defaults over the ones above: the settings a held-out sweep chose for a task (bench/sweep.py: tuned on
+# seeds 101-103, reported on seeds 1-5; bench/results/sweeps/). `--env X --help` lists the task's defaults.
+TASK_DEFAULTS: dict[str, dict] = {}
+
+
+def default_args(env_id: str, num_envs: int | None = None, device: str = "auto") -> Args:
+    """The defaults for a task: `Args()` with the task's row of `TASK_DEFAULTS`, if it has one."""
+    return replace(Args(env=env_id), **TASK_DEFAULTS.get(env_id, {}))
 
 
 def check_args(args: Args, env) -> None:
@@ -222,7 +232,7 @@ def main(args: Args) -> dict:
     ckpt = None
     if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
         ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
-        args = resume_args(args, ckpt, args.resume)
+        args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env))
     seed_everything(args.seed + ctx.rank)
     env_seed = args.seed + 1000 * ctx.rank
     env = make_env(args, device, env_seed)
@@ -433,4 +443,4 @@ def load_policy(path: str, device: str = "cpu") -> PolicyFn:
 
 
 if __name__ == "__main__":
-    main(cli(Args, __doc__))
+    main(cli(Args, __doc__, defaults_for=default_args))

@@ -119,7 +119,7 @@ def worker(algo: str, seed: int, flags: list[str], threshold: float | None, prof
     from common.logger import Logger
 
     torch.set_num_threads(1)
-    mod = importlib.import_module(f"algos.{COMPARISONS[algo]['file']}")
+    mod = importlib.import_module(f"algos.{COMPARISONS[algo]['file'] if algo in COMPARISONS else algo}")
     args = cli(mod.Args, argv=[*flags, "--seed", str(seed), "--save-every", "0", "--quiet", "--out-dir",
                                str(ROOT / "bench" / "runs" / "peers")],
                defaults_for=getattr(mod, "default_args", None))
@@ -198,10 +198,10 @@ def run(cmd: list[str], log) -> dict:
     proc = subprocess.run(cmd, cwd=ROOT, env=thread_env(), capture_output=True, text=True)
     wall = time.perf_counter() - t
     line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
-    if proc.returncode != 0 or line is None:
-        msg = f"FAILED ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}"
-        print(msg, flush=True)
-        return {"error": msg, "process_wall": wall}
+    if proc.returncode != 0 or line is None:  # stop here: a row with a failed run would be a wrong number
+        print(f"FAILED ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}", flush=True)
+        raise SystemExit(f"error: a run failed (above); the runs before it are in {log.name} "
+                         f"(`python bench/peers.py --from-log {log.name}` rebuilds their table)")
     res = json.loads(line[len("RESULT "):])
     res["process_wall"] = wall
     res["load_before"] = load

@@ -11,6 +11,14 @@ threshold was first reached. The best point and the file's current defaults then
 (never tuned on), and `bench/results/sweeps/<algo>_<env>.md` gets both tables: per seed, the final
 evaluation, the best evaluation (a final far below the best is a collapse), and the env steps and training
 seconds at which the threshold was first reached.
+
+`--clock EVERY` ranks by time instead, as the peers benchmark measures it: each run is bench/peers.py's
+worker (gymnasium evaluation every EVERY env steps, stopped at the first one >= the threshold), and a
+point's score is the seeds that reached the threshold, then minus the median training seconds to it
+(evaluation time excluded; a seed that did not reach counts as infinitely slow). `--steps` is the budget.
+
+    python bench/sweep.py ppo_vec CartPole-v1 --clock 2048 --steps 300000 --threshold 475 \\
+        --grid num_envs=32,64 num_steps=8,16 num_minibatches=1,2
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ OUT = ROOT / "bench" / "results" / "sweeps"
 
 
 def _value(text: str):
+    if "x" in text and all(p.isdigit() for p in text.split("x")):
+        return tuple(int(p) for p in text.split("x"))  # hidden=256x256 -> (256, 256)
     for cast in (int, float):
         try:
             return cast(text)
@@ -46,15 +56,65 @@ def run_one(algo: str, env: str, seed: int, steps: int, settings: dict, evals: i
 
     torch.set_num_threads(1)
     mod = importlib.import_module(f"algos.{algo}")
-    args = mod.Args(env=env, seed=seed, total_steps=steps, eval_every=max(steps // evals, 1), save_every=0,
-                    eval_episodes=10, quiet=True, tensorboard=False, out_dir=str(ROOT / "bench" / "runs" / "sweeps"),
-                    **settings)
+    base = mod.default_args(env) if hasattr(mod, "default_args") else mod.Args(env=env)  # the task's defaults
+    args = dataclasses.replace(base, seed=seed, total_steps=steps, eval_every=max(steps // evals, 1), save_every=0,
+                               eval_episodes=10, quiet=True, tensorboard=False,
+                               out_dir=str(ROOT / "bench" / "runs" / "sweeps"), **settings)
     t0 = time.perf_counter()
     res = mod.main(args)
     rows = [json.loads(line) for line in (Path(res["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
     evals = [(r["step"], r["seconds"], r["eval_return"]) for r in rows if "eval_return" in r]
     return {"seed": seed, "final": res["eval_return"], "best": max(e[2] for e in evals), "evals": evals,
             "wall": time.perf_counter() - t0}
+
+
+def _flags(settings: dict) -> list[str]:
+    out = []
+    for k, v in settings.items():
+        flag = "--" + k.replace("_", "-")
+        if isinstance(v, bool):
+            out.append(flag if v else "--no-" + k.replace("_", "-"))
+        elif isinstance(v, tuple):
+            out += [flag, *map(str, v)]  # hidden=256x256 -> --hidden 256 256
+        else:
+            out += [flag, str(v)]
+    return out
+
+
+def run_clocked(algo: str, env: str, seed: int, steps: int, settings: dict, every: int, threshold: float) -> dict:
+    """One run as the peers benchmark measures it: training seconds to the first evaluation >= threshold."""
+    import peers
+
+    t0 = time.perf_counter()
+    r = peers.worker(algo, seed, ["--env", env, "--eval-every", str(every), "--total-steps", str(steps),
+                                  *_flags(settings)], threshold, profile=False)
+    train = None if r["seconds"] is None else r["seconds"] - peers.eval_secs(r)
+    evals = [(e["step"], e["seconds"], e["eval_return"]) for e in r["evals"]]
+    return {"seed": seed, "final": evals[-1][2] if evals else float("nan"),
+            "best": max((e[2] for e in evals), default=float("nan")), "evals": evals, "train_seconds": train,
+            "steps_to": r["step"], "wall": time.perf_counter() - t0}
+
+
+def clock_score(runs: list[dict]) -> tuple:
+    import statistics
+
+    times = [r["train_seconds"] if r["train_seconds"] is not None else float("inf") for r in runs]
+    med = statistics.median(times)
+    return sum(t != float("inf") for t in times), -med if med != float("inf") else -1e9, 0.0
+
+
+def clock_table(runs: list[dict]) -> list[str]:
+    import statistics
+
+    out = ["| seed | env steps to threshold | training s to threshold |", "|---:|---:|---:|"]
+    for r in runs:
+        steps = f"{r['steps_to']:,}" if r["steps_to"] else "not reached"
+        secs = f"{r['train_seconds']:.2f}" if r["train_seconds"] is not None else "-"
+        out.append(f"| {r['seed']} | {steps} | {secs} |")
+    times = [r["train_seconds"] if r["train_seconds"] is not None else float("inf") for r in runs]
+    out.append(f"\nreached on {sum(t != float('inf') for t in times)}/{len(runs)} seeds; median training seconds "
+               f"{statistics.median(times):.2f}")
+    return out
 
 
 def reached(run: dict, threshold: float):
@@ -101,6 +161,8 @@ def main() -> None:
     p.add_argument("--by", type=int, default=None,
                    help="a seed counts as solved only if it reached the threshold by this env step (and its final did)")
     p.add_argument("--evals", type=int, default=10, help="evaluations per run (every steps/evals env steps)")
+    p.add_argument("--clock", type=int, default=None, metavar="EVERY",
+                   help="rank by training seconds to the threshold (peers benchmark's worker, eval every EVERY steps)")
     p.add_argument("--tag", default="", help="suffix of the result files (a second round of the same sweep)")
     p.add_argument("--no-defaults", action="store_true", help="do not run the file's defaults on the report seeds")
     a = p.parse_args()
@@ -119,27 +181,37 @@ def main() -> None:
     fixed = {k: _value(v) for k, v in (x.split("=", 1) for x in a.fixed)}
     names, values = zip(*[(k, [_value(v) for v in vs.split(",")]) for k, vs in (x.split("=", 1) for x in a.grid)]) \
         if a.grid else ((), ())
+    if a.clock:
+        def one(seed, cfg):
+            return run_clocked(a.algo, a.env, seed, a.steps, cfg, a.clock, a.threshold)
+        rank, tab = clock_score, clock_table
+        header = "score (reached, -median training s to threshold, -)"
+    else:
+        def one(seed, cfg):
+            return run_one(a.algo, a.env, seed, a.steps, cfg, a.evals)
+        rank, tab = (lambda runs: score(runs, a.threshold, a.by)), (lambda runs: table(runs, a.threshold, a.by))
+        header = "score (solved, mean final, -mean steps to threshold)"
     results = []
     for point in itertools.product(*values):
         settings = {**fixed, **dict(zip(names, point))}
-        runs = [run_one(a.algo, a.env, s, a.steps, settings, a.evals) for s in a.tune_seeds]
-        results.append((score(runs, a.threshold, a.by), settings, runs))
+        runs = [one(s, settings) for s in a.tune_seeds]
+        results.append((rank(runs), settings, runs))
         print(f"{settings}: finals {[round(r['final']) for r in runs]}, score {results[-1][0]}", flush=True)
         OUT.mkdir(parents=True, exist_ok=True)  # kept as it goes: a sweep cut short still has its points
         (OUT / f"{a.algo}_{a.env}{a.tag}.partial.json").write_text(json.dumps([(sc, c, r) for sc, c, r in results], indent=1))
     best = max(results, key=lambda x: x[0])[1] if results else fixed
-    report = {name: [run_one(a.algo, a.env, s, a.steps, cfg, a.evals) for s in a.report_seeds]
+    report = {name: [one(s, cfg) for s in a.report_seeds]
               for name, cfg in ((("the file's defaults", {}),) if not a.no_defaults else ()) + (("the sweep's best", best),)}
     lines = [f"# Sweep: {a.algo} on {a.env}, {a.steps:,} env steps, threshold {a.threshold:g}", "",
              f"`python bench/sweep.py {' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}, one torch thread).", "",
              f"Tuning seeds {a.tune_seeds}: {len(results)} points; best {best}.", "",
-             "| point | finals on the tuning seeds | score (solved, mean final, -mean steps to threshold) |",
+             f"| point | finals on the tuning seeds | {header} |",
              "|---|---|---|"]
     for sc, settings, runs in sorted(results, key=lambda x: x[0], reverse=True):
         finals = ", ".join(format(r["final"], ".0f") for r in runs)
         lines.append(f"| {settings} | {finals} | {sc[0]}, {sc[1]:.1f}, {sc[2]:,.0f} |")
     for name, runs in report.items():
-        lines += ["", f"## Held-out seeds {a.report_seeds}: {name}", "", *table(runs, a.threshold, a.by)]
+        lines += ["", f"## Held-out seeds {a.report_seeds}: {name}", "", *tab(runs)]
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{a.algo}_{a.env}{a.tag}.md"
     path.write_text("\n".join(lines) + "\n")

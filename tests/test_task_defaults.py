@@ -1,0 +1,81 @@
+"""Per-task defaults: every single-agent algorithm file reads one table, `TASK_DEFAULTS` (env id -> settings
+over the dataclass defaults), through `default_args(env_id)`; the command line starts from the row of its
+`--env`, a flag overrides the row, `--env X --help` shows the row's values, and `--resume` treats them as
+"not set" (a checkpoint's own settings win)."""
+
+import dataclasses
+import importlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import envs
+from common.checkpoint import resume_args
+from common.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+MULTI_AGENT = {"mappo", "vdn", "qmix", "maddpg", "matd3"}
+FILES = sorted(p.stem for p in (ROOT / "algos").glob("*.py") if p.stem != "__init__" and p.stem not in MULTI_AGENT)
+ROWS = [(f, env_id) for f in FILES for env_id in importlib.import_module(f"algos.{f}").TASK_DEFAULTS]
+
+
+def known_env(env_id: str) -> bool:
+    return env_id in gym.registry or env_id in envs.NATIVE or env_id in envs.VARIANTS or envs.mujoco_id(env_id) is not None
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_single_agent_file_reads_a_task_table(name):
+    mod = importlib.import_module(f"algos.{name}")
+    fields = {f.name for f in dataclasses.fields(mod.Args)}
+    for env_id, row in mod.TASK_DEFAULTS.items():
+        assert row, f"algos/{name}.py: empty TASK_DEFAULTS row for {env_id}"
+        assert set(row) <= fields, f"algos/{name}.py: {env_id} row names no setting: {set(row) - fields}"
+        assert known_env(env_id), f"algos/{name}.py: TASK_DEFAULTS row for unknown env {env_id}"
+        assert "env" not in row and "seed" not in row
+    plain = mod.default_args("NoRow-v0")  # a task without a row: the dataclass's defaults
+    assert plain == dataclasses.replace(mod.Args(), env="NoRow-v0")
+
+
+@pytest.mark.parametrize("name,env_id", ROWS, ids=[f"{n}-{e}" for n, e in ROWS])
+def test_the_command_line_starts_from_the_row_and_a_flag_overrides_it(name, env_id):
+    mod = importlib.import_module(f"algos.{name}")
+    row = mod.TASK_DEFAULTS[env_id]
+    args = cli(mod.Args, argv=["--env", env_id], defaults_for=mod.default_args)
+    for k, v in row.items():
+        assert getattr(args, k) == v, f"{name} --env {env_id}: {k} is {getattr(args, k)}, the row says {v}"
+    k = next(iter(row))
+    other = {int: lambda v: v + 1, float: lambda v: v * 2, bool: lambda v: not v}.get(type(row[k]))
+    if other is not None:
+        flag = f"--{k.replace('_', '-')}"
+        argv = ([flag] if other(row[k]) is True else [f"--no-{k.replace('_', '-')}"]) if isinstance(row[k], bool) \
+            else [flag, str(other(row[k]))]
+        assert getattr(cli(mod.Args, argv=["--env", env_id, *argv], defaults_for=mod.default_args), k) == other(row[k])
+    # resuming a run of this task: the row's values count as "not set", the checkpoint's settings win
+    saved = dataclasses.asdict(dataclasses.replace(mod.default_args(env_id), seed=7))
+    got = resume_args(dataclasses.replace(args, resume="ck.pt"), {"args": saved}, defaults=mod.default_args(env_id))
+    assert got.seed == 7 and all(getattr(got, k) == v for k, v in row.items())
+
+
+def test_help_shows_the_rows_values():
+    """`python algos/<file>.py --env X --help` lists the defaults that run would use (one file per family)."""
+    shown = 0
+    for name in ("ppo_vec", "pqn", "sac", "td3"):
+        mod = importlib.import_module(f"algos.{name}")
+        for env_id, row in mod.TASK_DEFAULTS.items():
+            out = subprocess.run([sys.executable, f"algos/{name}.py", "--env", env_id, "--help"], cwd=ROOT,
+                                 capture_output=True, text=True, env=dict(os.environ, COLUMNS="250"))
+            assert out.returncode == 0, out.stderr
+            flat = " ".join(out.stdout.replace("│", " ").split())
+            for k, v in row.items():
+                text = " ".join(map(str, v)) if isinstance(v, tuple) else str(v)
+                flag = f"--{k.replace('_', '-')} "  # the first "(default: ...)" after some mention of the flag
+                after = [re.search(r"\(default: ([^)]*)\)", flat[i.start():]) for i in re.finditer(re.escape(flag), flat)]
+                assert text in [m.group(1) for m in after if m], (name, env_id, k, v)
+                shown += 1
+            break
+    assert shown, "no TASK_DEFAULTS row in ppo_vec, pqn, sac or td3"
