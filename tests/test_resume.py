@@ -105,7 +105,8 @@ def test_mujoco_defaults_follow_env_on_the_command_line():
     assert (big.num_envs, big.num_steps, big.num_minibatches) == (4096, 16, 4) and big.norm_obs
     assert (cpu.num_envs, cpu.num_steps, cpu.num_minibatches) == (64, 64, 8) and cpu.norm_obs
     assert ppo_vec.default_args("Ant", num_envs=256, device="cuda").num_steps == 64  # --num-envs decides
-    assert ppo_vec.default_args("CartPole-v1") == ppo_vec.Args()
+    assert ppo_vec.default_args("CartPole-v1") == replace(ppo_vec.Args(), **ppo_vec.TASK_DEFAULTS["CartPole-v1"])
+    assert ppo_vec.default_args("Acrobot-v1") == ppo_vec.Args(env="Acrobot-v1")  # no row: the dataclass's
     assert big.init_log_std == cpu.init_log_std == -1.0 and ppo_vec.default_args("Hopper").init_log_std == 0.0
     assert ppo_vec.default_args("HalfCheetah").init_log_std == ppo_vec.default_args("Walker2d-v5").init_log_std == -1.0
     for argv, shown in ((["--device", "cpu"], "64"), (["--num-envs", "4096"], "4096")):
