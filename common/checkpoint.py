@@ -171,12 +171,18 @@ RESUME_MAY_CHANGE = {"resume", "total_steps", "quiet", "track", "wandb_project",
 def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
     """The arguments a resumed run continues with: the saved ones, except the flags in
     `RESUME_MAY_CHANGE`. A flag left at its default (`defaults`, else the dataclass's own) takes the
-    saved value; a flag set to another value than the saved one is refused with a message naming both.
+    saved value (so does one at the dataclass's default: a run resumed in code, `main(Args(resume=...))`);
+    a flag set to another value than the saved one is refused with a message naming both.
     `--total-steps` left at its default also takes the saved value (the run ends where it was meant to)."""
     saved, changes = ckpt["args"], {}
-    defaults = type(args)() if defaults is None else defaults
+    plain = type(args)()  # the dataclass's own defaults: what `main(Args(resume=...))` starts from
+    defaults = plain if defaults is None else defaults
+
+    def left_out(name: str) -> bool:  # at the task's default (the command line) or the dataclass's (in code)
+        return getattr(args, name) in (getattr(defaults, name), getattr(plain, name))
+
     for f in dataclasses.fields(args):
-        if f.name == "total_steps" and f.name in saved and args.total_steps == getattr(defaults, f.name):
+        if f.name == "total_steps" and f.name in saved and left_out(f.name):
             changes[f.name] = saved[f.name]  # not given: the saved run's length (a larger one trains longer)
             continue
         if f.name in RESUME_MAY_CHANGE or f.name not in saved:
@@ -186,7 +192,7 @@ def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
         if mine == theirs:
             continue
         # --env is "left out" only at the dataclass's own default (`defaults` may have been built for --env)
-        if mine == getattr(type(args)() if f.name == "env" else defaults, f.name):
+        if (mine == plain.env) if f.name == "env" else left_out(f.name):
             changes[f.name] = theirs
         elif f.name == "env":
             raise ValueError(f"{path} was trained on {theirs!r}, not {mine!r}; drop --env or pass --env {theirs}")

@@ -91,8 +91,8 @@ def test_resume_takes_saved_settings_and_refuses_changed_ones(tmp_path, monkeypa
     resumed_dir.mkdir()
     shutil.copy(snaps[0], resumed_dir / "checkpoint.pt")
     ck = str(resumed_dir / "checkpoint.pt")
-    with pytest.raises(ValueError, match="trained with --num-envs 16, not 32: a resumed run keeps its settings"):
-        ppo_vec.main(ppo_vec.Args(resume=ck, num_envs=32, quiet=True))
+    with pytest.raises(ValueError, match="trained with --num-envs 16, not 48: a resumed run keeps its settings"):
+        ppo_vec.main(ppo_vec.Args(resume=ck, num_envs=48, quiet=True))
     # only --resume (and flags that may change): every other setting comes from the checkpoint
     resumed = ppo_vec.main(ppo_vec.Args(resume=ck, quiet=True, eval_episodes=2, eval_every=0, save_every=0,
                                         total_steps=kw["total_steps"]))
