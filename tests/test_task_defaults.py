@@ -48,8 +48,8 @@ def test_the_command_line_starts_from_the_row_and_a_flag_overrides_it(name, env_
     args = cli(mod.Args, argv=["--env", env_id], defaults_for=mod.default_args)
     for k, v in row.items():
         assert getattr(args, k) == v, f"{name} --env {env_id}: {k} is {getattr(args, k)}, the row says {v}"
-    k = next(iter(row))
-    other = {int: lambda v: v + 1, float: lambda v: v * 2, bool: lambda v: not v}.get(type(row[k]))
+    k = next((k for k, v in row.items() if type(v) in (int, float, bool)), None)  # a scalar setting of the row
+    other = {int: lambda v: v + 1, float: lambda v: v * 2, bool: lambda v: not v}.get(type(row.get(k)))
     if other is not None:
         flag = f"--{k.replace('_', '-')}"
         argv = ([flag] if other(row[k]) is True else [f"--no-{k.replace('_', '-')}"]) if isinstance(row[k], bool) \
