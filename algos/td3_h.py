@@ -351,7 +351,8 @@ def main(args: Args) -> dict:
                 w_obs, w_act, w_mask, w_ret, _ = store.sample(args.h_term_batch, args.h_term_k_step, args.h_term_drop_rate)
                 B, K = w_mask.shape
                 mu = actor(w_obs.reshape(B * K, obs_dim))  # log N(a; mu(s), sigma^2 I)
-                pi_dist = torch.distributions.Normal(mu, args.exploration_noise, validate_args=False)  # no validation syncs
+                std = torch.full_like(mu, args.exploration_noise)  # a float std: a copy from the host every update
+                pi_dist = torch.distributions.Normal(mu, std, validate_args=False)  # no validation syncs
                 logp = pi_dist.log_prob(w_act.reshape(B * K, act_dim)).sum(-1)
                 h_loss = h_term_loss(logp.reshape(B, K), w_mask, w_ret, args.h_term_gamma, args.h_term_lambda)
                 guard.watch("H-term loss", h_loss)

@@ -261,7 +261,7 @@ def main(args: Args) -> dict:
         start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
         set_rng_state(ckpt["rng"])
         if explore_gen is not None:
-            explore_gen.set_state(ckpt["explore_rng"])
+            explore_gen.set_state(ckpt["explore_rng"].cpu())
     learned = ckpt.get("learned", start_iter) if ckpt is not None else 0  # iterations whose updates are done
     run_dir = logger = None  # only rank 0 logs, evaluates and checkpoints
     if ctx.is_main:

@@ -24,6 +24,7 @@ import argparse
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -83,19 +84,58 @@ def part_env(seconds: float) -> None:
     save("env", {"seconds_per_cell": seconds, "rows": rows})
 
 
-def _train(algo_flags: list[str], out: Path, log: Path) -> dict:
-    """`bench/locomotion.py worker-ours` (ppo_vec on these flags, every core for the host side)."""
+def _run_capped(cmd: list[str], log: Path, max_seconds: float | None, env: dict) -> str:
+    """Runs `cmd` with its output in `log`; past `max_seconds` it gets Ctrl-C (the run stops where it is).
+    Returns "done" or "capped"; a failure raises."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(" ".join(cmd[1:]), flush=True)
+    with open(log, "w") as f:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT)
+        try:
+            rc = proc.wait(timeout=max_seconds)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)
+            proc.wait()
+            return "capped"
+    if rc != 0:
+        raise SystemExit(f"training run failed (exit {rc}); see {log}")
+    return "done"
+
+
+def _partial(run_dir_glob: str, command: str) -> dict:
+    """What a capped ppo_vec run logged (its metrics.jsonl, evaluations on our env): no final gymnasium score."""
+    runs = sorted(RUNS.glob(run_dir_glob), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise SystemExit(f"capped before the run wrote anything ({RUNS / run_dir_glob})")
+    rows = [json.loads(line) for line in (runs[-1] / "metrics.jsonl").read_text().splitlines()]
+    curve, eval_total = [], 0.0
+    for r in rows:
+        if "eval_return" in r:
+            eval_total += r["eval_seconds"]
+            curve.append({"step": r["step"], "seconds": r["seconds"], "train_seconds": r["seconds"] - eval_total,
+                          "eval_return": r["eval_return"], "eval_return_std": r["eval_return_std"]})
+    last = rows[-1]
+    return _capped_result(command, last["step"], last["seconds"] - eval_total, curve)
+
+
+def _capped_result(command: str, steps: int, train: float, curve: list[dict]) -> dict:
+    return {"command": command + " (capped)", "steps": steps, "train_seconds": train, "sps": steps / train,
+            "curve": curve, "eval_return": curve[-1]["eval_return"] if curve else None, "gym_return": None,
+            "gym_return_std": None}
+
+
+def _train(algo_flags: list[str], out: Path, log: Path, max_seconds: float | None = None) -> dict:
+    """`bench/locomotion.py worker-ours` (ppo_vec on these flags, every core for the host side), stopped after
+    `max_seconds` if given (then what its metrics.jsonl holds, without the final gymnasium score)."""
     threads = os.cpu_count() or 1
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), WANDB_MODE="disabled")
     cmd = [sys.executable, str(ROOT / "bench" / "locomotion.py"), "worker-ours", "--algo", "ppo_vec", "--threads",
            str(threads), "--out", str(out), "--", *algo_flags, "--device", "cuda", "--save-every", "0", "--quiet",
            "--out-dir", str(RUNS)]
-    log.parent.mkdir(parents=True, exist_ok=True)
-    print(" ".join(cmd[1:]), flush=True)
-    with open(log, "w") as f:
-        rc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
-    if rc != 0:
-        raise SystemExit(f"training run failed (exit {rc}); see {log}")
+    env_id = algo_flags[algo_flags.index("--env") + 1]
+    seed = algo_flags[algo_flags.index("--seed") + 1]
+    if _run_capped(cmd, log, max_seconds, env) == "capped":
+        return _partial(f"{env_id}__ppo_vec__s{seed}__*", "python algos/ppo_vec.py " + " ".join(algo_flags))
     return json.loads(out.read_text())
 
 
@@ -111,24 +151,24 @@ def _summary(r: dict, level: float) -> dict:
             "reached_step": hit["step"] if hit else None, "curve": r["curve"]}
 
 
-def part_ppo_ant(steps: int, compile_: bool) -> None:
+def part_ppo_ant(steps: int, compile_: bool, max_seconds: float | None = None) -> None:
     name = "compile" if compile_ else "eager"
     flags = ["--env", "Ant", "--num-envs", str(ANT["num_envs"]), "--total-steps", str(steps), "--seed", "1",
              "--eval-every", str(ANT["eval_every"]), *(["--compile"] if compile_ else [])]
-    r = _summary(_train(flags, RUNS / f"ppo_ant_{name}.json", OUT / "logs" / f"ppo_ant_{name}.log"), ANT_TARGET)
-    print(f"ppo_vec Ant x4096 {name}: {r['sps']:,.0f} env-steps/s, gym {r['gym_return']:.0f}, "
+    r = _summary(_train(flags, RUNS / f"ppo_ant_{name}.json", OUT / "logs" / f"ppo_ant_{name}.log", max_seconds), ANT_TARGET)
+    print(f"ppo_vec Ant x4096 {name}: {r['sps']:,.0f} env-steps/s, gym {_score(r, False)}, "
           f"eval >= {ANT_TARGET:.0f} at {_secs(r['reached_seconds'])}", flush=True)
     save("ppo-ant-compile" if compile_ else "ppo-ant", {name: r})
 
 
-def part_cartpole(steps: int) -> None:
+def part_cartpole(steps: int, max_seconds: float | None = None) -> None:
     flags = ["--env", "CartPole-v1", "--num-envs", str(CARTPOLE["num_envs"]), "--total-steps", str(steps), "--seed",
              "1", "--eval-every", str(CARTPOLE["eval_every"]), "--num-steps", "16", "--num-minibatches", "4"]
-    r = _train(flags, RUNS / "ppo_cartpole.json", OUT / "logs" / "ppo_cartpole.log")
+    r = _train(flags, RUNS / "ppo_cartpole.json", OUT / "logs" / "ppo_cartpole.log", max_seconds)
     save("cartpole", {"ppo_vec": _summary(r, CARTPOLE_TARGET)})
 
 
-def part_rsl_rl(steps: int) -> None:
+def part_rsl_rl(steps: int, max_seconds: float | None = None) -> None:
     if importlib.util.find_spec("rsl_rl") is not None:
         py = sys.executable  # the project venv has rsl-rl-lib (a test-only requirement)
     else:
@@ -140,15 +180,15 @@ def part_rsl_rl(steps: int) -> None:
     cmd = [py, str(ROOT / "bench" / "locomotion_rslrl.py"), "--task", "Ant-v5", "--seed", "1", "--steps", str(steps),
            "--num-envs", str(ANT["num_envs"]), "--eval-every", str(ANT["eval_every"]), "--device", "cuda",
            "--backend", "warp", "--threads", str(threads), "--out", str(out)]
-    log.parent.mkdir(parents=True, exist_ok=True)
-    print(" ".join(cmd[1:]), flush=True)
-    with open(log, "w") as f:
-        rc = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
-                            env=dict(os.environ, OMP_NUM_THREADS=str(threads))).returncode
-    if rc != 0:
-        raise SystemExit(f"rsl_rl run failed (exit {rc}); see {log}")
-    r = json.loads(out.read_text())
-    r["command"] = "bench/locomotion_rslrl.py " + " ".join(cmd[2:])
+    command = "bench/locomotion_rslrl.py " + " ".join(cmd[2:])
+    if _run_capped(cmd, log, max_seconds, dict(os.environ, OMP_NUM_THREADS=str(threads))) == "capped":
+        rows = [json.loads(line) for line in log.read_text().splitlines() if line.startswith('{"step"')]
+        if not rows:
+            raise SystemExit(f"rsl_rl capped before its first evaluation (every {ANT['eval_every']:,} steps); see {log}")
+        r = _capped_result(command, rows[-1]["step"], rows[-1]["train_seconds"], rows)
+    else:
+        r = json.loads(out.read_text())
+        r["command"] = command
     save("rsl_rl", {"rsl_rl": _summary(r, ANT_TARGET)})
 
 
@@ -156,6 +196,12 @@ def part_rsl_rl(steps: int) -> None:
 def _load(part: str) -> dict | None:
     p = OUT / f"{part}.json"
     return json.loads(p.read_text()) if p.exists() else None
+
+
+def _score(r: dict, std: bool = True) -> str:
+    if r.get("gym_return") is None:
+        return "n/a (capped run)"
+    return f"{r['gym_return']:.0f} ± {r['gym_return_std']:.0f}" if std else f"{r['gym_return']:.0f}"
 
 
 def _secs(x) -> str:
@@ -188,13 +234,13 @@ def report() -> str:
                   "|---|---:|---:|---:|---:|---:|---|"]
         for part, name, r, meta in runs:
             lines.append(f"| {part} {name} | {r['steps'] / 1e6:.0f}M | {r['sps']:,.0f} | >= {r['level']:.0f} | "
-                         f"{_secs(r['reached_seconds'])} | {r['gym_return']:.0f} ± {r['gym_return_std']:.0f} | "
+                         f"{_secs(r['reached_seconds'])} | {_score(r)} | "
                          f"`{r['command']}` |")
         lines.append("")
         ours, peer = (parts["ppo-ant"] or {}).get("eager"), (parts["rsl_rl"] or {}).get("rsl_rl")
         if ours and peer:
             lines.append(f"- Ant x4096, ours (eager) / rsl_rl env-steps/s: {ours['sps'] / peer['sps']:.2f}x; gymnasium "
-                         f"return {ours['gym_return']:.0f} vs {peer['gym_return']:.0f}")
+                         f"return {_score(ours, False)} vs {_score(peer, False)}")
         ant = {**(parts["ppo-ant"] or {}), **(parts["ppo-ant-compile"] or {})}
         modes = [(m, ant[m]) for m in ("eager", "compile") if m in ant]
         if modes:
@@ -202,6 +248,8 @@ def report() -> str:
                       + ", ".join(f"{r['sps']:,.0f} ({m})" for m, r in modes) + "; Ant to an eval >= 3000 in <= 5 min: "
                       + ", ".join(f"{_secs(r['reached_seconds'])} ({m})" for m, r in modes),
                       f"- machine: {ant['machine']}, {ant['date']}"]
+    if (OUT / "lease.md").exists():  # the hand-kept record of what each lent GPU ran and found
+        lines += ["", (OUT / "lease.md").read_text().rstrip()]
     text = "\n".join(lines) + "\n"
     (ROOT / "bench" / "results" / "gpu.md").write_text(text)
     print(text)
@@ -212,6 +260,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("part", nargs="?", default="all", choices=("all", *PARTS, "report"))
     p.add_argument("--seconds", type=float, default=5.0, help="env part: measuring time per cell")
+    p.add_argument("--max-seconds", type=float, help="training parts: stop a run after this many seconds (Ctrl-C; the "
+                                                     "report then shows what it logged, without gymnasium's score)")
     p.add_argument("--steps", type=int, help=f"training parts: env steps (default: Ant {ANT['steps']:,}, CartPole "
                                              f"{CARTPOLE['steps']:,})")
     a = p.parse_args()
@@ -227,11 +277,11 @@ def main() -> None:
         if part == "env":
             part_env(a.seconds)
         elif part in ("ppo-ant", "ppo-ant-compile"):
-            part_ppo_ant(a.steps or ANT["steps"], compile_=part == "ppo-ant-compile")
+            part_ppo_ant(a.steps or ANT["steps"], compile_=part == "ppo-ant-compile", max_seconds=a.max_seconds)
         elif part == "cartpole":
-            part_cartpole(a.steps or CARTPOLE["steps"])
+            part_cartpole(a.steps or CARTPOLE["steps"], a.max_seconds)
         else:
-            part_rsl_rl(a.steps or ANT["steps"])
+            part_rsl_rl(a.steps or ANT["steps"], a.max_seconds)
     report()
 
 

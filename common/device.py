@@ -9,10 +9,19 @@ import numpy as np
 import torch
 
 
+def canonical(device) -> torch.device:
+    """`device` with its index filled in: "cuda" -> cuda:<current>, the device a tensor made on "cuda" reports
+    (`torch.device("cuda") != torch.device("cuda:0")`, so an env on "cuda" would refuse its own tensors)."""
+    dev = torch.device(device)
+    if dev.type == "cuda" and dev.index is None and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return dev
+
+
 def resolve_device(spec: str) -> torch.device:
-    """`auto` -> CUDA when present, else CPU; anything else must be a valid, available device."""
+    """`auto` -> CUDA when present, else CPU; anything else must be a valid, available device (cuda -> cuda:N)."""
     if spec == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return canonical("cuda" if torch.cuda.is_available() else "cpu")
     try:
         dev = torch.device(spec)
     except (RuntimeError, TypeError) as e:
@@ -24,7 +33,7 @@ def resolve_device(spec: str) -> torch.device:
     if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
         raise ValueError(f"--device {spec}: this machine has {torch.cuda.device_count()} GPU(s), cuda:0 to "
                          f"cuda:{torch.cuda.device_count() - 1}")
-    return dev
+    return canonical(dev)
 
 
 def check_seed(seed) -> int:
@@ -57,10 +66,12 @@ def rng_state() -> dict:
 def set_rng_state(state: dict) -> None:
     random.setstate(state["python"])
     name, keys, *rest = state["numpy"]
-    np.random.set_state((name, keys.numpy().astype(np.uint32), *rest))
-    torch.set_rng_state(state["torch"])
+    # .cpu(): a checkpoint loaded with map_location="cuda" brings these byte tensors to the GPU, and the RNGs
+    # take their states from host memory only
+    np.random.set_state((name, keys.cpu().numpy().astype(np.uint32), *rest))
+    torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
 
 
 

@@ -56,6 +56,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from common.device import canonical
+
 __all__ = ["ActionChecks", "TorchVecEnv", "VecEnvWrapper", "check_actions", "unwrap_chain", "AutoresetMode"]
 
 
@@ -85,7 +87,7 @@ def check_actions(
             f"actions must be a torch.Tensor on {device}, got {type(actions).__name__}; "
             f"convert with torch.as_tensor(actions, device=env.device)"
         )
-    if actions.device != device:
+    if actions.device != canonical(device):
         raise ValueError(
             f"actions are on {actions.device} but the env runs on {device}; "
             f"move them with actions.to(env.device)"
@@ -223,7 +225,7 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
         self.num_envs = num_envs
-        self.device = torch.device(device)
+        self.device = canonical(device)  # cuda -> cuda:N, the device its tensors report
         self.dtype = dtype
         self.single_observation_space = single_observation_space
         self.single_action_space = single_action_space
@@ -311,7 +313,7 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         # copies: `step` updates `elapsed` in place, which must not write into the caller's dict
         self.state = sd["state"].to(self.device, self.dtype, copy=True)
         self.elapsed = sd["elapsed"].to(self.device, copy=True)
-        self.rng.set_state(sd["rng"])
+        self.rng.set_state(sd["rng"].cpu())  # a state loaded onto the GPU comes back to the host
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.env_id}, num_envs={self.num_envs}, device={self.device})"
@@ -476,7 +478,7 @@ def _check_tensor(env_name: str, what: str, x, shape: tuple, device, kind) -> No
     if tuple(x.shape) != tuple(shape):
         raise ValueError(f"{env_name}.{what} has shape {tuple(x.shape)}, expected {tuple(shape)} "
                          f"(num_envs x the single space's shape)")
-    if x.device != torch.device(device):
+    if x.device != canonical(device):
         raise ValueError(f"{env_name}.{what} is on {x.device}, expected the env's device {device}: create it there")
     if kind is float and not x.dtype.is_floating_point:
         raise TypeError(f"{env_name}.{what} has dtype {x.dtype}, expected a floating-point tensor")

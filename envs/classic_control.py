@@ -251,6 +251,7 @@ class Pendulum(TorchVecEnv):
     env_id = "Pendulum-v1"
     max_episode_steps = 200
     max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0
+    _init_high = None
 
     def __init__(self, num_envs: int = 1, device="cpu", dtype=torch.float32, seed=None, **kw):
         high = np.array([1.0, 1.0, self.max_speed], dtype=np.float32)
@@ -260,8 +261,10 @@ class Pendulum(TorchVecEnv):
 
     def _sample_initial_state(self, n):
         u = torch.rand(n, 2, generator=self.rng, device=self.device, dtype=self.dtype)
-        high = torch.tensor([math.pi, 1.0], device=self.device, dtype=self.dtype)
-        return -high + 2 * high * u
+        if self._init_high is None:  # made once: a tensor from host numbers is a copy from pageable memory, which
+            # waits for the GPU (and the masked autoreset draws initial states every step)
+            self._init_high = torch.tensor([math.pi, 1.0], device=self.device, dtype=self.dtype)
+        return -self._init_high + 2 * self._init_high * u
 
     def _transition(self, state, action):
         th, thdot = state.unbind(-1)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import torch
 
+from common.device import canonical
+
 try:
     import genesis as gs
 except ImportError as e:  # pragma: no cover - depends on the environment
@@ -57,7 +59,7 @@ class Go2Walk:
     """Go2 walking in Genesis, with rsl_rl's `VecEnv` interface (`get_observations`, `step`, groups)."""
 
     def __init__(self, num_envs: int, device="cpu", seed: int | None = None):
-        self.device = torch.device(device)
+        self.device = canonical(device)
         _init(self.device)
         self.num_envs, self.num_actions, self.max_episode_length = num_envs, len(JOINTS), MAX_STEPS
         self.gen = torch.Generator(device=self.device).manual_seed(0 if seed is None else seed)
@@ -75,6 +77,7 @@ class Go2Walk:
         f = lambda *a: torch.tensor(a, dtype=torch.float32, device=self.device)  # noqa: E731
         self.q_default = f(*[REAR_THIGH if j.startswith("R") and "thigh" in j else STAND[j.split("_")[1]] for j in JOINTS])
         self.command, self.base_init, self.gravity = f(*COMMAND), f(*BASE_INIT), f(0.0, 0.0, -1.0)
+        self.unit_quat = f(1.0, 0.0, 0.0, 0.0)
         n = num_envs
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=self.device)
         self.actions = torch.zeros(n, 12, device=self.device)
@@ -114,7 +117,7 @@ class Go2Walk:
         noise = 0.1 * (2 * torch.rand(k, 12, generator=self.gen, device=self.device) - 1)
         self.robot.set_dofs_position(self.q_default + noise, self.dofs, envs_idx=idx, zero_velocity=True)
         self.robot.set_pos(self.base_init.expand(k, 3), envs_idx=idx, zero_velocity=True)
-        self.robot.set_quat(torch.tensor([1.0, 0.0, 0.0, 0.0], device=self.device).expand(k, 4), envs_idx=idx,
+        self.robot.set_quat(self.unit_quat.expand(k, 4), envs_idx=idx,
                             zero_velocity=True)
         self.robot.zero_all_dofs_velocity(idx)
         self.episode_length_buf[idx] = 0

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
+from common.device import canonical
 from common.vec_env import NormalTensors, check_actions
 
 
@@ -44,7 +45,7 @@ class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
         except gym.error.DependencyNotInstalled as e:  # gymnasium's extras (box2d, atari, ...): the user's to add
             raise ImportError(f"{env_id} needs a package that is not installed: {e}") from None
         self.num_envs = num_envs
-        self.device = torch.device(device)
+        self.device = canonical(device)
         self.dtype = dtype
         self.single_observation_space = self.env.single_observation_space
         self.single_action_space = self.env.single_action_space

@@ -24,6 +24,8 @@ match gymnasium's too (see `_BatchBackend`).
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import math
 import os
 from pathlib import Path
@@ -34,6 +36,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from common.device import canonical
 from common.vec_env import ActionChecks
 
 __all__ = ["MUJOCO_TASKS", "ALIASES", "make_mujoco", "Locomotion", "canonical_id", "BACKENDS"]
@@ -192,6 +195,13 @@ class _WarpBackend:
         self.wp_device = "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
         self.frame_skip = frame_skip
         self.contact_forces = contact_forces
+        import mujoco
+
+        if model.opt.solver == mujoco.mjtSolver.mjSOL_PGS:
+            # Humanoid-v5's XML asks for PGS, which MuJoCo Warp does not have (CG and Newton only): Newton, on a copy
+            # (the batch backend keeps PGS; the two differ at solver tolerance, as any two solvers do)
+            model = copy.deepcopy(model)
+            model.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
         with wp.ScopedDevice(self.wp_device):
             self.m = mjw.put_model(model)
             self.d = mjw.make_data(model, nworld=num_envs, nconmax=nconmax, njmax=6 * nconmax + 2 * model.nv)
@@ -202,12 +212,26 @@ class _WarpBackend:
         self._graph = None
         self._use_graph = device.type == "cuda"
         self._warm = False
+        self._stream = self._torch_stream = None  # CUDA: Warp's stream for this env's work (`_scope`)
 
+    @contextlib.contextmanager
     def _scope(self):
-        """Warp launches go to torch's current stream, so that torch and Warp work stays ordered."""
-        if self.sim_device.type == "cuda":
-            return self.wp.ScopedStream(self.wp.stream_from_torch(torch.cuda.current_stream(self.sim_device)))
-        return self.wp.ScopedDevice(self.wp_device)
+        """Warp's and torch's work inside runs on a stream of Warp's own, ordered after torch's current stream on
+        entry and before it on exit (events: the host does not wait). Not torch's current stream itself: that is
+        usually CUDA's legacy default stream, on which Warp cannot capture the frame-skip graph (a GPU run saw
+        "Warp error: unknown stream" and fell back to ~100 launches per step and a host sync per solver iteration)."""
+        if self.sim_device.type != "cuda":
+            with self.wp.ScopedDevice(self.wp_device):
+                yield
+            return
+        if self._stream is None:
+            self._stream = self.wp.Stream(self.wp_device)
+            self._torch_stream = self.wp.stream_to_torch(self._stream)
+        outer = torch.cuda.current_stream(self.sim_device)
+        self._torch_stream.wait_stream(outer)
+        with torch.cuda.stream(self._torch_stream), self.wp.ScopedStream(self._stream):
+            yield
+        outer.wait_stream(self._torch_stream)
 
     def _substeps(self) -> None:
         for _ in range(self.frame_skip):
@@ -295,7 +319,7 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
         mujoco = _require_mujoco()
         self.num_envs = num_envs
-        self.device = torch.device(device)
+        self.device = canonical(device)
         self.dtype = dtype
         self.validate_actions = validate_actions
         if backend not in BACKENDS:
@@ -467,7 +491,7 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
         self.sim.set_state(rows.to(self.sim.sim_device))
         self.elapsed = sd["elapsed"].to(self.sim.sim_device)
         self._com_before = sd["com_before"].to(self.sim.sim_device)
-        self.rng.set_state(sd["rng"])
+        self.rng.set_state(sd["rng"].cpu())  # a state loaded onto the GPU comes back to the host
 
     def close_extras(self, **kwargs):
         self.sim = None

@@ -62,7 +62,7 @@ class PartiallyObserved(VecEnvWrapper):
         return {"rng": self.rng.get_state()}
 
     def load_own_state_dict(self, sd):
-        self.rng.set_state(sd["rng"])
+        self.rng.set_state(sd["rng"].cpu())  # a state loaded onto the GPU comes back to the host
 
     def __repr__(self) -> str:
         return f"PartiallyObserved({self.env_id}, num_envs={self.num_envs}, device={self.device})"

@@ -207,3 +207,9 @@ def pytest_collection_modifyitems(config, items):
     """Slow tests first: pytest-xdist hands tests out in collection order, so the long ones start early and
     the short ones fill the gaps at the end instead of one worker finishing a long test alone."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+if os.environ.get("PYTEST_INSTAFAIL"):  # bench/gpu_lease.sh: a failure's traceback at once, not at the end
+    def pytest_runtest_logreport(report):  # (a CUDA abort later in the run would take the end report with it)
+        if report.failed:
+            print(f"\n---- {report.nodeid} ({report.when}) ----\n{report.longreprtext}\n", flush=True)

@@ -162,6 +162,29 @@ def test_gpu_report_tables_the_saved_parts(tmp_path, monkeypatch):
     assert (tmp_path / "bench" / "results" / "gpu.md").read_text() == text
 
 
+def test_gpu_capped_run_reports_what_it_logged(tmp_path, monkeypatch):
+    """`--max-seconds` (a lent GPU's budget): a run stopped early is tabled from its metrics.jsonl, marked capped,
+    without gymnasium's score; evaluation time stays out of its clock."""
+    import json
+
+    monkeypatch.setattr(gpu, "OUT", tmp_path / "gpu")
+    monkeypatch.setattr(gpu, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(gpu, "ROOT", tmp_path)
+    monkeypatch.setattr(gpu, "machine", lambda: "FakeGPU, 16 CPU cores")
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    run = tmp_path / "runs" / "Ant__ppo_vec__s1__20261126-000000"
+    run.mkdir(parents=True)
+    rows = [{"step": 65_536, "seconds": 3.0},
+            {"step": 4_194_304, "seconds": 20.0, "eval_return": 3100.0, "eval_return_std": 5.0, "eval_seconds": 4.0},
+            {"step": 6_000_000, "seconds": 26.0}]
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    r = gpu._partial("Ant__ppo_vec__s1__*", "python algos/ppo_vec.py --env Ant")
+    assert r["steps"] == 6_000_000 and r["sps"] == 6_000_000 / 22.0 and r["gym_return"] is None
+    gpu.save("ppo-ant", {"eager": gpu._summary(r, gpu.ANT_TARGET)})
+    text = gpu.report()
+    assert "| ppo-ant eager | 6M | 272,727 | >= 3000 | 16 s | n/a (capped run) | `python algos/ppo_vec.py --env Ant (capped)` |" in text
+
+
 def test_gpu_benchmark_without_a_gpu_says_so_and_exits_0():
     import subprocess
     import sys

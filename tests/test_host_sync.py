@@ -7,8 +7,9 @@ count two kinds of events while `main(Args(...))` runs:
 * calls of the Python-level reads `Tensor.item / tolist / cpu / numpy / __bool__ / __float__ /
   __int__ / __index__` (monkeypatched on `torch.Tensor` for the duration of the test), and
 * every `aten._local_scalar_dense` (what `.item()`, `bool(t)`, `if t:` ... become inside torch,
-  from C++ too) and every op whose output shape depends on tensor values (`nonzero`,
-  `masked_select`, boolean-mask indexing ...: a device sync on CUDA), seen by a
+  from C++ too), every op whose output shape depends on tensor values (`nonzero`,
+  `masked_select`, boolean-mask indexing ...: a device sync on CUDA) and every tensor made from
+  host numbers (`aten.lift_fresh`, `torch.tensor([...])`: on CUDA a blocking copy), seen by a
   `TorchDispatchMode`.
 
 An event counts when the Python stack at that moment holds a frame of this repository's code
@@ -51,7 +52,10 @@ THIS = str(Path(__file__).resolve())
 METHODS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__")
 aten = torch.ops.aten
 DYNAMIC_SHAPE = {aten.nonzero.default, aten.masked_select.default, aten.unique_consecutive.default,
-                 aten._unique2.default, aten.repeat_interleave.Tensor, aten.masked_scatter.default}
+                 aten._unique2.default, aten.repeat_interleave.Tensor, aten.masked_scatter.default,
+                 # a tensor made from host numbers (`torch.tensor([...], device=...)`): on CUDA a copy from pageable
+                 # memory that waits for the GPU (an H200 run found Pendulum's reset doing it every step)
+                 aten.lift_fresh.default}
 
 
 def _site(frame) -> str | None:

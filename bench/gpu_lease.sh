@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The GPU tier and the GPU benchmark on a lent, bare GPU machine (issue 19), in as few calls as the lease allows.
+#
+#   bash bench/gpu_lease.sh STAGE [STAGE ...]
+#
+# The machine has python3 with CUDA torch, pytest and numpy, but none of gymnasium, tyro, mujoco, MuJoCo Warp or
+# rsl_rl, and nothing can be fetched there: `bench/gpu_wheels.sh` (run here) puts them in .whl/ (git-ignored), which
+# the calls carry. warp-lang's wheel (150 MB) is over one call's 64 MiB, so its library travels xz-compressed
+# (78 MB) and split over two calls: the first carries .whl/a (part 0 of warp.so.xz and the wheels the core tests
+# need), the second .whl/b (part 1, MuJoCo, MuJoCo Warp's Python side) on the still-warm machine; each call stashes
+# the parts it carries in /root/warp and installs its wheels in /tmp/site, and the library is assembled once the
+# parts' checksum (warp.so.xz.sha256) matches. A machine given back in between loses both: start again at .whl/a.
+#
+# Stages (each capped by `timeout`; logs and results land in $OUT, at most 8 files):
+#   cuda-core   pytest -m "cuda and not slow" without MuJoCo Warp (classic envs, loops, guard, resume, PER, NCCL)
+#   cuda-warp   pytest -m "cuda and not slow", the MuJoCo Warp cases (graph == eager, no sync, parity, resume)
+#   cuda-slow   pytest -m "cuda and slow" (compile + CUDA graphs == eager, population on the GPU)
+#   env | ppo-ant | ppo-ant-compile | rsl_rl | cartpole    bench/gpu.py's parts ($STEPS_<part> env steps)
+set -u
+OUT=${OUT:-/tmp/gpu_out}
+mkdir -p "$OUT" /root/warp
+SITE=${SITE:-/tmp/site}
+export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 WANDB_MODE=disabled PYTEST_INSTAFAIL=1
+PY=${PY:-python3}
+
+setup() {
+  local d w
+  for d in .whl/*/; do  # .whl/a, .whl/b: what each call carried (bench/gpu_wheels.sh)
+    [ -d "$d" ] || continue
+    cp -n "$d"warp.so.xz.part-* /root/warp/ 2>/dev/null
+    [ -f "$d"warp.so.xz.sha256 ] && cp "$d"warp.so.xz.sha256 /root/warp/
+    for w in "$d"*.whl; do
+      [ -f "$w" ] && [ ! -f "$SITE/.installed-$(basename "$w")" ] || continue
+      $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $SITE "$w" \
+        && touch "$SITE/.installed-$(basename "$w")"
+    done
+    if [ ! -f $SITE/.warp_py ] && [ -f "$d"warp_py.tar.xz ]; then
+      $PY -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter='data')" "$d"warp_py.tar.xz $SITE \
+        && touch $SITE/.warp_py
+    fi
+  done
+  if [ ! -f $SITE/warp/bin/warp.so ] && [ -f /root/warp/warp.so.xz.sha256 ] && [ -f $SITE/.warp_py ]; then
+    if (cd /root/warp && cat warp.so.xz.part-* | sha256sum | cut -d' ' -f1 | cmp -s - warp.so.xz.sha256); then
+      cat /root/warp/warp.so.xz.part-* | $PY -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)" > $SITE/warp/bin/warp.so.tmp && mv $SITE/warp/bin/warp.so.tmp $SITE/warp/bin/warp.so
+    else
+      echo "warp: $(ls /root/warp | grep -c part-) part(s) of warp.so here, not all yet"
+    fi
+  fi
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  $PY - <<'EOF'
+import importlib.util, torch
+print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
+for m in ("gymnasium", "tyro", "mujoco", "warp", "mujoco_warp", "rsl_rl", "tensordict"):
+    print(m, "yes" if importlib.util.find_spec(m) else "MISSING", end="; ")
+print()
+EOF
+}
+
+WARP_K="warp or Ant or Hopper or Humanoid"
+pytest_stage() {  # name, seconds, pytest args...
+  local name=$1 secs=$2; shift 2
+  echo "== $name (cap ${secs}s) $(date +%T)"
+  timeout -s INT "$secs" $PY -m pytest -n 0 -p no:cacheprovider -v -rfEs --durations=15 "$@" > "$OUT/pytest_$name.log" 2>&1
+  echo "exit $?"; tail -n 25 "$OUT/pytest_$name.log"
+}
+
+bench_stage() {  # part, seconds
+  local part=$1 secs=$2 var
+  var="STEPS_${part//-/_}"
+  echo "== bench $part (cap ${secs}s) $(date +%T)"
+  # the training parts stop themselves 45 s before the cap and report what they logged
+  timeout -s INT "$secs" $PY bench/gpu.py "$part" ${!var:+--steps ${!var}} --seconds "${SECONDS_PER_CELL:-3}" \
+    --max-seconds $((secs - 45)) > "$OUT/bench_$part.log" 2>&1
+  echo "exit $?"; tail -n 8 "$OUT/bench_$part.log"
+}
+
+setup
+for stage in "$@"; do
+  case $stage in
+    cuda-core) pytest_stage core "${CAP_core:-240}" -m "cuda and not slow" tests/test_cuda.py tests/test_per.py -k "not ($WARP_K)" ;;
+    cuda-warp) pytest_stage warp "${CAP_warp:-240}" -m "cuda and not slow" tests/test_cuda.py tests/test_mujoco_parity.py \
+                 -k "$WARP_K or deferred" ;;
+    cuda-slow) pytest_stage slow "${CAP_slow:-300}" -m "cuda and slow" tests/ ${SLOW_K:+-k "$SLOW_K"} ;;
+    env|ppo-ant|ppo-ant-compile|rsl_rl|cartpole) v="CAP_${stage//-/_}"; bench_stage "$stage" "${!v:-300}" ;;
+    *) echo "unknown stage $stage"; exit 2 ;;
+  esac
+done
+# results and the runs' metrics come back as one archive (the reply brings at most 8 files)
+tar -czf "$OUT/gpu_results.tgz" bench/results/gpu $(ls -d bench/runs/gpu/*/metrics.jsonl 2>/dev/null) 2>/dev/null
+$PY bench/gpu.py report 2>&1 | tail -n 30
