@@ -53,7 +53,7 @@ def test_pipeline_learns_pendulum(name, tmp_path):
         assert 0 < r["explore_busy"] <= 1 + 1e-9 and 0 < r["learn_busy"] <= 1 + 1e-9, r
 
 
-@pytest.mark.parametrize("name", list(SHORT))
+@pytest.mark.parametrize("name", [n if n == "sac" else pytest.param(n, marks=pytest.mark.slow) for n in SHORT])
 def test_pipeline_same_seed_same_result(name, tmp_path):
     module, kw = SHORT[name]
     r1 = module.main(module.Args(out_dir=str(tmp_path / "a"), **kw))
