@@ -13,8 +13,8 @@
 #
 # Stages (each capped by `timeout`; logs and results land in $OUT, at most 8 files):
 #   cuda-core   pytest -m "cuda and not slow" without MuJoCo Warp (classic envs, loops, guard, resume, PER, NCCL)
-#   cuda-warp   pytest -m "cuda and not slow", the MuJoCo Warp cases (graph == eager, no sync, parity, resume)
-#   cuda-slow   pytest -m "cuda and slow" (compile + CUDA graphs == eager, population on the GPU)
+#   cuda-warp   pytest -m cuda, the MuJoCo Warp cases (graph == eager, no sync, parity with gymnasium, resume)
+#   cuda-slow   pytest -m "cuda and slow", the rest (--compile with CUDA graphs, population on the GPU; $SLOW_K: -k)
 #   env | ppo-ant | ppo-ant-compile | rsl_rl | cartpole    bench/gpu.py's parts ($STEPS_<part> env steps)
 set -u
 OUT=${OUT:-/tmp/gpu_out}
@@ -78,9 +78,9 @@ setup
 for stage in "$@"; do
   case $stage in
     cuda-core) pytest_stage core "${CAP_core:-240}" -m "cuda and not slow" tests/test_cuda.py tests/test_per.py -k "not ($WARP_K)" ;;
-    cuda-warp) pytest_stage warp "${CAP_warp:-240}" -m "cuda and not slow" tests/test_cuda.py tests/test_mujoco_parity.py \
+    cuda-warp) pytest_stage warp "${CAP_warp:-240}" -m cuda tests/test_cuda.py tests/test_mujoco_parity.py \
                  -k "$WARP_K or deferred" ;;
-    cuda-slow) pytest_stage slow "${CAP_slow:-300}" -m "cuda and slow" tests/ ${SLOW_K:+-k "$SLOW_K"} ;;
+    cuda-slow) pytest_stage slow "${CAP_slow:-300}" -m "cuda and slow" tests/ -k "${SLOW_K:-not ($WARP_K)}" ;;
     env|ppo-ant|ppo-ant-compile|rsl_rl|cartpole) v="CAP_${stage//-/_}"; bench_stage "$stage" "${!v:-300}" ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
