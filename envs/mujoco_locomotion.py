@@ -199,7 +199,8 @@ class _WarpBackend:
 
         if model.opt.solver == mujoco.mjtSolver.mjSOL_PGS:
             # Humanoid-v5's XML asks for PGS, which MuJoCo Warp does not have (CG and Newton only): Newton, on a copy
-            # (the batch backend keeps PGS; the two differ at solver tolerance, as any two solvers do)
+            # (the batch backend keeps PGS: the same without contacts, tests/test_mujoco_parity.py; contacts are
+            # solved differently, as between any two solvers)
             model = copy.deepcopy(model)
             model.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
         with wp.ScopedDevice(self.wp_device):
