@@ -74,6 +74,11 @@ bench_stage() {  # part, seconds
   echo "exit $?"; tail -n 8 "$OUT/bench_$part.log"
 }
 
+STAGES="cuda-core cuda-warp cuda-slow env ppo-ant ppo-ant-compile rsl_rl cartpole"
+[ $# -gt 0 ] || { echo "usage: bash bench/gpu_lease.sh STAGE [STAGE ...]; stages: $STAGES" >&2; exit 2; }
+for stage in "$@"; do  # every stage checked before anything is installed or run
+  [[ " $STAGES " == *" $stage "* ]] || { echo "unknown stage '$stage': use one of $STAGES" >&2; exit 2; }
+done
 setup
 for stage in "$@"; do
   case $stage in
@@ -82,7 +87,6 @@ for stage in "$@"; do
                  -k "$WARP_K or deferred" ;;
     cuda-slow) pytest_stage slow "${CAP_slow:-300}" -m "cuda and slow" tests/ -k "${SLOW_K:-not ($WARP_K)}" ;;
     env|ppo-ant|ppo-ant-compile|rsl_rl|cartpole) v="CAP_${stage//-/_}"; bench_stage "$stage" "${!v:-300}" ;;
-    *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done
 # results and the runs' metrics come back as one archive (the reply brings at most 8 files)
