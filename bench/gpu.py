@@ -107,15 +107,11 @@ def _partial(run_dir_glob: str, command: str) -> dict:
     runs = sorted(RUNS.glob(run_dir_glob), key=lambda p: p.stat().st_mtime)
     if not runs:
         raise SystemExit(f"capped before the run wrote anything ({RUNS / run_dir_glob})")
-    rows = [json.loads(line) for line in (runs[-1] / "metrics.jsonl").read_text().splitlines()]
-    curve, eval_total = [], 0.0
-    for r in rows:
-        if "eval_return" in r:
-            eval_total += r["eval_seconds"]
-            curve.append({"step": r["step"], "seconds": r["seconds"], "train_seconds": r["seconds"] - eval_total,
-                          "eval_return": r["eval_return"], "eval_return_std": r["eval_return_std"]})
-    last = rows[-1]
-    return _capped_result(command, last["step"], last["seconds"] - eval_total, curve)
+    from locomotion import eval_curve
+
+    curve, train = eval_curve(runs[-1] / "metrics.jsonl")
+    steps = json.loads((runs[-1] / "metrics.jsonl").read_text().splitlines()[-1])["step"]
+    return _capped_result(command, steps, train, curve)
 
 
 def _capped_result(command: str, steps: int, train: float, curve: list[dict]) -> dict:

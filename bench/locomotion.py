@@ -112,6 +112,19 @@ def ensure_venv() -> Path:
 # ---------------------------------------------------------------------------------------------
 # our side: a worker process running algos/ppo_vec.py's main on the command-line flags given
 # ---------------------------------------------------------------------------------------------
+def eval_curve(metrics: Path) -> tuple[list[dict], float]:
+    """A run's evaluations from its metrics.jsonl, each with the training seconds so far (evaluation time left
+    out), and the training seconds at its last row."""
+    rows = [json.loads(line) for line in Path(metrics).read_text().splitlines()]
+    curve, eval_total = [], 0.0
+    for r in rows:
+        if "eval_return" in r:
+            eval_total += r["eval_seconds"]
+            curve.append({"step": r["step"], "seconds": r["seconds"], "train_seconds": r["seconds"] - eval_total,
+                          "eval_return": r["eval_return"], "eval_return_std": r["eval_return_std"]})
+    return curve, rows[-1]["seconds"] - eval_total
+
+
 def worker_ours(out: str, algo: str, flags: list[str], threads: int = 1, side: str | None = None) -> None:
     sys.path.insert(0, str(ROOT))
     import importlib
@@ -127,13 +140,7 @@ def worker_ours(out: str, algo: str, flags: list[str], threads: int = 1, side: s
     mod = importlib.import_module(f"algos.{algo}")
     args = cli(mod.Args, argv=flags, defaults_for=getattr(mod, "default_args", None))
     res = mod.main(args)
-    rows = [json.loads(line) for line in (Path(res["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
-    curve, eval_total = [], 0.0
-    for r in rows:
-        if "eval_return" in r:
-            eval_total += r["eval_seconds"]
-            curve.append({"step": r["step"], "seconds": r["seconds"], "train_seconds": r["seconds"] - eval_total,
-                          "eval_return": r["eval_return"], "eval_return_std": r["eval_return_std"]})
+    curve, _ = eval_curve(Path(res["run_dir"]) / "metrics.jsonl")
     ref = gym_rollouts(mod.load_policy(res["checkpoint"]), args.env, 10, seed=GYM_SEED)
     header = set(vars(RunArgs())) - {"num_envs"}
     settings = {k: v for k, v in vars(args).items() if k not in header}
