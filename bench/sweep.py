@@ -39,8 +39,9 @@ OUT = ROOT / "bench" / "results" / "sweeps"
 
 
 def _value(text: str):
-    if "x" in text and all(p.isdigit() for p in text.split("x")):
-        return tuple(int(p) for p in text.split("x"))  # hidden=256x256 -> (256, 256)
+    parts = text[:-1].split("x") if text.endswith("x") else text.split("x")
+    if "x" in text and all(p.isdigit() for p in parts):
+        return tuple(int(p) for p in parts)  # hidden=256x256 -> (256, 256); hidden=64x -> (64,)
     for cast in (int, float):
         try:
             return cast(text)
