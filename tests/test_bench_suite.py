@@ -211,3 +211,14 @@ def test_locomotion_profile_finds_every_bucket_on_both_sides(tmp_path):
     assert ours["advantages"] > 0
     text = lp.table("Hopper", {"ours": ours, "rsl_rl": theirs})
     assert "| physics |" in text and "| update |" in text and text.count("\n| ") >= 8
+
+
+def test_sweep_values_parse_as_the_flags_take_them():
+    """bench/sweep.py's grid values: numbers, booleans, and hidden-layer tuples (a one-layer net as `64x`)."""
+    import sweep
+
+    assert sweep._value("256x256") == (256, 256) and sweep._value("64x") == (64,)
+    assert sweep._value("64") == 64 and sweep._value("5e-3") == 5e-3 and sweep._value("true") is True
+    assert sweep._value("linear") == "linear" and sweep._value("x") == "x"
+    assert sweep._flags({"hidden": (64,), "norm_obs": False, "lr": 1e-3}) == \
+        ["--hidden", "64", "--no-norm-obs", "--lr", "0.001"]
