@@ -44,8 +44,8 @@ def test_q_network_has_layer_norm_and_no_target():
 @pytest.mark.slow
 @pytest.mark.parametrize("env,threshold", [("CartPole-v1", 475), ("Acrobot-v1", -100)])
 def test_pqn_learns_with_its_defaults(env, threshold, tmp_path):
-    """The task's defaults (CartPole-v1: its TASK_DEFAULTS row), 200k steps, seed 1 (measured: CartPole 500 on
-    seeds 1-3; Acrobot -74, -89, -89)."""
+    """The task's defaults (CartPole-v1: its TASK_DEFAULTS row), 200k steps, seed 1 (measured: Acrobot -74, -89, -89
+    on seeds 1-3; CartPole with the row >= 475 on seed 1, held-out sweep seeds 1-5 reach 475 by 10k-53k steps)."""
     out = pqn.main(replace(pqn.default_args(env), seed=1, eval_every=0, save_every=0, eval_episodes=20, quiet=True,
                            out_dir=str(tmp_path)))
     assert out["eval_return"] >= threshold, out["eval_return"]
