@@ -149,6 +149,11 @@ def table(runs: list[dict], threshold: float, by: int | None = None) -> list[str
     return out
 
 
+def _done(runs: list) -> list[dict]:
+    """The runs' results, waiting on those submitted to the --jobs pool."""
+    return [r.result() if hasattr(r, "result") else r for r in runs]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("algo")
@@ -166,7 +171,13 @@ def main() -> None:
                    help="rank by training seconds to the threshold (peers benchmark's worker, eval every EVERY steps)")
     p.add_argument("--tag", default="", help="suffix of the result files (a second round of the same sweep)")
     p.add_argument("--no-defaults", action="store_true", help="do not run the file's defaults on the report seeds")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="runs at once, one process and one torch thread each (not with --clock: timings would share cores)")
     a = p.parse_args()
+    if a.jobs < 1:
+        p.error(f"--jobs {a.jobs}: give 1 or more")
+    if a.jobs > 1 and a.clock:
+        p.error("--jobs > 1 with --clock would time runs that share cores; drop --jobs to rank by time")
     files = sorted(f.stem for f in (ROOT / "algos").glob("*.py") if f.stem != "__init__")
     if a.algo not in files:
         p.error(f"no algorithm file algos/{a.algo}.py; one of {', '.join(files)}")
@@ -188,14 +199,24 @@ def main() -> None:
         rank, tab = clock_score, clock_table
         header = "score (reached, -median training s to threshold, -)"
     else:
+        pool = None
+        if a.jobs > 1:
+            import concurrent.futures
+            import multiprocessing
+
+            pool = concurrent.futures.ProcessPoolExecutor(a.jobs, mp_context=multiprocessing.get_context("spawn"))
+
         def one(seed, cfg):
-            return run_one(a.algo, a.env, seed, a.steps, cfg, a.evals)
+            if pool is None:
+                return run_one(a.algo, a.env, seed, a.steps, cfg, a.evals)
+            return pool.submit(run_one, a.algo, a.env, seed, a.steps, cfg, a.evals)
         rank, tab = (lambda runs: score(runs, a.threshold, a.by)), (lambda runs: table(runs, a.threshold, a.by))
         header = "score (solved, mean final, -mean steps to threshold)"
     results = []
-    for point in itertools.product(*values):
-        settings = {**fixed, **dict(zip(names, point))}
-        runs = [one(s, settings) for s in a.tune_seeds]
+    points = [{**fixed, **dict(zip(names, point))} for point in itertools.product(*values)]
+    pending = [[one(s, settings) for s in a.tune_seeds] for settings in points]  # all queued at once with --jobs
+    for settings, runs in zip(points, pending):
+        runs = _done(runs)
         results.append((rank(runs), settings, runs))
         print(f"{settings}: finals {[round(r['final']) for r in runs]}, score {results[-1][0]}", flush=True)
         OUT.mkdir(parents=True, exist_ok=True)  # kept as it goes: a sweep cut short still has its points
@@ -203,6 +224,7 @@ def main() -> None:
     best = max(results, key=lambda x: x[0])[1] if results else fixed
     report = {name: [one(s, cfg) for s in a.report_seeds]
               for name, cfg in ((("the file's defaults", {}),) if not a.no_defaults else ()) + (("the sweep's best", best),)}
+    report = {name: _done(runs) for name, runs in report.items()}
     lines = [f"# Sweep: {a.algo} on {a.env}, {a.steps:,} env steps, threshold {a.threshold:g}", "",
              f"`python bench/sweep.py {' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}, one torch thread).", "",
              f"Tuning seeds {a.tune_seeds}: {len(results)} points; best {best}.", "",

@@ -118,6 +118,8 @@ OTHER = {
                      r"non-finite value \(NaN or Inf\) in the TD loss .*\(a lower --learning-rate helps", {}),
     "sweep-unknown-algorithm": (["{root}/bench/sweep.py", "dqnn", "CartPole-v1", "--steps", "1000", "--threshold", "400"],
                                 r"no algorithm file algos/dqnn.py", {}),
+    "sweep-jobs-with-clock": (["{root}/bench/sweep.py", "dqn", "CartPole-v1", "--steps", "1000", "--threshold", "400",
+                               "--clock", "500", "--jobs", "2"], r"--jobs > 1 with --clock would time runs that share cores", {}),
 }
 
 
