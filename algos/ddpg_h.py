@@ -41,6 +41,7 @@ from common.ensemble import EnsembleMLP
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.noise import ColoredNoise
 from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -74,6 +75,9 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     """target networks' Polyak rate"""
     exploration_noise: float = 0.1
     """std of the Gaussian exploration noise (actions in [-1, 1])"""
+    noise_color: float = 0.0
+    """exploration noise color beta (common/noise.py): 0 white (i.i.d. each step), 1 pink, 2 red; correlated
+    noise wanders further, which tasks with a distant reward need (MountainCarContinuous)"""
     learning_starts: int = 2_000
     """environment steps of uniformly random actions before learning"""
     gradient_steps: int = 4
@@ -249,6 +253,7 @@ def main(args: Args) -> dict:
     params = list(actor.parameters()) + list(critic.parameters())
 
     N = args.num_envs
+    noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
     store = TrajectoryStore(N, args.h_term_horizon, (obs_dim,), (act_dim,), torch.float32, args.h_term_max_episodes, device)
     # its own Adam: log-probabilities of old actions can have large gradients that would distort
     # the actor optimizer's moment estimates
@@ -261,6 +266,7 @@ def main(args: Args) -> dict:
         for name, obj in (("actor", actor), ("critic", critic), ("actor_target", actor_t), ("critic_target", critic_t),
                           ("actor_opt", actor_opt), ("critic_opt", critic_opt), ("buffer", rb), ("env", env), ("h_store", store), ("h_opt", h_opt)):
             obj.load_state_dict(ckpt[name])
+        noise.load_state_dict(ckpt.get("noise"))
         next_obs = ckpt["next_obs"].to(device)
         start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
         set_rng_state(ckpt["rng"])
@@ -285,7 +291,7 @@ def main(args: Args) -> dict:
             "critic_opt": critic_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env), "h_store": store.state_dict(), "h_opt": h_opt.state_dict(),
             "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
             "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step, "updates": updates,
-            "seconds": logger.seconds, "rng": rng_state(),
+            "seconds": logger.seconds, "rng": rng_state(), "noise": noise.state_dict(),
         })
 
     eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
@@ -300,7 +306,7 @@ def main(args: Args) -> dict:
                     actions = torch.rand(N, act_dim, device=device) * 2 - 1
                 else:
                     actions = act_fn(next_obs)
-                    actions = (actions + args.exploration_noise * torch.randn_like(actions)).clamp(-1, 1)
+                    actions = (actions + args.exploration_noise * noise.sample()).clamp(-1, 1)
             obs = next_obs
             next_obs, reward, terminated, truncated, info = env.step(actions)
             guard.watch("observations", next_obs, info["final_obs"])

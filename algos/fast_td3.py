@@ -40,6 +40,7 @@ from common.ensemble import EnsembleMLP
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.noise import ColoredNoise
 from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, RunningMeanStd, find_wrapper, wrap_env
 
@@ -75,6 +76,9 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     """smallest per-sub-env std of the Gaussian exploration noise (actions in [-1, 1])"""
     noise_max: float = 0.4
     """largest per-sub-env std of the exploration noise (drawn uniformly at each episode start)"""
+    noise_color: float = 0.0
+    """exploration noise color beta (common/noise.py): 0 white (i.i.d. each step), 1 pink, 2 red; correlated
+    noise wanders further, which tasks with a distant reward need (MountainCarContinuous)"""
     n_step: int = 3
     """rewards summed per stored transition (n-step return)"""
     policy_delay: int = 2
@@ -271,6 +275,7 @@ def main(args: Args) -> dict:
     params = list(actor.parameters()) + list(critic.parameters())
 
     N = args.num_envs
+    noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
     num_iterations = args.total_steps // N
     start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
     next_obs, _ = env.reset(seed=args.seed)
@@ -282,6 +287,7 @@ def main(args: Args) -> dict:
                           ("actor_opt", actor_opt), ("critic_opt", critic_opt), ("buffer", rb), ("env", env),
                           ("window", window)):
             obj.load_state_dict(ckpt[name])
+        noise.load_state_dict(ckpt.get("noise"))
         next_obs, noise_std = ckpt["next_obs"].to(device), ckpt["noise_std"].to(device)
         if obs_rms is not None:
             obs_rms.load_state_dict(ckpt["obs_norm"])
@@ -309,7 +315,7 @@ def main(args: Args) -> dict:
             "obs_norm": obs_rms.state_dict() if obs_rms is not None else None,
             "window": window.state_dict(), "discounts": discounts[:len(rb)], "noise_std": noise_std,
             "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step, "updates": updates,
-            "seconds": logger.seconds, "rng": rng_state(),
+            "seconds": logger.seconds, "rng": rng_state(), "noise": noise.state_dict(),
         })
 
     eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
@@ -323,7 +329,7 @@ def main(args: Args) -> dict:
                     actions = torch.rand(N, act_dim, device=device) * 2 - 1
                 else:
                     actions = act_fn(norm(next_obs))
-                    actions = (actions + noise_std * torch.randn_like(actions)).clamp(-1, 1)
+                    actions = (actions + noise_std * noise.sample()).clamp(-1, 1)
             obs = next_obs
             next_obs, reward, terminated, truncated, info = env.step(actions)
             guard.watch("observations", next_obs, info["final_obs"])

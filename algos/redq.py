@@ -42,6 +42,7 @@ from common.ensemble import EnsembleMLP
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.noise import ColoredNoise
 from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -79,6 +80,9 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     """initial temperature"""
     autotune: bool = True
     """learn the temperature (target entropy -action_dim); otherwise keep init_alpha"""
+    noise_color: float = 0.0
+    """color beta of the Gaussian draw in the policy's exploration samples (common/noise.py): 0 white (i.i.d.
+    each step), 1 pink, 2 red; correlated noise wanders further, which tasks with a distant reward need"""
     num_critics: int = 10
     """N: critics in the ensemble"""
     num_min: int = 2
@@ -162,13 +166,13 @@ class Actor(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.mean(self.trunk(obs)))
 
-    def sample(self, obs: torch.Tensor):
+    def sample(self, obs: torch.Tensor, eps: torch.Tensor | None = None):
         """A reparameterized action in (-1, 1) and its log-probability `[B]`."""
         h = self.trunk(obs)
         mean = self.mean(h)
         log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
         std = log_std.exp()
-        u = mean + std * torch.randn_like(mean)
+        u = mean + std * (torch.randn_like(mean) if eps is None else eps)
         action = torch.tanh(u)
         # log N(u; mean, std) - sum log(1 - tanh(u)^2), the latter written stably
         log_prob = (-0.5 * ((u - mean) / std).square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
@@ -260,6 +264,7 @@ def main(args: Args) -> dict:
     params_t, params = list(critic_t.parameters()), list(critic.parameters())
 
     N = args.num_envs
+    noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
     num_iterations = args.total_steps // N
     start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
     next_obs, _ = env.reset(seed=args.seed)
@@ -267,6 +272,7 @@ def main(args: Args) -> dict:
         for name, obj in (("actor", actor), ("critic", critic), ("critic_target", critic_t), ("actor_opt", actor_opt),
                           ("critic_opt", critic_opt), ("alpha_opt", alpha_opt), ("buffer", rb), ("env", env)):
             obj.load_state_dict(ckpt[name])
+        noise.load_state_dict(ckpt.get("noise"))
         with torch.no_grad():
             log_alpha.copy_(ckpt["log_alpha"])
         next_obs = ckpt["next_obs"].to(device)
@@ -293,7 +299,7 @@ def main(args: Args) -> dict:
             "alpha_opt": alpha_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
             "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
             "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step, "updates": updates,
-            "seconds": logger.seconds, "rng": rng_state(),
+            "seconds": logger.seconds, "rng": rng_state(), "noise": noise.state_dict(),
         })
 
     eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
@@ -306,7 +312,7 @@ def main(args: Args) -> dict:
                 if global_step < args.learning_starts:
                     actions = torch.rand(N, act_dim, device=device) * 2 - 1
                 else:
-                    actions = act_fn(next_obs)[0]
+                    actions = act_fn(next_obs, noise.sample())[0]
             obs = next_obs
             next_obs, reward, terminated, truncated, info = env.step(actions)
             guard.watch("observations", next_obs, info["final_obs"])

@@ -48,6 +48,7 @@ from common.ensemble import EnsembleMLP
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.noise import ColoredNoise
 from common.pipeline import Pipeline, flush
 from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
@@ -87,6 +88,9 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     """initial temperature"""
     autotune: bool = True
     """learn the temperature (target entropy -action_dim); otherwise keep init_alpha"""
+    noise_color: float = 0.0
+    """color beta of the Gaussian draw in the policy's exploration samples (common/noise.py): 0 white (i.i.d.
+    each step), 1 pink, 2 red; correlated noise wanders further, which tasks with a distant reward need"""
     learning_starts: int = 2_000
     """environment steps (all ranks) of uniformly random actions before learning"""
     gradient_steps: int = 4
@@ -170,13 +174,15 @@ class Actor(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.mean(self.trunk(obs)))
 
-    def sample(self, obs: torch.Tensor, generator: torch.Generator | None = None):
-        """A reparameterized action in (-1, 1) and its log-probability `[B]` (noise from `generator`)."""
+    def sample(self, obs: torch.Tensor, generator: torch.Generator | None = None, eps: torch.Tensor | None = None):
+        """A reparameterized action in (-1, 1) and its log-probability `[B]` (noise `eps`, else drawn from
+        `generator`)."""
         h = self.trunk(obs)
         mean = self.mean(h)
         log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
         std = log_std.exp()
-        u = mean + std * torch.randn(mean.shape, device=mean.device, dtype=mean.dtype, generator=generator)
+        u = mean + std * (torch.randn(mean.shape, device=mean.device, dtype=mean.dtype, generator=generator)
+                      if eps is None else eps)
         action = torch.tanh(u)
         # log N(u; mean, std) - sum log(1 - tanh(u)^2), the latter written stably
         log_prob = (-0.5 * ((u - mean) / std).square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
@@ -272,6 +278,7 @@ def main(args: Args) -> dict:
     fused, optimizers = [actor, critic, critic_t, temperature], [actor_opt, critic_opt, alpha_opt]
 
     N, W = args.num_envs, ctx.world_size
+    noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
     K = args.pipeline_segment if args.pipeline else 1  # vectorized steps per segment
     num_iterations = args.total_steps // (N * W)  # --total-steps counts all ranks
     start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
@@ -281,6 +288,7 @@ def main(args: Args) -> dict:
         for name, obj in (("actor", actor), ("critic", critic), ("critic_target", critic_t), ("actor_opt", actor_opt),
                           ("critic_opt", critic_opt), ("alpha_opt", alpha_opt), ("buffer", rb), ("env", env)):
             obj.load_state_dict(ckpt[name])
+        noise.load_state_dict(ckpt.get("noise"))
         with torch.no_grad():
             log_alpha.copy_(ckpt["log_alpha"])
         next_obs = ckpt["next_obs"].to(device)
@@ -320,7 +328,7 @@ def main(args: Args) -> dict:
             "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
             "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step, "updates": updates,
             "learned": learned, "explore_rng": explore_gen.get_state() if explore_gen is not None else None,
-            "seconds": logger.seconds, "rng": rng_state(),
+            "seconds": logger.seconds, "rng": rng_state(), "noise": noise.state_dict(),
         })
 
     # ---- explore: sample the policy, uniform actions before learning_starts ---------------------------------
@@ -332,7 +340,8 @@ def main(args: Args) -> dict:
             if i * N * W < args.learning_starts:
                 actions = torch.rand(N, act_dim, device=device, generator=gen) * 2 - 1
             else:
-                actions = (act_fn(obs) if pi is actor else pi.sample(obs, generator=gen))[0]
+                eps = noise.sample(gen)  # colored with --noise-color
+                actions = (act_fn(obs, eps=eps) if pi is actor else pi.sample(obs, eps=eps))[0]
             next_obs, reward, terminated, truncated, info = env.step(actions)
             guard.watch("observations", next_obs, info["final_obs"])
             guard.watch("rewards", reward)

@@ -46,6 +46,7 @@ from common.ensemble import EnsembleMLP
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.noise import ColoredNoise
 from common.pipeline import Pipeline, flush
 from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
@@ -81,6 +82,9 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     """target networks' Polyak rate"""
     exploration_noise: float = 0.1
     """std of the Gaussian exploration noise (actions in [-1, 1])"""
+    noise_color: float = 0.0
+    """exploration noise color beta (common/noise.py): 0 white (i.i.d. each step), 1 pink, 2 red; correlated
+    noise wanders further, which tasks with a distant reward need (MountainCarContinuous)"""
     policy_delay: int = 2
     """critic updates per actor (and target) update"""
     target_noise: float = 0.2
@@ -248,6 +252,7 @@ def main(args: Args) -> dict:
     fused, optimizers = [actor, critic, actor_t, critic_t], [actor_opt, critic_opt]
 
     N, W = args.num_envs, ctx.world_size
+    noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
     K = args.pipeline_segment if args.pipeline else 1  # vectorized steps per segment
     num_iterations = args.total_steps // (N * W)  # --total-steps counts all ranks
     start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
@@ -257,6 +262,7 @@ def main(args: Args) -> dict:
         for name, obj in (("actor", actor), ("critic", critic), ("actor_target", actor_t), ("critic_target", critic_t),
                           ("actor_opt", actor_opt), ("critic_opt", critic_opt), ("buffer", rb), ("env", env)):
             obj.load_state_dict(ckpt[name])
+        noise.load_state_dict(ckpt.get("noise"))
         next_obs = ckpt["next_obs"].to(device)
         start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
         set_rng_state(ckpt["rng"])
@@ -294,7 +300,7 @@ def main(args: Args) -> dict:
             "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
             "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step, "updates": updates,
             "learned": learned, "explore_rng": explore_gen.get_state() if explore_gen is not None else None,
-            "seconds": logger.seconds, "rng": rng_state(),
+            "seconds": logger.seconds, "rng": rng_state(), "noise": noise.state_dict(),
         })
 
     # ---- explore: mu(s) + Gaussian noise, uniform actions before learning_starts ------------------------------
@@ -307,8 +313,7 @@ def main(args: Args) -> dict:
                 actions = torch.rand(N, act_dim, device=device, generator=gen) * 2 - 1
             else:
                 actions = act_fn(obs) if pi is actor else pi(obs)
-                noise = torch.randn(actions.shape, device=device, dtype=actions.dtype, generator=gen)
-                actions = (actions + args.exploration_noise * noise).clamp(-1, 1)
+                actions = (actions + args.exploration_noise * noise.sample(gen)).clamp(-1, 1)
             next_obs, reward, terminated, truncated, info = env.step(actions)
             guard.watch("observations", next_obs, info["final_obs"])
             guard.watch("rewards", reward)

@@ -39,6 +39,8 @@ RESUME_EXTRA = {
     "ppo_vec-hopper": ("ppo_vec", SMALL_PPO_HOPPER),  # batched MuJoCo simulator state
     "sac-hopper": ("sac", SMALL_SAC_HOPPER),
     "mappo-per-agent-actors": ("mappo", dict(MAPPO_TINY, share_actor=False)),
+    "td3-pink-noise": ("td3", dict(SMALL_RUNS["td3"], noise_color=1.0)),  # the colored noise block and its position
+    "sac-pink-noise": ("sac", dict(SMALL_RUNS["sac"], noise_color=1.0)),
 }
 RESUME_CASES = {**{a: (a, CONFIGS[a]) for a in ALGOS}, **RESUME_EXTRA}
 

@@ -100,6 +100,7 @@ FEATURES = {  # column: (what it means, test on (Args fields, source))
     "pipeline": ("`--pipeline` explore/learn overlap", lambda a, s: "pipeline" in a),
     "compile": ("`--compile`", lambda a, s: "compile" in a),
     "PER": ("`--per` prioritized replay", lambda a, s: "per" in a),
+    "colored noise": ("`--noise-color` pink/red exploration noise", lambda a, s: "noise_color" in a),
     "normalizers": ("`--norm-obs` / `--norm-reward`", lambda a, s: "/".join(
         n for n, f in (("obs", "norm_obs"), ("reward", "norm_reward")) if f in a) or ""),
     "resume": ("`--resume` exact", lambda a, s: "resume" in a and "set_rng_state(" in s),

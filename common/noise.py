@@ -1,0 +1,74 @@
+"""Exploration noise that is correlated in time: colored Gaussian noise.
+
+Gaussian action noise drawn afresh every step (white noise) averages out within a few steps, so a
+policy that has learned to do nothing, e.g. on MountainCarContinuous where moving costs reward and
+only a long push up the hill pays, never wanders far enough to find the flag. Colored noise
+(Eberhard et al., 2023, "Pink Noise Is All You Need: Colored Noise Exploration in Deep
+Reinforcement Learning") keeps each step's marginal N(0, 1) but gives the sequence a power spectrum
+proportional to 1 / f^beta: beta = 0 is white noise, beta = 1 pink, beta = 2 red (close to a random
+walk, i.e. Ornstein-Uhlenbeck noise with slow reversion). Larger beta means longer excursions.
+
+`ColoredNoise(beta, shape, length)` draws, for every element of `shape` (one per sub-env and action
+dimension), an independent sequence of `length` steps at once in the frequency domain (random
+complex coefficients scaled by f^(-beta/2), one inverse real FFT), and hands out one step per
+`sample()`; a new block is drawn when one is used up. Everything stays on the device and is drawn from
+torch's RNG, so a run stays reproducible; the block and its position are in `state_dict()` for an
+exact resume. With beta = 0 `sample()` is `torch.randn(shape)` itself (the same numbers as before
+the option existed).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class ColoredNoise:
+    def __init__(self, beta: float, shape: tuple[int, ...], length: int = 1000, device: torch.device | str = "cpu"):
+        if beta < 0:
+            raise ValueError(f"--noise-color must be >= 0 (0 white, 1 pink, 2 red), got {beta}")
+        if length < 2:
+            raise ValueError(f"colored noise needs sequences of at least 2 steps, got length {length}")
+        self.beta, self.shape, self.length, self.device = float(beta), tuple(shape), int(length), torch.device(device)
+        k = torch.arange(length // 2 + 1, dtype=torch.float64)
+        f = (k / length).clamp(min=1.0 / length)  # the zero frequency takes the lowest one's power (a block's mean wanders)
+        amp = f ** (-self.beta / 2)
+        # Var of one output step of irfft(amp * z) (z: unit complex normals; real at 0 and, for even length, Nyquist)
+        var = amp[0] ** 2 + 2 * (amp[1:length // 2 + (length % 2)] ** 2).sum() + (amp[-1] ** 2 if length % 2 == 0 else 0)
+        self.amp = (amp * length / var.sqrt()).to(torch.float32).to(self.device)  # unit-variance output
+        self.block: torch.Tensor | None = None  # (length, *shape), used up one row per sample()
+        self.pos = length
+
+    def _draw(self, generator: torch.Generator | None) -> torch.Tensor:
+        n, m = self.length, self.amp.numel()
+        re = torch.randn(*self.shape, m, device=self.device, generator=generator)
+        im = torch.randn(*self.shape, m, device=self.device, generator=generator)
+        im[..., 0] = 0.0  # the zero frequency is real: its real part keeps the full variance
+        re[..., 1:] *= 0.5 ** 0.5
+        im[..., 1:] *= 0.5 ** 0.5
+        if n % 2 == 0:  # so is the Nyquist frequency
+            im[..., -1] = 0.0
+            re[..., -1] *= 2 ** 0.5
+        seq = torch.fft.irfft(torch.complex(re, im) * self.amp, n=n)  # (*shape, length)
+        return seq.movedim(-1, 0).contiguous()
+
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        """The next step of every sequence, shape `shape`, each element N(0, 1); drawn from `generator` (None:
+        torch's global RNG)."""
+        if self.beta == 0.0:
+            return torch.randn(self.shape, device=self.device, generator=generator)
+        if self.pos >= self.length:
+            self.block, self.pos = self._draw(generator), 0
+        self.pos += 1
+        return self.block[self.pos - 1]
+
+    def state_dict(self) -> dict:
+        return {"beta": self.beta, "block": self.block, "pos": self.pos}
+
+    def load_state_dict(self, state: dict | None) -> None:
+        if state is None:  # a checkpoint from before the option: white noise, nothing to restore
+            return
+        if state["block"] is not None and tuple(state["block"].shape) != (self.length, *self.shape):
+            raise ValueError(f"the checkpoint's noise block has shape {tuple(state['block'].shape)}, this run needs "
+                             f"{(self.length, *self.shape)}: resume with the checkpoint's --num-envs")
+        self.block = None if state["block"] is None else state["block"].to(self.device)
+        self.pos = int(state["pos"])
