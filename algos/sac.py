@@ -3,7 +3,8 @@
 Soft Actor-Critic (Haarnoja et al., 2018, arXiv:1801.01290 and arXiv:1812.05905) is `algos/td3.py`
 with a stochastic policy and an entropy bonus:
 1. the actor is a tanh-squashed Gaussian trained to maximize E[min_k Q_k(s, a) - alpha * log pi(a|s)]
-   with reparameterized samples, and exploration samples it (no added noise);
+   with reparameterized samples, and exploration samples it (no added noise; `--noise-color` colors the
+   Gaussian draw of those samples in time, `common/noise.py`);
 2. the TD target is soft: r + gamma * (min_k Q'_k(s', a') - alpha * log pi(a'|s')), a' ~ pi(.|s');
 3. the temperature alpha is learned towards the target entropy -action_dim (`--autotune`);
 4. no target actor, no policy delay, no target policy smoothing.
