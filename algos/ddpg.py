@@ -4,9 +4,10 @@ Deep Deterministic Policy Gradient (Lillicrap et al., 2016, arXiv:1509.02971): a
 actor mu(s) trained to maximize a critic Q(s, mu(s)), the critic regressed on one-step TD targets
 `r + gamma * Q'(s', mu'(s'))` computed with slowly trailing (Polyak, rate `tau`) target copies
 of both networks, from an experience-replay buffer. Exploration adds Gaussian noise to mu(s)
-(as in the TD3 paper's re-implementation of DDPG), white by default; `--noise-color` colors it in time
-(1 pink, 2 red: close to the original Ornstein-Uhlenbeck process; `common/noise.py`) for tasks whose
-reward lies beyond what step-by-step noise reaches. Actions live in [-1, 1] and are rescaled to the env's bounds by `RescaleAction`.
+(as in the TD3 paper's re-implementation of DDPG), white by default; `--noise-color` colors it in
+time (1 pink, 2 red: close to the original Ornstein-Uhlenbeck process; `common/noise.py`) for tasks
+whose reward lies beyond what step-by-step noise reaches. Actions live in [-1, 1] and are rescaled
+to the env's bounds by `RescaleAction`.
 
 The critic is a `common.ensemble.EnsembleMLP` with K=1, so that `diff algos/ddpg.py algos/td3.py`
 shows TD3's three changes and little else. `--per` switches to proportional prioritized replay.

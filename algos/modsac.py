@@ -170,7 +170,8 @@ class Actor(nn.Module):
         return torch.tanh(self.mean(self.trunk(obs)))
 
     def sample(self, obs: torch.Tensor, eps: torch.Tensor | None = None):
-        """A reparameterized action in (-1, 1) and its log-probability `[B]`."""
+        """A reparameterized action in (-1, 1) and its log-probability `[B]`; `eps` is the standard-normal draw
+        to use (exploration's colored noise), a fresh one if None."""
         h = self.trunk(obs)
         mean = self.mean(h)
         log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
