@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import functools
 import importlib
 import itertools
 import json
@@ -150,8 +151,8 @@ def table(runs: list[dict], threshold: float, by: int | None = None) -> list[str
 
 
 def _done(runs: list) -> list[dict]:
-    """The runs' results, waiting on those submitted to the --jobs pool."""
-    return [r.result() if hasattr(r, "result") else r for r in runs]
+    """The runs' results: waiting on those submitted to the --jobs pool, running the deferred ones (one job)."""
+    return [r.result() if hasattr(r, "result") else r() for r in runs]
 
 
 def main() -> None:
@@ -194,8 +195,8 @@ def main() -> None:
     names, values = zip(*[(k, [_value(v) for v in vs.split(",")]) for k, vs in (x.split("=", 1) for x in a.grid)]) \
         if a.grid else ((), ())
     if a.clock:
-        def one(seed, cfg):
-            return run_clocked(a.algo, a.env, seed, a.steps, cfg, a.clock, a.threshold)
+        def one(seed, cfg):  # deferred: run when its point is reported, so that points print as they finish
+            return functools.partial(run_clocked, a.algo, a.env, seed, a.steps, cfg, a.clock, a.threshold)
         rank, tab = clock_score, clock_table
         header = "score (reached, -median training s to threshold, -)"
     else:
@@ -207,8 +208,8 @@ def main() -> None:
             pool = concurrent.futures.ProcessPoolExecutor(a.jobs, mp_context=multiprocessing.get_context("spawn"))
 
         def one(seed, cfg):
-            if pool is None:
-                return run_one(a.algo, a.env, seed, a.steps, cfg, a.evals)
+            if pool is None:  # deferred, as above
+                return functools.partial(run_one, a.algo, a.env, seed, a.steps, cfg, a.evals)
             return pool.submit(run_one, a.algo, a.env, seed, a.steps, cfg, a.evals)
         rank, tab = (lambda runs: score(runs, a.threshold, a.by)), (lambda runs: table(runs, a.threshold, a.by))
         header = "score (solved, mean final, -mean steps to threshold)"
