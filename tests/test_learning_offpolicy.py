@@ -1,6 +1,6 @@
 """Learning tests of the off-policy family on fixed seeds (each about a minute on one CPU thread):
 DDPG, TD3, FastTD3, SAC, ModSAC and REDQ reach a deterministic 10-episode eval >= -250 on Pendulum-v1;
-Double DQN and D3QN reach >= 400 on CartPole-v1; TD3 with pink exploration noise reaches >= 90 on
+Double DQN and D3QN reach >= 400 on CartPole-v1 within 50k steps; TD3 with pink exploration noise reaches >= 90 on
 MountainCarContinuous-v0; prioritized replay learns for one DQN-family
 and one actor-critic algorithm. Networks are (128, 128) here ((64, 64) for REDQ's ten critics) instead of the files' (256, 256)
 defaults: on one CPU thread the update cost is what bounds these tests."""
@@ -32,8 +32,10 @@ CASES = {
     # sweep behind it was >= 90 from 35k on); white noise never left the valley there
     "td3-mcc-pink": ("td3", {**td3.TASK_DEFAULTS["MountainCarContinuous-v0"], "env": "MountainCarContinuous-v0", "seed": 1,
                              "eval_every": 0, "save_every": 0, "quiet": True, "total_steps": 40_000}, 90),
-    "double_dqn": ("double_dqn", CARTPOLE, 400),
-    "d3qn": ("d3qn", CARTPOLE, 400),
+    # 50k of the defaults' 100k steps (issue 22's "solved within 50k"; seed 1 evaluated 500 at every 10k from 10k
+    # (double_dqn) and 20k (d3qn) to 50k, ~60 s alone); tests/test_learning.py runs dqn's full 100k for the collapse
+    "double_dqn": ("double_dqn", {**CARTPOLE, "total_steps": 50_000}, 400),
+    "d3qn": ("d3qn", {**CARTPOLE, "total_steps": 50_000}, 400),
     # PER under the slower settings it was validated with (the fast defaults' evaluations still dip between solved
     # stretches, and seed 1 with PER ended in a dip, 97, at 100k: see issue 22's note)
     "dqn-per": ("dqn", {**CARTPOLE, "per": True, "total_steps": 200_000, "learning_rate": 2.5e-4, "gradient_steps": 1,
