@@ -177,6 +177,10 @@ def _one_command_line(algo: str, argv: list[str], out) -> str:
         return "refused_parse"
     if args.total_steps > 4096 or args.num_envs > 4096:  # valid, but a real run's size: not run here
         return "valid_not_run"
+    if args.eval_every > 0 and args.total_steps / max(args.eval_every, args.num_envs) > 32:
+        # valid, but mostly evaluation (--eval-every 1 evaluates after every vector step: 20-50 s of episodes in the
+        # small settings); runs with that flag and a short --total-steps still run
+        return "valid_not_run"
     try:
         result = module.main(args)
     except Exception as e:  # noqa: BLE001
