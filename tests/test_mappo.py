@@ -9,7 +9,7 @@ from conftest import MAPPO_TINY, checkpoint_params
 from algos import mappo
 from common.evaluate import ma_evaluate
 
-# Learning budget (fixed seed 1; about 50 s alone on one CPU thread, more when the other xdist worker shares
+# Learning budget (fixed seed 1; about 75 s alone on one CPU thread, more when the other xdist worker shares
 # the two cores). Measured on the 40 evaluation worlds (eval seed 10_001, mean over agents summed over the 25
 # steps): uniform-random policy -26.0 here (-26.3, std 7.5, over 1000 worlds; doing nothing: -24.0); this run -15.7
 # at 400k steps (-18.1 with a 300k budget; -12.3 with 600k, ~105 s); a hand-written controller that
