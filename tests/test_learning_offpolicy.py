@@ -1,6 +1,7 @@
 """Learning tests of the off-policy family on fixed seeds (10-60 s each on one CPU thread):
 DDPG, TD3, FastTD3, SAC, ModSAC and REDQ reach a deterministic 10-episode eval >= -250 on Pendulum-v1;
-Double DQN and D3QN reach >= 400 on CartPole-v1 within 50k steps; TD3 with pink exploration noise reaches >= 90 on
+Double DQN and D3QN solve CartPole-v1 (>= 475) within 50k steps and hold >= 400 (median of the last five
+evaluations); TD3 with pink exploration noise reaches >= 90 on
 MountainCarContinuous-v0; prioritized replay learns for one DQN-family
 and one actor-critic algorithm. The Pendulum-v1 cases run each file's Pendulum-v1 row (64x64 nets; FastTD3: 128x128)
 for 8k steps: on one CPU thread the update cost is what bounds these tests."""
@@ -34,15 +35,22 @@ CASES = {
     # sweep behind it was >= 90 from 35k on); white noise never left the valley there
     "td3-mcc-pink": ("td3", {**td3.TASK_DEFAULTS["MountainCarContinuous-v0"], "env": "MountainCarContinuous-v0", "seed": 1,
                              "eval_every": 0, "save_every": 0, "quiet": True, "total_steps": 40_000}, 90),
-    # 50k of the defaults' 100k steps (issue 22's "solved within 50k"; seed 1 evaluated 500 at every 10k from 10k
-    # (double_dqn) and 20k (d3qn) to 50k, ~60 s alone); tests/test_learning.py runs dqn's full 100k for the collapse
-    "double_dqn": ("double_dqn", {**CARTPOLE, "total_steps": 50_000}, 400),
-    "d3qn": ("d3qn", {**CARTPOLE, "total_steps": 50_000}, 400),
+    # 50k of the defaults' 100k steps (issue 22's "solved within 50k"), evaluated every 5k: see HOLDS below
+    "double_dqn": ("double_dqn", {**CARTPOLE, "total_steps": 50_000, "eval_every": 5_000}, 400),
+    "d3qn": ("d3qn", {**CARTPOLE, "total_steps": 50_000, "eval_every": 5_000}, 400),
     # PER under the slower settings it was validated with (the fast defaults' evaluations still dip between solved
     # stretches, and seed 1 with PER ended in a dip, 97, at 100k: see issue 22's note)
     "dqn-per": ("dqn", {**CARTPOLE, "per": True, "total_steps": 200_000, "learning_rate": 2.5e-4, "gradient_steps": 1,
                         "learning_starts": 10_000, "exploration_fraction": 0.5}, 400),
 }
+
+
+# The DQN family's greedy policy on CartPole-v1 swings between solved and not after it first solves it: in
+# evaluations every 5k steps, every seed of d3qn (1-5) dips to 100-330 between stretches at 500, so whether the one
+# evaluation at the end lands in a dip is a draw (3/5 seeds >= 400 at 50k, with the fused Adam kernel and without:
+# the last-bit rounding of the optimizer alone moves seed 1 from 500 to 193). These cases assert what holds on every
+# seed instead: 475 reached within 50k steps, and the median of the last five evaluations (30k-50k) >= the threshold.
+HOLDS = {"double_dqn", "d3qn"}
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -51,6 +59,14 @@ def test_learns(case, tmp_path):
     module = importlib.import_module(f"algos.{name}")
     result = module.main(module.Args(out_dir=str(tmp_path), **kw))
     print(case, result)
+    if case in HOLDS:
+        rows = [json.loads(line) for line in open(Path(result["run_dir"]) / "metrics.jsonl")]
+        evals = [(r["step"], r["eval_return"]) for r in rows if "eval_return" in r]
+        print(case, evals)
+        assert any(ret >= 475 for step, ret in evals if step <= 50_000), f"{case}: never 475 by 50k: {evals}"
+        late = sorted(ret for step, ret in evals if step >= 30_000)
+        assert len(late) == 5 and late[2] >= threshold, f"{case}: median of the last five < {threshold}: {evals}"
+        return
     assert result["eval_return"] >= threshold, f"{case}: eval {result['eval_return']:.1f} < {threshold}"
     if name == "modsac":  # the policy delay really adapted (it is logged at every logging tick)
         delays = [r["policy_delay"] for r in map(json.loads, open(Path(result["run_dir"]) / "metrics.jsonl"))]
