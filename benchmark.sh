@@ -2,7 +2,7 @@
 # Reproduces the benchmark tables and curves.   Usage: bash benchmark.sh [GROUP]   (default: quick)
 #   quick         learning curves over 3 seeds (bench/suite.py: PPO, DQN on CartPole; PPO, SAC, TD3, DDPG on
 #                 Pendulum; PPO on Chasing-v0 and StockTrading-v0) + the StockTrading backtest + env
-#                 throughput; tables and PNGs in bench/results/quick/ (~25 min on a 2-core CPU)
+#                 throughput; tables and PNGs in bench/results/quick/ (~9 min on a 2-core CPU)
 #   full          the learning suite at long budgets and on MuJoCo v5 (bench/suite.py full), then every
 #                 measurement group below except elastic (hours on a CPU; a GPU helps the PPO rows)
 #   report GROUP  rebuild bench/results/GROUP/GROUP.md and its PNGs from the saved metrics, no training
