@@ -27,8 +27,8 @@ def test_ppo_learns_pendulum(ppo_pendulum):
 
 
 def test_dqn_learns_cartpole(dqn_cartpole):
-    """With its defaults, DQN solves CartPole-v1 (10-episode eval >= 475) within 50k env steps and is still
-    solved at the end of its 100k (no collapse)."""
+    """With its defaults, DQN solves CartPole-v1 (10-episode eval >= 475) within 50k env steps and is solved at
+    the end of its 100k (the held-out seeds of its sweep all were; every one of them dipped to 100-150 in between)."""
     print("DQN CartPole-v1:", dqn_cartpole)
     rows = [json.loads(line) for line in (Path(dqn_cartpole["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
     evals = [(r["step"], r["eval_return"]) for r in rows if "eval_return" in r]
