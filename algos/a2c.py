@@ -171,7 +171,7 @@ class Agent(nn.Module):
     def act(self, obs: torch.Tensor):
         """Sample actions; return (action, log_prob, value)."""
         d = self.dist(obs)
-        action = d.sample()
+        action = d.sample() if self.discrete else d.rsample()  # sample()'s numbers without its host sync on CUDA
         logp = d.log_prob(action) if self.discrete else d.log_prob(action).sum(-1)
         return action, logp, self.value(obs)
 
@@ -268,7 +268,7 @@ def main(args: Args) -> dict:
     act_fn, loss_fn, gae_fn, step_fn = agent.act, a2c_loss, compute_gae, opt_step
     if args.compile:
         act_fn, loss_fn, gae_fn = compile_fn(agent.act, device), compile_fn(a2c_loss, device), compile_fn(compute_gae, device)
-        step_fn = compile_fn(opt_step, device)
+        step_fn = compile_fn(opt_step, device, graphs=False)
 
     start_iter, global_step, elapsed = 0, 0, 0.0
     next_obs = concat_groups(*env.reset(seed=args.seed))

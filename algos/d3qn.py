@@ -215,7 +215,7 @@ def main(args: Args) -> dict:
     loss_fn, q_fn, step_fn = td_loss, q_net, opt_step
     if args.compile:
         loss_fn, q_fn = compile_fn(td_loss, device), compile_fn(q_net, device)
-        step_fn = compile_fn(opt_step, device)
+        step_fn = compile_fn(opt_step, device, graphs=False)
 
     N = args.num_envs
     num_iterations = args.total_steps // N

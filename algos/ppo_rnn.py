@@ -215,7 +215,7 @@ class Agent(nn.Module):
         """Sample actions; return (action, log_prob, value, next hidden state)."""
         h = self.memory(obs, h)
         d = self.dist(h[0], obs)
-        action = d.sample()
+        action = d.sample() if self.discrete else d.rsample()  # sample()'s numbers without its host sync on CUDA
         logp = d.log_prob(action) if self.discrete else d.log_prob(action).sum(-1)
         return action, logp, self.critic(h[1]).squeeze(-1), h
 
@@ -336,7 +336,7 @@ def main(args: Args) -> dict:
     act_fn, loss_fn, gae_fn, step_fn = agent.act, ppo_loss, compute_gae, opt_step
     if args.compile:
         act_fn, loss_fn, gae_fn = compile_fn(agent.act, device), compile_fn(ppo_loss, device), compile_fn(compute_gae, device)
-        step_fn = compile_fn(opt_step, device)
+        step_fn = compile_fn(opt_step, device, graphs=False)
 
     start_iter, global_step, elapsed = 0, 0, 0.0
     next_obs = concat_groups(*env.reset(seed=args.seed))

@@ -219,7 +219,7 @@ def main(args: Args) -> dict:
     loss_fn, q_fn, step_fn = td_loss, q_net, opt_step
     if args.compile:
         loss_fn, q_fn = compile_fn(td_loss, device), compile_fn(q_net, device)
-        step_fn = compile_fn(opt_step, device)
+        step_fn = compile_fn(opt_step, device, graphs=False)
 
     num_iterations = args.total_steps // batch_size
     start_iter, global_step, elapsed = 0, 0, 0.0

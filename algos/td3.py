@@ -224,7 +224,7 @@ def main(args: Args) -> dict:
     actor_step, critic_step = actor_opt.step, critic_opt.step  # compiled with --compile
     if args.compile:
         c_loss_fn, a_loss_fn, act_fn = compile_fn(critic_loss, device), compile_fn(actor_loss, device), compile_fn(act_fn, device)
-        actor_step, critic_step = (compile_fn(f, device) for f in (actor_step, critic_step))
+        actor_step, critic_step = (compile_fn(f, device, graphs=False) for f in (actor_step, critic_step))
     params_t = list(actor_t.parameters()) + list(critic_t.parameters())
     params = list(actor.parameters()) + list(critic.parameters())
 

@@ -195,8 +195,10 @@ def _load(part: str) -> dict | None:
 
 
 def _score(r: dict, std: bool = True) -> str:
-    if r.get("gym_return") is None:
-        return "n/a (capped run)"
+    if r.get("gym_return") is None:  # capped: no final gymnasium score; its last in-run evaluation, if any
+        last = (r.get("curve") or [None])[-1]
+        return (f"n/a (capped run; last eval {last['eval_return']:.0f} at {last['step'] / 1e6:.1f}M steps, "
+                f"{last['train_seconds']:.0f} s)" if last else "n/a (capped run)")
     return f"{r['gym_return']:.0f} ± {r['gym_return_std']:.0f}" if std else f"{r['gym_return']:.0f}"
 
 

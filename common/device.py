@@ -75,8 +75,18 @@ def set_rng_state(state: dict) -> None:
 
 
 
-def compile_fn(fn, device):
-    """`torch.compile(fn)` for `--compile`: CUDA graphs (mode "reduce-overhead") on CUDA, where the
-    algorithms create their Adam optimizers with `capturable=True` so that the step counter stays on
-    the device; inductor's default mode elsewhere."""
-    return torch.compile(fn, mode="reduce-overhead" if torch.device(device).type == "cuda" else None)
+def compile_fn(fn, device, graphs: bool = True):
+    """`torch.compile(fn)` for `--compile`. On CUDA each compiled function replays as a CUDA graph of its own,
+    except with `graphs=False` (the optimizer steps: fused kernels, no graph); inductor's default mode elsewhere.
+
+    Plain CUDA graphs, not mode "reduce-overhead"'s CUDA graph trees: an output of a compiled function stays
+    valid until that same function runs again, which is how the loops use them (actions into the buffers, a
+    loss into its backward, GAE's advantages over an update). Trees assume that an iteration is a forward, its
+    backward and nothing else compiled: the optimizer step's graph started a new one and freed the gradients,
+    and `ppo_vec --env Ant --compile` stopped at its first step ("accessing tensor output of CUDAGraphs that has
+    been overwritten"). A graph of the optimizer step holds the gradients' addresses, which change from backward
+    to backward (`zero_grad(set_to_none=True)`): ppo_vec's failed its static-address check. Both on an H200,
+    2026-11-26; the steps without a graph have not run on a GPU yet."""
+    if torch.device(device).type != "cuda" or not graphs:
+        return torch.compile(fn)
+    return torch.compile(fn, options={"triton.cudagraphs": True, "triton.cudagraph_trees": False})

@@ -164,7 +164,7 @@ def test_gpu_report_tables_the_saved_parts(tmp_path, monkeypatch):
 
 def test_gpu_capped_run_reports_what_it_logged(tmp_path, monkeypatch):
     """`--max-seconds` (a lent GPU's budget): a run stopped early is tabled from its metrics.jsonl, marked capped,
-    without gymnasium's score; evaluation time stays out of its clock."""
+    without gymnasium's score but with its last evaluation; evaluation time stays out of its clock."""
     import json
 
     monkeypatch.setattr(gpu, "OUT", tmp_path / "gpu")
@@ -182,7 +182,8 @@ def test_gpu_capped_run_reports_what_it_logged(tmp_path, monkeypatch):
     assert r["steps"] == 6_000_000 and r["sps"] == 6_000_000 / 22.0 and r["gym_return"] is None
     gpu.save("ppo-ant", {"eager": gpu._summary(r, gpu.ANT_TARGET)})
     text = gpu.report()
-    assert "| ppo-ant eager | 6M | 272,727 | >= 3000 | 16 s | n/a (capped run) | `python algos/ppo_vec.py --env Ant (capped)` |" in text
+    assert ("| ppo-ant eager | 6M | 272,727 | >= 3000 | 16 s | n/a (capped run; last eval 3100 at 4.2M steps, 16 s) | "
+            "`python algos/ppo_vec.py --env Ant (capped)` |") in text
 
 
 def test_gpu_benchmark_without_a_gpu_says_so_and_exits_0():

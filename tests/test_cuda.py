@@ -13,11 +13,12 @@ What is covered, path by path:
 * the envs' deferred action checks: a NaN (or out-of-range) action does not stop `step`, the logging tick raises;
 * whole training loops on CUDA make no per-iteration host sync (CUDA's detector in warn mode: a short and a
   longer run see the same number of syncs);
-* `--compile` (mode "reduce-overhead": CUDA graphs, capturable Adam) gives the eager run's parameters for
-  a few PPO and SAC updates (inductor's random ops fall back to eager's, so both draw the same numbers);
+* `--compile` (a CUDA graph per compiled function; the optimizer steps fused, without one) runs as a user runs
+  it, and gives the eager run's parameters for a few PPO and SAC updates (xfail: see that test);
 * `NumericGuard`'s deferred on-device flag (read through pinned memory): an injected NaN stops the run
   within two vectorized steps, named, and never reaches a checkpoint;
-* exact `--resume` on CUDA (ppo_vec, sac, ppo_vec on MuJoCo Warp): the resumed run ends bit-identical;
+* exact `--resume` on CUDA (ppo_vec, sac): the resumed run ends bit-identical; on MuJoCo Warp (whose solver's
+  atomics make no two runs identical) the env state round-trips exactly and a resumed run trains to its end;
 * PER's sum tree without host syncs (test_per.py, CUDA case);
 * `--pipeline`: the explorer on its own CUDA stream, same seed same result;
 * NCCL: the fusion helpers on a one-process NCCL group (and `torchrun --nproc-per-node 2` PPO when there
@@ -205,9 +206,9 @@ def _compile_settings(name: str) -> dict:
 @pytest.mark.slow  # torch.compile: a minute or two per file
 @pytest.mark.parametrize("name", ["ppo_vec", "sac"])
 def test_compile_with_cuda_graphs_runs(name, tmp_path):
-    """`--compile` as a user runs it (mode "reduce-overhead": CUDA graphs, capturable Adam, inductor's own random
-    numbers) trains to the end of a short run, with finite parameters. (Whether it computes what eager does is the
-    next test's question, open: see its xfail.)"""
+    """`--compile` as a user runs it (`common.device.compile_fn`: CUDA graphs, inductor's own random numbers)
+    trains to the end of a short run, with finite parameters. (Whether it computes what eager does is the next
+    test's question, open: see its xfail.)"""
     mod = _module(name)
     res = mod.main(mod.Args(out_dir=str(tmp_path / "compiled"), compile=True, **_compile_settings(name)))
     compiled = checkpoint_params(res["checkpoint"])
@@ -294,7 +295,6 @@ def test_nan_is_caught_within_two_steps_and_never_checkpointed(name, what, tmp_p
 RESUME = {
     "ppo_vec": ("ppo_vec", SMALL_RUNS["ppo_vec"]),
     "sac": ("sac", SMALL_RUNS["sac"]),
-    "ppo_vec-hopper-warp": ("ppo_vec", dict(SMALL_PPO_HOPPER, mujoco_backend="warp")),
 }
 
 
@@ -303,8 +303,6 @@ def test_resume_on_cuda_is_bit_exact(case, tmp_path, monkeypatch):
     """Interrupted at its first checkpoint and resumed, a CUDA run ends with the uninterrupted run's checkpoint:
     parameters, optimizer, env state (the Warp worlds included), normalizers, RNG (CUDA generators included)."""
     name, kw = RESUME[case]
-    if "warp" in case:
-        _warp()
     mod = _module(name)
     full, snaps = run_with_snapshots(mod, mod.Args(out_dir=str(tmp_path / "full"), device=CUDA, **kw), monkeypatch)
     assert len(snaps) >= 2
@@ -319,6 +317,37 @@ def test_resume_on_cuda_is_bit_exact(case, tmp_path, monkeypatch):
     assert keys == [k for k in b if k not in ("seconds", "args")]
     for key in keys:
         assert_same(a[key], b[key], where=f"{case}: {key}")
+
+
+def test_resume_on_cuda_with_warp_restores_the_checkpoint(tmp_path, monkeypatch):
+    """MuJoCo Warp's solver sums with atomics in an order that varies from run to run, so no run on Warp is
+    bit-exact, resumed or not: two uninterrupted runs differ in the last bits within a few steps, and chaotically
+    after (H200, 2026-11-26: a resumed and an uninterrupted Hopper run ended with episode returns 11.1 and 9.9).
+    What resume owes it: the checkpoint's env state comes back exactly (the worlds' qpos, qvel, ctrl and solver warm
+    start, the step counters, the RNG), and a resumed run trains on from its checkpoint to the end."""
+    _warp()
+    env = envs.make("Hopper-v5", num_envs=16, seed=0, device=CUDA, backend="warp")
+    env.reset(seed=0)
+    g = torch.Generator(device=CUDA).manual_seed(0)
+    for _ in range(30):  # random actions: episodes end and worlds reset on the way
+        env.step(torch.rand(16, 3, generator=g, device=CUDA) * 2 - 1)
+    saved = env.state_dict()
+    other = envs.make("Hopper-v5", num_envs=16, seed=1, device=CUDA, backend="warp")
+    other.reset(seed=1)
+    other.load_state_dict(saved)
+    assert_same(other.state_dict(), saved, where="Hopper-v5 on Warp: env state after load_state_dict")
+
+    mod = _module("ppo_vec")
+    kw = dict(SMALL_PPO_HOPPER, mujoco_backend="warp")
+    full, snaps = run_with_snapshots(mod, mod.Args(out_dir=str(tmp_path / "full"), device=CUDA, **kw), monkeypatch)
+    assert len(snaps) >= 2
+    resumed_dir = tmp_path / "resumed"
+    resumed_dir.mkdir()
+    shutil.copy(snaps[0], resumed_dir / "checkpoint.pt")
+    resumed = mod.main(mod.Args(resume=str(resumed_dir / "checkpoint.pt"), quiet=True, eval_episodes=2, eval_every=0,
+                                save_every=0, total_steps=kw["total_steps"], device=CUDA))
+    assert resumed["steps"] == full["steps"] == kw["total_steps"]
+    assert all(bool(torch.isfinite(v.float()).all()) for v in checkpoint_params(resumed["checkpoint"]).values())
 
 
 # ---- --pipeline: the explorer on its own CUDA stream -----------------------------------------------------

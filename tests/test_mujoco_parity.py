@@ -38,6 +38,7 @@ def sync(env, world_states, mask=None):
     qpos = torch.as_tensor(np.stack([q for q, _ in world_states]))
     qvel = torch.as_tensor(np.stack([v for _, v in world_states]))
     mask = torch.ones(env.num_envs, dtype=torch.bool) if mask is None else mask
+    mask = mask.to(env.sim.sim_device)  # `_observe` takes the simulator's device (Warp on a GPU: CUDA)
     env.set_worlds(mask, qpos, qvel)
     return env._out(env._observe(fresh=mask))
 
