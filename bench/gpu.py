@@ -10,6 +10,8 @@ CartPole at 65536 envs, and rsl_rl on the same MuJoCo Warp env, into bench/resul
     python bench/gpu.py cartpole    # ppo_vec on CartPole-v1 with 65536 envs (16 steps a rollout, 1M samples an
                                     # update): env-steps/s, time to an eval >= 475
     python bench/gpu.py rsl_rl      # rsl_rl (IsaacLab's classic Ant config) on the same Warp Ant, 4096 envs
+    python bench/gpu.py profile     # where ppo_vec's time goes on the GPU (Ant x4096): torch.profiler over 6 PPO
+                                    # iterations, top ops by GPU and CPU time, launches and syncs per iteration
     python bench/gpu.py report      # bench/results/gpu.md from whatever parts have run (no GPU needed)
 
 Each part writes bench/results/gpu/<part>.json and fits in 10 minutes on one H100 (so that a lent machine
@@ -41,7 +43,7 @@ ENV_SIZES = (1024, 4096, 16384)
 ANT = dict(steps=100_000_000, eval_every=4_194_304, num_envs=4096)
 CARTPOLE = dict(steps=200_000_000, eval_every=8_388_608, num_envs=65536)
 ANT_TARGET, CARTPOLE_TARGET = 3000.0, 475.0
-PARTS = ("env", "ppo-ant", "ppo-ant-compile", "cartpole", "rsl_rl")
+PARTS = ("env", "ppo-ant", "ppo-ant-compile", "cartpole", "rsl_rl", "profile")
 
 
 def have_cuda() -> bool:
@@ -188,6 +190,70 @@ def part_rsl_rl(steps: int, max_seconds: float | None = None) -> None:
     save("rsl_rl", {"rsl_rl": _summary(r, ANT_TARGET)})
 
 
+def part_profile(iterations: int = 6, env_id: str = "Ant", num_envs: int = ANT["num_envs"], device: str = "cuda") -> None:
+    """ppo_vec on Ant x4096 (its GPU defaults) in this process under torch.profiler: 3 iterations of warm-up (Warp's
+    graph capture, the first allocations), then `iterations` recorded. The loop calls `Logger.burn_in` once per
+    iteration, which steps the profiler's schedule here. Writes the top ops by GPU and by CPU time to
+    bench/results/gpu/profile.txt and, per iteration: wall time, GPU busy time (the kernels' own time, summed),
+    kernel and graph launches, and calls that make the host wait."""
+    from dataclasses import replace
+
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    import algos.ppo_vec as ppo
+    from common.logger import Logger
+
+    args = replace(ppo.default_args(env_id, num_envs, device), num_envs=num_envs)
+    warm, batch = 3, args.num_envs * args.num_steps
+    args = replace(args, env=env_id, device=device, seed=1, total_steps=batch * (warm + iterations + 1), eval_every=0,
+                   save_every=0, quiet=True, out_dir=str(RUNS / "profile"))
+    ticks: list[float] = []
+    original = Logger.burn_in
+
+    def burn_in(self, step, learned=True):
+        original(self, step, learned)
+        ticks.append(time.perf_counter())
+        prof.step()
+
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device == "cuda" else [])]
+    with profile(activities=activities,
+                 schedule=schedule(wait=1, warmup=warm - 1, active=iterations, repeat=1)) as prof:
+        Logger.burn_in = burn_in
+        try:
+            ppo.main(args)
+        finally:
+            Logger.burn_in = original
+    events = prof.key_averages()
+    wall = (ticks[warm + iterations - 1] - ticks[warm - 1]) / iterations  # the recorded iterations, host clock
+
+    def total(e, attr):  # torch renamed cuda_* to device_* (both kept for a while)
+        return next((getattr(e, a) for a in (f"self_device_{attr}", f"self_cuda_{attr}") if hasattr(e, a)), 0.0)
+
+    def calls(*names):
+        return sum(e.count for e in events if e.key in names) / iterations
+
+    # the kernels, copies and fills themselves (an op's row also carries its kernels' time: not summed twice)
+    gpu_busy = sum(total(e, "time_total") for e in events if e.device_type == DeviceType.CUDA) / 1e6 / iterations
+    summary = {"command": f"python algos/ppo_vec.py --env {env_id} --num-envs {num_envs} --device {device} (in process, "
+                          "profiled)",
+               "env_steps_per_iteration": batch, "iterations": iterations, "wall_s_per_iteration": wall,
+               "env_steps_per_s": batch / wall, "gpu_busy_s_per_iteration": gpu_busy,
+               "kernel_launches_per_iteration": calls("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"),
+               "graph_launches_per_iteration": calls("cudaGraphLaunch", "cuGraphLaunch"),
+               "host_waits_per_iteration": calls("cudaStreamSynchronize", "cudaDeviceSynchronize",
+                                                 "cudaEventSynchronize", "cuStreamSynchronize", "cuCtxSynchronize")}
+    OUT.mkdir(parents=True, exist_ok=True)
+    sort_gpu = ("self_device_time_total" if hasattr(events[0], "self_device_time_total") else "self_cuda_time_total") \
+        if device == "cuda" else "self_cpu_time_total"
+    (OUT / "profile.txt").write_text(
+        f"{summary['command']}: {iterations} iterations of {batch:,} env steps\n\n## by GPU time\n\n"
+        + events.table(sort_by=sort_gpu, row_limit=30, max_name_column_width=60)
+        + "\n\n## by CPU time\n\n" + events.table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=60))
+    print(json.dumps(summary, indent=1), flush=True)
+    save("profile", summary)
+
+
 # ---- report ------------------------------------------------------------------------------------------------
 def _load(part: str) -> dict | None:
     p = OUT / f"{part}.json"
@@ -246,6 +312,17 @@ def report() -> str:
                       + ", ".join(f"{r['sps']:,.0f} ({m})" for m, r in modes) + "; Ant to an eval >= 3000 in <= 5 min: "
                       + ", ".join(f"{_secs(r['reached_seconds'])} ({m})" for m, r in modes),
                       f"- machine: {ant['machine']}, {ant['date']}"]
+    prof = parts["profile"]
+    if prof:
+        lines += ["", f"## Where ppo_vec's time goes (torch.profiler, {prof['machine']}, {prof['date']})", "",
+                  f"`{prof['command']}`", "",
+                  f"Per PPO iteration ({prof['env_steps_per_iteration']:,} env steps; {prof['env_steps_per_s']:,.0f} "
+                  f"env-steps/s under the profiler): {prof['wall_s_per_iteration'] * 1e3:.0f} ms of wall time, of which "
+                  f"the GPU is busy {prof['gpu_busy_s_per_iteration'] * 1e3:.0f} ms "
+                  f"({prof['gpu_busy_s_per_iteration'] / prof['wall_s_per_iteration']:.0%}); "
+                  f"{prof['kernel_launches_per_iteration']:,.0f} kernel launches, "
+                  f"{prof['graph_launches_per_iteration']:,.0f} CUDA graph launches, "
+                  f"{prof['host_waits_per_iteration']:,.0f} host waits. Top ops: `bench/results/gpu/profile.txt`."]
     if (OUT / "lease.md").exists():  # the hand-kept record of what each lent GPU ran and found
         lines += ["", (OUT / "lease.md").read_text().rstrip()]
     text = "\n".join(lines) + "\n"
@@ -278,6 +355,8 @@ def main() -> None:
             part_ppo_ant(a.steps or ANT["steps"], compile_=part == "ppo-ant-compile", max_seconds=a.max_seconds)
         elif part == "cartpole":
             part_cartpole(a.steps or CARTPOLE["steps"], a.max_seconds)
+        elif part == "profile":
+            part_profile()
         else:
             part_rsl_rl(a.steps or ANT["steps"], a.max_seconds)
     report()

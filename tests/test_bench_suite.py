@@ -186,6 +186,25 @@ def test_gpu_capped_run_reports_what_it_logged(tmp_path, monkeypatch):
             "`python algos/ppo_vec.py --env Ant (capped)` |") in text
 
 
+def test_gpu_profile_part_records_an_iteration_and_reports_it(tmp_path, monkeypatch):
+    """`bench/gpu.py profile`'s mechanics, on the CPU with a small CartPole run: the profiler's schedule is stepped
+    once per PPO iteration (through `Logger.burn_in`), the recorded iterations' wall time is positive, the op table
+    is written, and the report has the section."""
+    monkeypatch.setattr(gpu, "OUT", tmp_path / "gpu")
+    monkeypatch.setattr(gpu, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(gpu, "ROOT", tmp_path)
+    monkeypatch.setattr(gpu, "machine", lambda: "FakeGPU, 16 CPU cores")
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    gpu.part_profile(2, "CartPole-v1", 8, "cpu")
+    import json
+
+    prof = json.loads((tmp_path / "gpu" / "profile.json").read_text())
+    assert prof["env_steps_per_iteration"] == 8 * 4 and prof["iterations"] == 2  # CartPole's row: 4 steps a rollout
+    assert prof["wall_s_per_iteration"] > 0 and prof["gpu_busy_s_per_iteration"] == 0.0
+    assert "aten::addmm" in (tmp_path / "gpu" / "profile.txt").read_text()
+    assert "## Where ppo_vec's time goes" in gpu.report()
+
+
 def test_gpu_benchmark_without_a_gpu_says_so_and_exits_0():
     import subprocess
     import sys
