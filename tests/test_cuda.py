@@ -301,7 +301,7 @@ RESUME = {
 @pytest.mark.parametrize("case", list(RESUME))
 def test_resume_on_cuda_is_bit_exact(case, tmp_path, monkeypatch):
     """Interrupted at its first checkpoint and resumed, a CUDA run ends with the uninterrupted run's checkpoint:
-    parameters, optimizer, env state (the Warp worlds included), normalizers, RNG (CUDA generators included)."""
+    parameters, optimizer, env state, normalizers, RNG (CUDA generators included). (MuJoCo Warp: the next test.)"""
     name, kw = RESUME[case]
     mod = _module(name)
     full, snaps = run_with_snapshots(mod, mod.Args(out_dir=str(tmp_path / "full"), device=CUDA, **kw), monkeypatch)
