@@ -298,12 +298,9 @@ RESUME = {
 }
 
 
-@pytest.mark.parametrize("case", list(RESUME))
-def test_resume_on_cuda_is_bit_exact(case, tmp_path, monkeypatch):
-    """Interrupted at its first checkpoint and resumed, a CUDA run ends with the uninterrupted run's checkpoint:
-    parameters, optimizer, env state, normalizers, RNG (CUDA generators included). (MuJoCo Warp: the next test.)"""
-    name, kw = RESUME[case]
-    mod = _module(name)
+def _run_and_resume(mod, kw: dict, tmp_path, monkeypatch) -> tuple[dict, dict]:
+    """Runs `mod` on CUDA to its end, keeping a copy of every checkpoint, then resumes a second run from the first
+    copy to the same step budget; returns both runs' results."""
     full, snaps = run_with_snapshots(mod, mod.Args(out_dir=str(tmp_path / "full"), device=CUDA, **kw), monkeypatch)
     assert len(snaps) >= 2
     resumed_dir = tmp_path / "resumed"
@@ -311,6 +308,15 @@ def test_resume_on_cuda_is_bit_exact(case, tmp_path, monkeypatch):
     shutil.copy(snaps[0], resumed_dir / "checkpoint.pt")
     resumed = mod.main(mod.Args(resume=str(resumed_dir / "checkpoint.pt"), quiet=True, eval_episodes=2, eval_every=0,
                                 save_every=0, total_steps=kw["total_steps"], device=CUDA))
+    return full, resumed
+
+
+@pytest.mark.parametrize("case", list(RESUME))
+def test_resume_on_cuda_is_bit_exact(case, tmp_path, monkeypatch):
+    """Interrupted at its first checkpoint and resumed, a CUDA run ends with the uninterrupted run's checkpoint:
+    parameters, optimizer, env state, normalizers, RNG (CUDA generators included). (MuJoCo Warp: the next test.)"""
+    name, kw = RESUME[case]
+    full, resumed = _run_and_resume(_module(name), kw, tmp_path, monkeypatch)
     a = torch.load(full["checkpoint"], weights_only=False, map_location="cpu")
     b = torch.load(resumed["checkpoint"], weights_only=False, map_location="cpu")
     keys = [k for k in a if k not in ("seconds", "args")]
@@ -337,15 +343,8 @@ def test_resume_on_cuda_with_warp_restores_the_checkpoint(tmp_path, monkeypatch)
     other.load_state_dict(saved)
     assert_same(other.state_dict(), saved, where="Hopper-v5 on Warp: env state after load_state_dict")
 
-    mod = _module("ppo_vec")
     kw = dict(SMALL_PPO_HOPPER, mujoco_backend="warp")
-    full, snaps = run_with_snapshots(mod, mod.Args(out_dir=str(tmp_path / "full"), device=CUDA, **kw), monkeypatch)
-    assert len(snaps) >= 2
-    resumed_dir = tmp_path / "resumed"
-    resumed_dir.mkdir()
-    shutil.copy(snaps[0], resumed_dir / "checkpoint.pt")
-    resumed = mod.main(mod.Args(resume=str(resumed_dir / "checkpoint.pt"), quiet=True, eval_episodes=2, eval_every=0,
-                                save_every=0, total_steps=kw["total_steps"], device=CUDA))
+    full, resumed = _run_and_resume(_module("ppo_vec"), kw, tmp_path, monkeypatch)
     assert resumed["steps"] == full["steps"] == kw["total_steps"]
     assert all(bool(torch.isfinite(v.float()).all()) for v in checkpoint_params(resumed["checkpoint"]).values())
 
