@@ -178,9 +178,10 @@ PPO_CARTPOLE = dict(env="CartPole-v1", seed=1, total_steps=400_000, eval_every=0
 PPO_PENDULUM = dict(env="Pendulum-v1", seed=1, num_envs=64, num_steps=64, num_minibatches=32, update_epochs=10,
                     learning_rate=1e-3, gamma=0.9, norm_reward=True, total_steps=150_000, eval_every=0,
                     save_every=0, quiet=True)
-# DQN with the file's defaults (100k steps), evaluated every 10k: solved by 50k and solved again at 100k (the final
-# evaluation is one sample: the family's evaluations still dip between solved stretches, issue 22's note)
-DQN_CARTPOLE = dict(env="CartPole-v1", seed=1, eval_every=10_000, save_every=0, quiet=True)
+# DQN with the file's defaults for 50k of its 100k steps, evaluated every 5k: solved by 50k and holding it (the
+# family's evaluations still dip between solved stretches, issue 22's note; seed 1 here: 500 at 15k, 31 at 20k, 500
+# from 25k to 50k; the 100k run this fixture was took ~2 min in the suite)
+DQN_CARTPOLE = dict(env="CartPole-v1", seed=1, total_steps=50_000, eval_every=5_000, save_every=0, quiet=True)
 # the off-policy learning tests' Pendulum-v1 setting (test_learning_offpolicy.py, the H-term variants, the pipeline):
 # each file's own Pendulum-v1 row (`pendulum_row`: its TASK_DEFAULTS, what `--env Pendulum-v1` gives a user: 64x64
 # nets, learning from 1k steps, fast targets) for 8k of the row's 20k steps. Every row's held-out seeds evaluate
