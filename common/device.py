@@ -10,11 +10,14 @@ import torch
 
 
 def canonical(device) -> torch.device:
-    """`device` with its index filled in: "cuda" -> cuda:<current>, the device a tensor made on "cuda" reports
-    (`torch.device("cuda") != torch.device("cuda:0")`, so an env on "cuda" would refuse its own tensors)."""
+    """`device` as the tensors made on it report it: "cuda" -> cuda:<current> (`torch.device("cuda") !=
+    torch.device("cuda:0")`, so an env on "cuda" would refuse its own tensors), "cpu:0" -> cpu (a CPU tensor's device
+    has no index)."""
     dev = torch.device(device)
     if dev.type == "cuda" and dev.index is None and torch.cuda.is_available():
         return torch.device("cuda", torch.cuda.current_device())
+    if dev.type == "cpu":
+        return torch.device("cpu")
     return dev
 
 

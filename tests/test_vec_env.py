@@ -114,6 +114,16 @@ def test_wrong_action_shape_dtype_device_type():
         cont.step(torch.zeros(4, 1, dtype=torch.long))
 
 
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_an_env_made_on_cpu_0_takes_cpu_tensors(env_id):
+    """A CPU tensor's device has no index, so an env made on "cpu:0" (found by tests/test_fuzz.py) must take the
+    tensors made on its own `env.device`."""
+    env = envs.make(env_id, num_envs=2, device="cpu:0")
+    env.reset(seed=0)
+    assert env.device == torch.device("cpu")
+    env.step(torch.as_tensor(np.stack([env.single_action_space.sample()] * 2), device="cpu:0"))
+
+
 def test_nan_action_raises():
     env = envs.make("Pendulum-v1", num_envs=3)
     env.reset(seed=0)
