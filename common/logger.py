@@ -109,6 +109,7 @@ class Logger:
                 with open(self.jsonl, "w") as f:
                     f.writelines(json.dumps(r) + "\n" for r in self.rows)
         (self.run_dir / "args.json").write_text(json.dumps(_jsonable(args), indent=2))
+        self.plots = getattr(args, "plots", True)  # RunArgs.plots
         self.tb = None
         if getattr(args, "tensorboard", False):
             try:
@@ -217,7 +218,8 @@ class Logger:
             w = csv.DictWriter(f, fieldnames=keys)
             w.writeheader()
             w.writerows(self.rows)
-        plot_curves(self.rows, self.run_dir / "curves.png", title=f"{self.algo} on {self.env_id}")
+        if self.plots:
+            plot_curves(self.rows, self.run_dir / "curves.png", title=f"{self.algo} on {self.env_id}")
 
     def close(self) -> None:
         self.write_files()

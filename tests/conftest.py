@@ -171,6 +171,11 @@ MAPPO_TINY = dict(env="simple_spread", num_envs=8, num_steps=5, num_minibatches=
                   total_steps=8 * 5 * 6, eval_every=0, save_every=8 * 5 * 2, eval_episodes=2, quiet=True)
 VD_TINY = dict(env="simple_spread", num_envs=4, total_steps=4 * 150, learning_starts=100, batch_size=32,
                hidden=(32, 32), eval_every=0, save_every=4 * 50, eval_episodes=2, quiet=True, device="cpu")
+# the small settings run without curves.png (`--no-plots`): drawing it was a third of such a run's time, and the
+# fault, resume and export tests run them hundreds of times (tests/test_run.py checks the plot)
+for _cfg in (_SMALL_DQN, _SMALL_AC, _SMALL_AC_H, *SMALL_RUNS.values(), SMALL_PPO_PENDULUM_NORMALIZED, SMALL_PPO_HOPPER,
+             SMALL_SAC_HOPPER, MADDPG_TINY, MAPPO_TINY, VD_TINY):
+    _cfg["plots"] = False
 
 
 # The learning budgets of the tests (fixed seeds). Kept here so one place shows what CI trains.
