@@ -427,7 +427,7 @@ def test_torchrun_two_gpus_ppo_learns_cartpole(tmp_path):
         "from algos import ppo_podracer;"
         "r = ppo_podracer.main(ppo_podracer.Args(env='CartPole-v1', num_envs=1024, total_steps=1_000_000, eval_every=0,"
         f" save_every=0, quiet=True, device='cuda', out_dir={str(tmp_path)!r}));"
-        "print('RESULT', json.dumps(r))"
+        "sys.stdout.write('RESULT ' + json.dumps(r) + chr(10))"  # one write: the ranks share the pipe
     )
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
                           str(free_port()), "--no-python", sys.executable, "-c", script], cwd=ROOT,

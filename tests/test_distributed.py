@@ -173,7 +173,7 @@ def test_torchrun_ppo_learns_cartpole(fuse_every, tmp_path):
         "from algos import ppo_podracer;"
         f"r = ppo_podracer.main(ppo_podracer.Args(env='CartPole-v1', num_envs=512, total_steps=700_000, eval_every=0,"
         f" save_every=0, quiet=True, fuse_every={fuse_every}, out_dir={str(tmp_path)!r}));"
-        "print('RESULT', json.dumps(r))"
+        "sys.stdout.write('RESULT ' + json.dumps(r) + chr(10))"  # one write: the ranks share the pipe
     )
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")  # a crash prints its Python stack
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
@@ -212,7 +212,7 @@ ppo_podracer.save_checkpoint = keep
 out = ppo_podracer.main(ppo_podracer.Args(**json.loads(sys.argv[1])))
 import os  # the process group's threads (gloo's) must be gone once main has returned: see common.distributed.init
 out["threads_after_main"] = sorted(open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task"))
-print('RESULT', json.dumps(out))
+sys.stdout.write('RESULT ' + json.dumps(out) + '\\n')  # one write: the ranks share one pipe
 """
 
 

@@ -34,7 +34,7 @@ sac.Actor, sac.make_env = Actor, lambda *a, **k: envs.append(make_env(*a, **k)) 
 r = sac.main(sac.Args(**json.loads(sys.argv[1])))
 torch.save({"actor": actors[0].state_dict(), "env": envs[0].state_dict()},
            os.path.join(os.environ['STATES'], f"rank{os.environ['RANK']}.pt"))
-print('RESULT', json.dumps(r))
+sys.stdout.write('RESULT ' + json.dumps(r) + '\\n')  # one write: the ranks share one pipe
 """
 
 
