@@ -190,7 +190,7 @@ def part_rsl_rl(steps: int, max_seconds: float | None = None) -> None:
     save("rsl_rl", {"rsl_rl": _summary(r, ANT_TARGET)})
 
 
-def part_profile(iterations: int = 6, env_id: str = "Ant", num_envs: int = ANT["num_envs"], device: str = "cuda") -> None:
+def part_profile(iterations: int = 3, env_id: str = "Ant", num_envs: int = ANT["num_envs"], device: str = "cuda") -> None:
     """ppo_vec on Ant x4096 (its GPU defaults) in this process under torch.profiler: 3 iterations of warm-up (Warp's
     graph capture, the first allocations), then `iterations` recorded. The loop calls `Logger.burn_in` once per
     iteration, which steps the profiler's schedule here. Writes the top ops by GPU and by CPU time to

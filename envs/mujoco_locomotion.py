@@ -208,11 +208,15 @@ class _WarpBackend:
             self.d = mjw.make_data(model, nworld=num_envs, nconmax=nconmax, njmax=6 * nconmax + 2 * model.nv)
         self.f = {name: wp.to_torch(getattr(self.d, name)) for name in ("qpos", "qvel", "ctrl", *fields)}
         self.warmstart = wp.to_torch(self.d.qacc_warmstart)
+        # the reset's inputs and scratch: fixed buffers, so that a captured graph reads and writes the same memory
         self._reset_mask = torch.zeros(num_envs, dtype=torch.bool, device=device)
         self._reset_mask_wp = wp.from_torch(self._reset_mask)
-        self._graph = None
+        self._reset_qpos = torch.zeros_like(self.f["qpos"])
+        self._reset_qvel = torch.zeros_like(self.f["qvel"])
+        self._keep_ws = torch.zeros_like(self.warmstart)
+        self._graphs: dict[str, object] = {}  # "step", "reset": CUDA graphs, captured on their second call
+        self._warmed: set[str] = set()
         self._use_graph = device.type == "cuda"
-        self._warm = False
         self._stream = self._torch_stream = None  # CUDA: Warp's stream for this env's work (`_scope`)
 
     @contextlib.contextmanager
@@ -240,39 +244,52 @@ class _WarpBackend:
         if self.contact_forces:  # as gymnasium: cfrc_ext from mj_rnePostConstraint after mj_step
             self.mjw.rne_postconstraint(self.m, self.d)
 
-    def step(self, nstep: int) -> None:
+    def _launch(self, name: str, work) -> None:
+        """Runs `work` (Warp launches, and torch ops in place on fixed buffers only: nothing allocated) on CUDA as
+        a graph: the first call launches eagerly (kernels load), the second records it once (recording runs
+        nothing), and every call replays it. A graph is one launch, and MuJoCo Warp's solver loop
+        (`wp.capture_while`) becomes a conditional node in it; launched eagerly, that loop reads its condition
+        on the host, a sync per solver iteration. On the CPU, `work` runs eagerly."""
         wp = self.wp
-        with self._scope():
-            if self._graph is None and self._use_graph and self._warm:
-                # kernels are loaded by now: record the frame-skip loop once as a CUDA graph (recording
-                # runs nothing), then replay it every step
-                try:
-                    with wp.ScopedCapture() as capture:
-                        self._substeps()
-                    self._graph = capture.graph
-                except Exception as e:  # pragma: no cover - CUDA only
-                    import warnings
+        if name not in self._graphs and self._use_graph and name in self._warmed:
+            try:
+                with wp.ScopedCapture() as capture:
+                    work()
+                self._graphs[name] = capture.graph
+            except Exception as e:  # pragma: no cover - CUDA only
+                import warnings
 
-                    warnings.warn(f"MuJoCo Warp: CUDA graph capture failed ({e}); launching kernels one by one")
-                    self._use_graph = False
-            if self._graph is not None:
-                wp.capture_launch(self._graph)
-            else:
-                self._substeps()
-                self._warm = True
+                warnings.warn(f"MuJoCo Warp: CUDA graph capture failed ({e}); launching kernels one by one")
+                self._use_graph = False
+        if name in self._graphs:
+            wp.capture_launch(self._graphs[name])
+        else:
+            work()
+            self._warmed.add(name)
+
+    def step(self, nstep: int) -> None:
+        with self._scope():
+            self._launch("step", self._substeps)
+
+    def _masked_reset(self) -> None:
+        # mj_resetData on the worlds in the mask, their new state, then mj_forward (on every world: forward()
+        # cannot be masked; the continuing worlds get their solver warm start back)
+        self._keep_ws.copy_(self.warmstart)
+        self.mjw.reset_data(self.m, self.d, reset=self._reset_mask_wp)
+        m = self._reset_mask[:, None]
+        torch.where(m, self._reset_qpos, self.f["qpos"], out=self.f["qpos"])
+        torch.where(m, self._reset_qvel, self.f["qvel"], out=self.f["qvel"])
+        self.mjw.forward(self.m, self.d)
+        torch.where(m, self.warmstart, self._keep_ws, out=self.warmstart)
 
     def reset(self, done: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
-        # masked on the device: no host sync, whatever the number of finished worlds
+        # masked on the device (no host sync, whatever the number of finished worlds), captured as a graph on
+        # CUDA like the step: the inputs go into the graph's fixed buffers first
         self._reset_mask.copy_(done)
-        keep_ws = self.warmstart.clone()
+        self._reset_qpos.copy_(qpos)
+        self._reset_qvel.copy_(qvel)
         with self._scope():
-            self.mjw.reset_data(self.m, self.d, reset=self._reset_mask_wp)
-            m = done[:, None]
-            self.f["qpos"].copy_(torch.where(m, qpos.to(self.dtype), self.f["qpos"]))
-            self.f["qvel"].copy_(torch.where(m, qvel.to(self.dtype), self.f["qvel"]))
-            self.mjw.forward(self.m, self.d)
-        # forward() ran on every world: give the continuing ones their solver warm start back
-        self.warmstart.copy_(torch.where(m, self.warmstart, keep_ws))
+            self._launch("reset", self._masked_reset)
 
     def get_state(self) -> torch.Tensor:
         return torch.cat([self.f["qpos"], self.f["qvel"], self.f["ctrl"], self.warmstart], dim=1).clone()
