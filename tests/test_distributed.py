@@ -30,12 +30,7 @@ def _concat_problem():
     return mlp, torch.randn(16, 3, generator=g, dtype=torch.float64), torch.randn(16, 2, generator=g, dtype=torch.float64)
 
 
-def _worker(rank: int, port: int, out: str) -> None:
-    os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    ctx, device = distributed.init(torch.device("cpu"))
-    assert ctx.enabled and ctx.rank == rank and device.type == "cpu"
+def _fusion_part(ctx, rank: int, out: str) -> None:
     torch.manual_seed(rank)  # different weights on each rank
     net = torch.nn.Linear(3, 2)
     before = [p.detach().clone() for p in net.parameters()]
@@ -62,12 +57,11 @@ def _worker(rank: int, port: int, out: str) -> None:
                 "fused_moments": fused_moments, "broadcast": [p.detach() for p in other.parameters()],
                 "dp_grads": [p.grad.clone() for p in mlp.parameters()]},
                f"{out}/rank{rank}.pt")
-    distributed.shutdown(ctx)
 
 
-def test_fusion_helpers_average_across_ranks(tmp_path):
-    mp.spawn(_worker, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
-    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
+@pytest.mark.xdist_group("gloo")
+def test_fusion_helpers_average_across_ranks(gloo_run):
+    r0, r1 = (torch.load(gloo_run / f"rank{r}.pt") for r in (0, 1))
     for a, b, m0, m1 in zip(r0["grads"], r1["grads"], r0["mean_grads"], r1["mean_grads"]):
         assert torch.allclose(m0, (a + b) / 2) and torch.equal(m0, m1)
     for a, b, f0, f1 in zip(r0["moments"], r1["moments"], r0["fused_moments"], r1["fused_moments"]):
@@ -99,11 +93,7 @@ def _samples(name: str, rank: int):
     return obs[part], ret[part]
 
 
-def _stats_worker(rank: int, port: int, out: str) -> None:
-    os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    ctx, _ = distributed.init(torch.device("cpu"))
+def _stats_part(ctx, rank: int, out: str) -> None:
     result = {}
     for name in _SAMPLES:
         obs, ret = _samples(name, rank)
@@ -118,16 +108,34 @@ def _stats_worker(rank: int, port: int, out: str) -> None:
     gathered = distributed.gather_to_main(ctx, {"rank": rank, "x": torch.full((2,), float(rank)), "t": (rank, [rank])})
     result["gathered"] = gathered
     torch.save(result, f"{out}/stats{rank}.pt")
+
+
+def _gloo_worker(rank: int, port: int, out: str) -> None:
+    """One rank of the 2-process gloo group every helper test below reads from (one spawn: starting the two
+    processes costs more than everything they compute)."""
+    os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    ctx, device = distributed.init(torch.device("cpu"))
+    assert ctx.enabled and ctx.rank == rank and device.type == "cpu"
+    _fusion_part(ctx, rank, out)
+    _stats_part(ctx, rank, out)
     distributed.shutdown(ctx)
 
 
 @pytest.fixture(scope="module")
-def stats_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("stats")
-    mp.spawn(_stats_worker, args=(_free_port(), str(out)), nprocs=2, join=True)
-    return [torch.load(out / f"stats{r}.pt", weights_only=False) for r in (0, 1)]
+def gloo_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gloo")
+    mp.spawn(_gloo_worker, args=(_free_port(), str(out)), nprocs=2, join=True)
+    return out
 
 
+@pytest.fixture(scope="module")
+def stats_run(gloo_run):
+    return [torch.load(gloo_run / f"stats{r}.pt", weights_only=False) for r in (0, 1)]
+
+
+@pytest.mark.xdist_group("gloo")
 @pytest.mark.parametrize("name", list(_SAMPLES))
 def test_fuse_statistics_pools_like_concatenated_samples(name, stats_run):
     """Pooled mean/var are those of every rank's samples put together; both ranks hold the same."""
@@ -145,6 +153,7 @@ def test_fuse_statistics_pools_like_concatenated_samples(name, stats_run):
     assert r0["obs"]["count"].item() == pytest.approx(len(obs) / 2)
 
 
+@pytest.mark.xdist_group("gloo")
 def test_all_mean_and_gather_to_main(stats_run):
     r0, r1 = stats_run
     assert torch.equal(r0["mean"], torch.tensor([1.5, 5.0])) and torch.equal(r0["mean"], r1["mean"])
