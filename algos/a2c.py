@@ -50,7 +50,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     save_every: int = 100_000
     compile: bool = False
     """torch.compile the policy step, GAE, the A2C loss (forward and backward) and the
-    optimizer step, learning-rate annealing included (CUDA graphs and a capturable Adam on CUDA)"""
+    optimizer step, learning-rate annealing included (on CUDA: CUDA graphs, the optimizer step's excepted)"""
 
     # A2C
     num_steps: int = 5

@@ -63,7 +63,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     num_envs: int = 1024
     compile: bool = False
     """torch.compile the policy step, GAE, the PPO loss (forward and backward) and the
-    optimizer step, learning-rate annealing included (CUDA graphs and a capturable Adam on CUDA)"""
+    optimizer step, learning-rate annealing included (on CUDA: CUDA graphs, the optimizer step's excepted)"""
 
     # PPO
     num_steps: int = 16

@@ -57,7 +57,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     save_every: int = 50_000
     compile: bool = False
     """torch.compile the TD loss (forward and backward), the optimizer step
-    (learning-rate annealing included) and the greedy policy step (CUDA graphs and a capturable Adam on CUDA)"""
+    (learning-rate annealing included) and the greedy policy step (on CUDA: CUDA graphs, the optimizer step's excepted)"""
 
     # PQN
     num_steps: int = 32

@@ -58,8 +58,8 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     eval_every: int = 10_000
     save_every: int = 20_000
     compile: bool = False
-    """torch.compile the critic and actor losses (forward and backward) and the policy step (CUDA graphs and
-    capturable Adams on CUDA)"""
+    """torch.compile the critic and actor losses (forward and backward) and the policy step (on CUDA: CUDA graphs,
+    the optimizer steps' excepted)"""
 
     # SAC
     buffer_size: int = 1_000_000
