@@ -9,8 +9,12 @@ steps with a deterministic evaluation (10 episodes) every tenth of the run. A po
 seeds whose final evaluation reaches the threshold, then the mean final evaluation, then how early the
 threshold was first reached. The best point and the file's current defaults then run on the report seeds
 (never tuned on), and `bench/results/sweeps/<algo>_<env>.md` gets both tables: per seed, the final
-evaluation, the best evaluation (a final far below the best is a collapse), and the env steps and training
-seconds at which the threshold was first reached.
+evaluation, the best evaluation (a final far below the best is a collapse), the env steps and training
+seconds at which the threshold was first reached, and how many of the evaluations from then on stayed >= it
+(with the lowest of them).
+
+`--stability` ranks by that last part instead, for "solves and does not collapse": seeds that reached the
+threshold (by `--by`), then the mean fraction of later evaluations >= it, then the mean lowest later evaluation.
 
 `--clock EVERY` ranks by time instead, as the peers benchmark measures it: each run is bench/peers.py's
 worker (gymnasium evaluation every EVERY env steps, stopped at the first one >= the threshold), and a
@@ -139,12 +143,41 @@ def score(runs: list[dict], threshold: float, by: int | None = None) -> tuple:
     return solved, float(np.mean([r["final"] for r in runs])), float(early)
 
 
+def after_reaching(run: dict, threshold: float) -> list[float]:
+    """The evaluations from the first one >= threshold on (empty if never reached)."""
+    ev = [v for _, _, v in run["evals"]]
+    first = next((i for i, v in enumerate(ev) if v >= threshold), None)
+    return [] if first is None else ev[first:]
+
+
+def held(run: dict, threshold: float) -> tuple[float, float]:
+    """(fraction of the evaluations after first reaching the threshold that are >= it, the lowest of them):
+    how well a solved policy stays solved. (0, -inf) if never reached."""
+    after = after_reaching(run, threshold)
+    return (sum(v >= threshold for v in after) / len(after), min(after)) if after else (0.0, float("-inf"))
+
+
+def stability_score(runs: list[dict], threshold: float, by: int | None = None) -> tuple:
+    """--stability: seeds that reached the threshold (by `by`), then the mean fraction of the evaluations after
+    reaching it that stay >= it, then the mean of each seed's lowest evaluation after reaching it."""
+    import numpy as np
+
+    f = [reached(r, threshold) for r in runs]
+    n = sum(x is not None and (by is None or x[0] <= by) for x in f)
+    h = [held(r, threshold) for r in runs]
+    return n, float(np.mean([x[0] for x in h])), float(np.mean([max(x[1], -1e9) for x in h]))
+
+
 def table(runs: list[dict], threshold: float, by: int | None = None) -> list[str]:
-    out = ["| seed | final eval | best eval | threshold first reached (env steps, train s) |", "|---:|---:|---:|---|"]
+    out = ["| seed | final eval | best eval | threshold first reached (env steps, train s) | evaluations after it "
+           ">= threshold | lowest after it |", "|---:|---:|---:|---|---:|---:|"]
     for r in runs:
         f = reached(r, threshold)
+        frac, low = held(r, threshold)
+        n = len(after_reaching(r, threshold))
         out.append(f"| {r['seed']} | {r['final']:.1f} | {r['best']:.1f} | "
-                   f"{f'{f[0]:,} steps, {f[1]:.0f} s' if f else 'not reached'} |")
+                   f"{f'{f[0]:,} steps, {f[1]:.0f} s' if f else 'not reached'} | "
+                   + (f"{round(frac * n)}/{n} | {low:.1f} |" if n else "- | - |"))
     solved = sum(solved_by(r, threshold, by) for r in runs)
     out.append(f"\nfinal >= {threshold:g}{f' and reached by {by:,} steps' if by else ''} on {solved}/{len(runs)} seeds")
     return out
@@ -170,6 +203,9 @@ def main() -> None:
     p.add_argument("--evals", type=int, default=10, help="evaluations per run (every steps/evals env steps)")
     p.add_argument("--clock", type=int, default=None, metavar="EVERY",
                    help="rank by training seconds to the threshold (peers benchmark's worker, eval every EVERY steps)")
+    p.add_argument("--stability", action="store_true",
+                   help="rank by how well a solved policy stays solved: seeds that reached the threshold (by --by), "
+                        "then the mean fraction of later evaluations >= it, then the mean lowest later evaluation")
     p.add_argument("--tag", default="", help="suffix of the result files (a second round of the same sweep)")
     p.add_argument("--no-defaults", action="store_true", help="do not run the file's defaults on the report seeds")
     p.add_argument("--jobs", type=int, default=1,
@@ -177,6 +213,8 @@ def main() -> None:
     a = p.parse_args()
     if a.jobs < 1:
         p.error(f"--jobs {a.jobs}: give 1 or more")
+    if a.stability and a.clock:
+        p.error("--stability ranks evaluations over a whole run; --clock stops at the threshold: give one of them")
     if a.jobs > 1 and a.clock:
         p.error("--jobs > 1 with --clock would time runs that share cores; drop --jobs to rank by time")
     files = sorted(f.stem for f in (ROOT / "algos").glob("*.py") if f.stem != "__init__")
@@ -211,8 +249,10 @@ def main() -> None:
             if pool is None:  # deferred, as above
                 return functools.partial(run_one, a.algo, a.env, seed, a.steps, cfg, a.evals)
             return pool.submit(run_one, a.algo, a.env, seed, a.steps, cfg, a.evals)
-        rank, tab = (lambda runs: score(runs, a.threshold, a.by)), (lambda runs: table(runs, a.threshold, a.by))
-        header = "score (solved, mean final, -mean steps to threshold)"
+        rank = (lambda runs: (stability_score if a.stability else score)(runs, a.threshold, a.by))
+        tab = lambda runs: table(runs, a.threshold, a.by)  # noqa: E731
+        header = ("score (reached, mean fraction held after reaching, mean lowest after reaching)" if a.stability
+                  else "score (solved, mean final, -mean steps to threshold)")
     results = []
     points = [{**fixed, **dict(zip(names, point))} for point in itertools.product(*values)]
     pending = [[one(s, settings) for s in a.tune_seeds] for settings in points]  # all queued at once with --jobs

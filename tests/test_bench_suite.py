@@ -242,3 +242,24 @@ def test_sweep_values_parse_as_the_flags_take_them():
     assert sweep._value("linear") == "linear" and sweep._value("x") == "x"
     assert sweep._flags({"hidden": (64,), "norm_obs": False, "lr": 1e-3}) == \
         ["--hidden", "64", "--no-norm-obs", "--lr", "0.001"]
+
+
+def test_sweep_stability_scores_how_well_a_solved_policy_stays_solved():
+    """--stability ranks a seed that solves and stays solved above one that solves earlier and then dips."""
+    import sweep
+
+    def run(seed, returns):
+        ev = [(5_000 * (i + 1), float(i), v) for i, v in enumerate(returns)]
+        return {"seed": seed, "final": returns[-1], "best": max(returns), "evals": ev}
+
+    steady = run(1, [100, 300, 500, 500, 480, 500])
+    dipping = run(2, [500, 120, 500, 40, 500, 500])
+    never = run(3, [100, 200, 300, 200, 100, 300])
+    assert sweep.held(steady, 475) == (1.0, 480.0)
+    assert sweep.held(dipping, 475) == (4 / 6, 40.0)
+    assert sweep.held(never, 475) == (0.0, float("-inf"))
+    assert sweep.stability_score([steady], 475) > sweep.stability_score([dipping], 475)
+    assert sweep.stability_score([steady, dipping], 475, by=10_000)[0] == 1  # steady reached at 15k, after `by`
+    assert sweep.stability_score([never], 475)[:2] == (0, 0.0)
+    text = "\n".join(sweep.table([steady, dipping, never], 475))
+    assert "| 4/4 | 480.0 |" in text and "| 4/6 | 40.0 |" in text and "| - | - |" in text
