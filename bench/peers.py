@@ -113,14 +113,14 @@ def worker(algo: str, seed: int, flags: list[str], threshold: float | None, prof
     import gymnasium as gym
     import torch
 
-    import common.logger
     from common.cli import cli
     from common.evaluate import PolicyFn, gym_rollouts
     from common.logger import Logger
 
     torch.set_num_threads(1)
     mod = importlib.import_module(f"algos.{COMPARISONS[algo]['file'] if algo in COMPARISONS else algo}")
-    args = cli(mod.Args, argv=[*flags, "--seed", str(seed), "--save-every", "0", "--quiet", "--out-dir",
+    # no curves.png at each evaluation (`--no-plots`): SB3 draws nothing either
+    args = cli(mod.Args, argv=[*flags, "--seed", str(seed), "--save-every", "0", "--quiet", "--no-plots", "--out-dir",
                                str(ROOT / "bench" / "runs" / "peers")],
                defaults_for=getattr(mod, "default_args", None))
     probe = gym.make(args.env)
@@ -153,7 +153,6 @@ def worker(algo: str, seed: int, flags: list[str], threshold: float | None, prof
 
     mod.Logger = ClockedLogger
     mod.evaluate = gym_evaluate
-    common.logger.plot_curves = lambda *a, **k: None  # curves.png at each eval: SB3 draws nothing either
     prof = None
     if profile:
         import cProfile

@@ -277,7 +277,7 @@ def main() -> None:
              "|---|---|---|"]
     for sc, settings, runs in sorted(results, key=lambda x: x[0], reverse=True):
         finals = ", ".join(format(r["final"], ".0f") for r in runs)
-        lines.append(f"| {settings} | {finals} | {sc[0]}, {sc[1]:.1f}, {sc[2]:,.0f} |")
+        lines.append(f"| {settings} | {finals} | {sc[0]}, {sc[1]:.{2 if a.stability else 1}f}, {sc[2]:,.0f} |")
     for name, runs in report.items():
         lines += ["", f"## Held-out seeds {a.report_seeds}: {name}", "", *tab(runs)]
     OUT.mkdir(parents=True, exist_ok=True)
