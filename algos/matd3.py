@@ -41,6 +41,7 @@ from common.evaluate import PolicyFn, ma_evaluate
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.ma_vec_env import MAEpisodeStatistics
+from common.noise import ColoredNoise
 from common.wrappers import ActionScaler
 
 ALGO = "matd3"
@@ -75,6 +76,9 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     """target networks' Polyak rate"""
     exploration_noise: float = 0.1
     """std of the Gaussian exploration noise (actions in [-1, 1])"""
+    noise_color: float = 0.0
+    """exploration noise color beta (common/noise.py): 0 white (i.i.d. each step), 1 pink, 2 red; one correlated
+    sequence per world, agent and action dimension, as in algos/ddpg.py"""
     policy_delay: int = 2
     """critic updates per actor (and target) update"""
     target_noise: float = 0.2
@@ -211,6 +215,7 @@ def main(args: Args) -> dict:
     params = list(actors.parameters()) + list(critics.parameters())
 
     N = args.num_envs
+    noise = ColoredNoise(args.noise_color, (N, A, act_dim), device=device)
     num_iterations = args.total_steps // N
     start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
     next_obs, info = env.reset(seed=args.seed)
@@ -219,6 +224,7 @@ def main(args: Args) -> dict:
         for name, obj in (("actor", actors), ("critic", critics), ("actor_target", actors_t), ("critic_target", critics_t),
                           ("actor_opt", actor_opt), ("critic_opt", critic_opt), ("buffer", rb), ("env", env)):
             obj.load_state_dict(ckpt[name])
+        noise.load_state_dict(ckpt.get("noise"))
         next_obs, next_state = ckpt["next_obs"].to(device), ckpt["next_state"].to(device)
         start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
         set_rng_state(ckpt["rng"])
@@ -238,6 +244,7 @@ def main(args: Args) -> dict:
             "critic_opt": critic_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
             "next_obs": next_obs, "next_state": next_state, "iteration": iteration + 1, "global_step": global_step,
             "updates": updates, "seconds": logger.seconds, "rng": rng_state(),
+            "noise": noise.state_dict(),
         })
 
     eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
@@ -245,13 +252,13 @@ def main(args: Args) -> dict:
     iteration = start_iter - 1
     with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
         for iteration in range(start_iter, num_iterations):
-            # ---- explore: mu_i(o_i) + Gaussian noise, uniform actions before learning_starts ------------
+            # ---- explore: mu_i(o_i) + Gaussian (or colored) noise, uniform actions before learning_starts ----
             with torch.no_grad():
                 if global_step < args.learning_starts:
                     actions = torch.rand(N, A, act_dim, device=device) * 2 - 1
                 else:
                     actions = actors(next_obs)
-                    actions = (actions + args.exploration_noise * torch.randn_like(actions)).clamp(-1, 1)
+                    actions = (actions + args.exploration_noise * noise.sample()).clamp(-1, 1)
             obs, state = next_obs, next_state
             next_obs, reward, terminated, truncated, info = env.step(to_env(actions))
             guard.watch("observations", next_obs, info["final_obs"], info["state"], info["final_state"])

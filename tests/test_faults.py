@@ -31,7 +31,8 @@ from conftest import (MADDPG_TINY, MAPPO_TINY, ROOT, SMALL_PPO_HOPPER, SMALL_PPO
                       SMALL_SAC_HOPPER, VD_TINY, assert_same, assert_user_error)
 
 CONFIGS = dict(SMALL_RUNS)
-CONFIGS.update(maddpg=MADDPG_TINY, matd3=MADDPG_TINY, mappo=MAPPO_TINY, qmix=VD_TINY, vdn=VD_TINY)
+# matd3 with pink exploration noise (its block and position travel in the checkpoint; maddpg runs white noise)
+CONFIGS.update(maddpg=MADDPG_TINY, matd3=dict(MADDPG_TINY, noise_color=1.0), mappo=MAPPO_TINY, qmix=VD_TINY, vdn=VD_TINY)
 ALGOS = sorted(CONFIGS)
 # settings beyond CONFIGS whose state must survive a resume too (the SIGKILL test): case -> (file, settings)
 RESUME_EXTRA = {
