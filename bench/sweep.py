@@ -159,13 +159,15 @@ def held(run: dict, threshold: float) -> tuple[float, float]:
 
 def stability_score(runs: list[dict], threshold: float, by: int | None = None) -> tuple:
     """--stability: seeds that reached the threshold (by `by`), then the mean fraction of the evaluations after
-    reaching it that stay >= it, then the mean of each seed's lowest evaluation after reaching it."""
+    reaching it that stay >= it (0 for a seed that never reached it), then the mean lowest evaluation after
+    reaching it over the seeds that did (-1e9 if none did)."""
     import numpy as np
 
     f = [reached(r, threshold) for r in runs]
     n = sum(x is not None and (by is None or x[0] <= by) for x in f)
     h = [held(r, threshold) for r in runs]
-    return n, float(np.mean([x[0] for x in h])), float(np.mean([max(x[1], -1e9) for x in h]))
+    lows = [x[1] for x in h if x[1] != float("-inf")]
+    return n, float(np.mean([x[0] for x in h])), float(np.mean(lows)) if lows else -1e9
 
 
 def table(runs: list[dict], threshold: float, by: int | None = None) -> list[str]:
@@ -277,7 +279,8 @@ def main() -> None:
              "|---|---|---|"]
     for sc, settings, runs in sorted(results, key=lambda x: x[0], reverse=True):
         finals = ", ".join(format(r["final"], ".0f") for r in runs)
-        lines.append(f"| {settings} | {finals} | {sc[0]}, {sc[1]:.{2 if a.stability else 1}f}, {sc[2]:,.0f} |")
+        last = "-" if sc[2] <= -1e9 else f"{sc[2]:,.0f}"
+        lines.append(f"| {settings} | {finals} | {sc[0]}, {sc[1]:.{2 if a.stability else 1}f}, {last} |")
     for name, runs in report.items():
         lines += ["", f"## Held-out seeds {a.report_seeds}: {name}", "", *tab(runs)]
     OUT.mkdir(parents=True, exist_ok=True)

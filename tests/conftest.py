@@ -127,8 +127,9 @@ def run_with_snapshots(module, args, monkeypatch):
 # run with PER took 4.5 s with 8 on this machine)
 _SMALL_DQN = dict(env="CartPole-v1", num_envs=4, total_steps=4 * 150, learning_starts=100, batch_size=32,
                   gradient_steps=2, eval_every=0, save_every=4 * 50, eval_episodes=2, quiet=True)
+# (the actor-critics: 1 gradient step per vector step, not the defaults' 4, likewise)
 _SMALL_AC = dict(env="Pendulum-v1", num_envs=2, total_steps=2 * 120, learning_starts=60, batch_size=32,
-                 hidden=(32, 32), eval_every=0, save_every=2 * 40, eval_episodes=2, quiet=True)
+                 gradient_steps=1, hidden=(32, 32), eval_every=0, save_every=2 * 40, eval_episodes=2, quiet=True)
 # H-term actor-critics: Pendulum episodes last 200 steps, so learning (and the H step, every iteration) starts
 # when the first 4 have ended; checkpoints before (in-progress trajectories in the store) and after
 _SMALL_AC_H = {**_SMALL_AC, "num_envs": 4, "total_steps": 4 * 250, "learning_starts": 4 * 200, "save_every": 4 * 100,

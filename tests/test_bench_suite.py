@@ -260,6 +260,7 @@ def test_sweep_stability_scores_how_well_a_solved_policy_stays_solved():
     assert sweep.held(never, 475) == (0.0, float("-inf"))
     assert sweep.stability_score([steady], 475) > sweep.stability_score([dipping], 475)
     assert sweep.stability_score([steady, dipping], 475, by=10_000)[0] == 1  # steady reached at 15k, after `by`
-    assert sweep.stability_score([never], 475)[:2] == (0, 0.0)
+    assert sweep.stability_score([never], 475) == (0, 0.0, -1e9)
+    assert sweep.stability_score([steady, never], 475)[1:] == (0.5, 480.0)
     text = "\n".join(sweep.table([steady, dipping, never], 475))
     assert "| 4/4 | 480.0 |" in text and "| 4/6 | 40.0 |" in text and "| - | - |" in text
