@@ -83,7 +83,8 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     gradient_steps: int = 8
     """gradient updates after each vectorized step (replay ratio = gradient_steps * batch / num_envs). The defaults
     above (lr 1e-3, 8 updates per 10 env steps, 1k random steps, epsilon decayed over the first 10%) won a sweep
-    on CartPole-v1 (bench/sweep.py, tuning seeds 101-103): solved by 50k env steps and still solved at 100k"""
+    on CartPole-v1 (bench/sweep.py, tuning seeds 101-103): solved by 50k env steps and still solved at 100k; with
+    advantage learning, CartPole-v1's row below takes 4 updates of batch 256 (as stable, 1.8x sooner to 475)"""
     action_gap: float = 0.9
     """advantage-learning coefficient alpha (Bellemare et al., 2016, "Increasing the Action Gap"): the TD target
     subtracts alpha * (max_b Q_target(s, b) - Q_target(s, a)), which widens the gap between the greedy action and
