@@ -47,7 +47,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parents[1]
 OURS = tuple(str(ROOT / d) + "/" for d in ("algos", "common", "envs"))
-TORCH_DIR = str(Path(torch.__file__).resolve().parent) + "/"
+# optim/ as a frame names it and as it resolves (a venv reached through a symlink names the unresolved path)
+TORCH_OPTIM = tuple({str(p.parent) + "/optim/" for p in (Path(torch.__file__).absolute(), Path(torch.__file__).resolve())})
 THIS = str(Path(__file__).resolve())
 METHODS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__")
 aten = torch.ops.aten
@@ -63,7 +64,7 @@ def _site(frame) -> str | None:
     site = None
     while frame is not None:
         f = frame.f_code.co_filename
-        if f.startswith(TORCH_DIR + "optim/"):
+        if f.startswith(TORCH_OPTIM):
             return None  # Adam's host-side step counter (see the module docstring)
         if f.startswith(OURS):
             if frame.f_code.co_name == "_validate" and f.endswith("common/vec_env.py"):
