@@ -133,9 +133,9 @@ TASK_DEFAULTS: dict[str, dict] = {
     # ppo_vec's row (bench/results/sweeps/ppo_rnn_CartPole-v1_row.md; 8- and 16-step rollouts slower): 475 on 5/5
     # held-out seeds, median 2.7 s of training (without: 2/5 within 300k steps)
     "CartPole-v1": dict(num_envs=64, num_steps=4, num_minibatches=1, learning_rate=5e-3, norm_obs=True, total_steps=300_000),
-    # 32 envs (above: 1024, whose 500-step episodes ended none in 200k steps on a seed: no signal), lr 1e-3 and an
+    # 32 envs (dataclass: 1024, whose 500-step episodes ended none in 200k steps on a seed: no signal), lr 1e-3 and an
     # entropy bonus of 0.01 (without, the policy collapses to a deterministic one that never swings up): final eval
-    # >= -100 at 300k on 4/4 tuning and 4/5 held-out seeds, -100 first at 151k-242k (the above: 0/5 finals)
+    # >= -100 at 300k on 4/4 tuning and 4/5 held-out seeds, -100 first at 151k-242k (dataclass: 0/5 finals)
     # (bench/results/sweeps/ppo_rnn_Acrobot-v1_{ent,lr}.md)
     "Acrobot-v1": dict(num_envs=32, num_steps=16, num_minibatches=1, learning_rate=1e-3, ent_coef=0.01,
                        total_steps=300_000),
