@@ -79,3 +79,13 @@ def test_help_shows_the_rows_values():
                 shown += 1
             break
     assert shown, "no TASK_DEFAULTS row in ppo_vec, pqn, sac or td3"
+
+
+def test_the_ppo_pendulum_learning_budget_is_the_row_a_user_gets():
+    """conftest.PPO_PENDULUM writes ppo_vec's Pendulum-v1 row out (the adapter test passes it as flags to a factory
+    env id, which has no row), and ppo_h shares it: a change to the row must reach the tests that learn with it."""
+    from conftest import PPO_PENDULUM
+
+    for name in ("ppo_vec", "ppo_h"):
+        row = importlib.import_module(f"algos.{name}").TASK_DEFAULTS["Pendulum-v1"]
+        assert {k: PPO_PENDULUM[k] for k in row} == row, name
