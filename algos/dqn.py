@@ -39,6 +39,7 @@ from common.device import compile_fn, resolve_device, rng_state, seed_everything
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.optim import Adam
 from common.vec_env import check_single_agent, concat_groups, mask_columns
 from common.wrappers import EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -220,7 +221,7 @@ def main(args: Args) -> dict:
     # the CPU: one kernel for the step, not a loop of small ops (~60 us per update at 128x128, was ~200)
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
     adam_kw = dict(capturable=True) if device.type == "cuda" else dict(fused=device.type == "cpu")
-    optimizer = torch.optim.Adam(q_net.parameters(), lr=lr, **adam_kw)
+    optimizer = Adam(q_net.parameters(), lr=lr, **adam_kw)
     if args.per:
         rb = PrioritizedReplayBuffer(args.buffer_size, (width,), (), torch.long, device, alpha=args.per_alpha)
     else:

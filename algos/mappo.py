@@ -55,6 +55,7 @@ from common.evaluate import ma_evaluate
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.ma_vec_env import MAEpisodeStatistics
+from common.optim import Adam
 from common.wrappers import RunningMeanStd
 
 ALGO = "mappo"
@@ -291,7 +292,7 @@ def main(args: Args) -> dict:
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, state_dim, A, n_actions = int(obs_space.shape[0]), int(env.state_dim), int(env.n_agents), int(act_space.n)
     agent = Agent(obs_dim, state_dim, A, n_actions, args.hidden, args.share_actor).to(device)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    optimizer = Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     value_norm = ValueNorm(args.value_norm, device)
 
     batch_size = args.num_envs * args.num_steps  # world steps per rollout

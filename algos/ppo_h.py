@@ -37,7 +37,7 @@ from common.distributions import Categoricals, action_nvec
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
-from common.optim import adapt_lr
+from common.optim import Adam, adapt_lr
 from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces, mask_columns
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -308,7 +308,7 @@ def main(args: Args) -> dict:
     # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
     adam_kw = dict(capturable=True) if device.type == "cuda" else dict(fused=device.type == "cpu")  # CPU: one fused kernel
-    optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_kw)
+    optimizer = Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_kw)
     raw_space = env.unwrapped.single_action_space  # the env's own bounds, before RescaleAction
     to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
 

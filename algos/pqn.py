@@ -41,6 +41,7 @@ from common.device import compile_fn, resolve_device, rng_state, seed_everything
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.optim import Adam
 from common.vec_env import check_single_agent, concat_groups, mask_columns
 from common.wrappers import EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -205,7 +206,7 @@ def main(args: Args) -> dict:
     # the CPU: one kernel for the step, not a loop of small ops (~60 us per update at 128x128, was ~200)
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
     adam_kw = dict(capturable=True) if device.type == "cuda" else dict(fused=device.type == "cpu")
-    optimizer = torch.optim.Adam(q_net.parameters(), lr=lr, **adam_kw)
+    optimizer = Adam(q_net.parameters(), lr=lr, **adam_kw)
     T, N = args.num_steps, args.num_envs
     batch_size, minibatch_size = T * N, T * N // args.num_minibatches
     obs_buf, next_obs_buf = torch.zeros((2, T, N, width), device=device)  # rollout storage on the device

@@ -40,6 +40,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import common.optim
 import envs
 from conftest import ROOT, SMALL_PPO_HOPPER, SMALL_RUNS, assert_same, checkpoint_params, free_port, run_with_snapshots
 
@@ -266,13 +267,13 @@ def test_nan_is_caught_within_two_steps_and_never_checkpointed(name, what, tmp_p
     calls = kw["total_steps"] // kw["num_envs"]
     at, seen = int(0.7 * calls), [0]
     if what == "parameters":  # as tests/test_faults.py: a clean run counts the optimizer steps, 70% of them pass
-        n, adam_step = [0], torch.optim.Adam.step
+        n, adam_step = [0], common.optim.Adam.step  # the files' Adam
 
         def counting(self, *a, **k):
             n[0] += 1
             return adam_step(self, *a, **k)
 
-        monkeypatch.setattr(torch.optim.Adam, "step", counting)
+        monkeypatch.setattr(common.optim.Adam, "step", counting)
         mod.main(mod.Args(**dict(kw, out_dir=str(tmp_path / "clean"))))
         monkeypatch.undo()
         _poison_params(monkeypatch, at_call=max(1, int(0.7 * n[0])))

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import common.optim
 import envs
 from conftest import (MADDPG_TINY, MAPPO_TINY, ROOT, SMALL_PPO_HOPPER, SMALL_PPO_PENDULUM_NORMALIZED, SMALL_RUNS,
                       SMALL_SAC_HOPPER, VD_TINY, assert_same, assert_user_error)
@@ -85,8 +86,8 @@ def _poison_env(monkeypatch, what: str, at_call: int, num_envs: int) -> None:
 
 def _poison_params(monkeypatch, at_call: int) -> None:
     """From its `at_call`-th call on (counted over every Adam), an optimizer step leaves a NaN in its
-    first parameter."""
-    step, calls = torch.optim.Adam.step, [0]
+    first parameter. The files' Adam is `common.optim.Adam` (torch's, with a lean CPU step)."""
+    step, calls = common.optim.Adam.step, [0]
 
     def bad_step(self, *a, **kw):
         out = step(self, *a, **kw)
@@ -96,7 +97,7 @@ def _poison_params(monkeypatch, at_call: int) -> None:
                 self.param_groups[0]["params"][0].view(-1)[0] = float("nan")
         return out
 
-    monkeypatch.setattr(torch.optim.Adam, "step", bad_step)
+    monkeypatch.setattr(common.optim.Adam, "step", bad_step)
 
 
 def _all_finite(obj) -> bool:
@@ -119,13 +120,13 @@ def test_nan_is_caught_named_and_last_checkpoint_kept(algo, what, tmp_path, monk
     if what == "parameters":
         # a clean run counts the optimizer steps; the poisoned run breaks one 70% of the way through
         n = [0]
-        step = torch.optim.Adam.step
+        step = common.optim.Adam.step
 
         def counting(self, *a, **k):
             n[0] += 1
             return step(self, *a, **k)
 
-        monkeypatch.setattr(torch.optim.Adam, "step", counting)
+        monkeypatch.setattr(common.optim.Adam, "step", counting)
         module.main(module.Args(**dict(kw, out_dir=str(tmp_path / "clean"))))
         monkeypatch.undo()
         assert n[0] > 0, f"{algo}: no optimizer step in this setting"
