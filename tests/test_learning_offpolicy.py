@@ -35,13 +35,13 @@ CASES = {
     # sweep behind it was >= 90 from 35k on); white noise never left the valley there
     "td3-mcc-pink": ("td3", {**td3.TASK_DEFAULTS["MountainCarContinuous-v0"], "env": "MountainCarContinuous-v0", "seed": 1,
                              "eval_every": 0, "save_every": 0, "quiet": True, "total_steps": 40_000}, 90),
-    # 50k (double_dqn's CartPole-v1 row: 4 updates per vector step, advantage learning) and 30k (d3qn's defaults) of
+    # 50k (double_dqn's CartPole-v1 row: 4 updates per vector step, advantage learning) and 40k (d3qn's defaults) of
     # the 100k steps, evaluated every 5k: see HOLDS below. double_dqn's row on seeds 1-5 (2026-11-27, ~40 s each):
     # 215, 171, 215, 276, then 500 x6; 386, 242, 242, 177, 267, 396, 500 x4; 262, 242, 300, 245, 318, 500 x4, 480;
     # 361, 320, 334, 443, 385, 475, 495, 464, 500, 484; 204, 229, 212, 285, 409, 500 x5
     "double_dqn": ("double_dqn", {**double_dqn.TASK_DEFAULTS["CartPole-v1"], **CARTPOLE, "total_steps": 50_000,
                                   "eval_every": 5_000}, 400),
-    "d3qn": ("d3qn", {**CARTPOLE, "total_steps": 30_000, "eval_every": 5_000}, 400),
+    "d3qn": ("d3qn", {**CARTPOLE, "total_steps": 40_000, "eval_every": 5_000}, 400),
     # PER with dqn's CartPole-v1 row (advantage learning, 4 updates of batch 256 per vector step) for 50k of its 100k
     # steps. Seeds 1-5 (2026-11-27, evaluations every 5k from 30k): 500 x5; 477, 500, 467, 465, 472; 434, 474, 500 x3;
     # 459, 384, 378, 434, 418; 478, 495, 483, 446, 500 (~60 s each). Plain Q-learning with the 8 x 128 updates ended in
@@ -61,7 +61,10 @@ CASES = {
 # evaluated every 2.5k) was 500 from 10k to 47.5k and 226 at 50k, while a 30k run of it dipped to 311 and 102 at
 # 20k-25k (exploration anneals over 10% of the run, so a shorter run is another run); it runs its CartPole-v1 row
 # since (~40 s, was ~75-90 s in the suite), whose 50k run is at 500 from 25k on seed 1.
-HOLDS = {"double_dqn": 30_000, "d3qn": 15_000}
+# d3qn ran 30k steps with the median from 15k until a CI host with an AMD EPYC CPU evaluated seed 1 at 155, 213, 322,
+# 455, 325, 500 (median 325; floating-point differences between CPUs act like another seed); its 40k run there:
+# 160, 204, 392, 484, then 500 x4 (2026-11-27).
+HOLDS = {"double_dqn": 30_000, "d3qn": 20_000}
 
 
 @pytest.mark.parametrize("case", list(CASES))
