@@ -5,7 +5,8 @@
 kernel (step hooks, profiler scopes, re-collecting and re-grouping the tensors on every call); the lean `step` calls
 the same `torch._fused_adam_` kernel on the same state tensors, collected once, and `zero_grad` drops the gradients
 of a cached list. The numbers and the `state_dict` are torch's, bit for bit (tests/test_optim.py); anything else
-(CUDA, capturable, foreach, amsgrad, a closure, a registered hook, a parameter without a gradient) takes torch's step.
+(CUDA, capturable, foreach, amsgrad, a closure, a registered hook, a parameter without a gradient, a step traced
+by `--compile`) takes torch's step; checkpoints hold torch's state_dict either way.
 
 The learning-rate schedules write in place into the learning-rate tensor of the PPO files' Adam
 (`optimizer.param_groups[0]["lr"]`, a device tensor so that a compiled optimizer step reads it).
