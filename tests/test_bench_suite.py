@@ -3,6 +3,7 @@ std over seeds, time to solve, references), and its curves are drawn; the group 
 runnable commands of the algorithm files."""
 
 import json
+import re
 import sys
 
 import numpy as np
@@ -155,11 +156,15 @@ def test_gpu_report_tables_the_saved_parts(tmp_path, monkeypatch):
                                            command="bench/locomotion_rslrl.py --task Ant-v5")})
     text = gpu.report()
     assert "| Ant-v5 | warp (CUDA) | 4096 | 1,000,000 | 20.0x |" in text
-    assert "| ppo-ant eager | 20M | 333,333 | >= 3000 | 60 s | 3300 ± 10 |" in text
-    assert "| rsl_rl rsl_rl | 20M | 250,000 | >= 3000 | not reached | 1100 ± 10 |" in text
+    gpu_date = r"FakeGPU, \d{4}-\d\d-\d\d \d\d:\d\d"  # each row names the GPU it ran on (parts come from several leases)
+    assert re.search(rf"\| ppo-ant eager \| {gpu_date} \| 20M \| 333,333 \| >= 3000 \| 60 s \| 3300 ± 10 \|", text)
+    assert re.search(rf"\| rsl_rl rsl_rl \| {gpu_date} \| 20M \| 250,000 \| >= 3000 \| not reached \| 1100 ± 10 \|", text)
     assert "ours (eager) / rsl_rl env-steps/s: 1.33x; gymnasium return 3300 vs 1100" in text
     assert "Ant x4096 >= 300,000 env-steps/s: 333,333 (eager); Ant to an eval >= 3000 in <= 5 min: 60 s (eager)" in text
     assert (tmp_path / "bench" / "results" / "gpu.md").read_text() == text
+    monkeypatch.setattr(gpu, "machine", lambda: "OtherGPU, 16 CPU cores")  # the peer measured on another machine
+    gpu.save("rsl_rl", {"rsl_rl": _gpu_run(250_000.0, curve, 1100.0, command="bench/locomotion_rslrl.py")})
+    assert "1.33x (measured on different machines: not a ratio to quote)" in gpu.report()
 
 
 def test_gpu_capped_run_reports_what_it_logged(tmp_path, monkeypatch):
@@ -182,7 +187,7 @@ def test_gpu_capped_run_reports_what_it_logged(tmp_path, monkeypatch):
     assert r["steps"] == 6_000_000 and r["sps"] == 6_000_000 / 22.0 and r["gym_return"] is None
     gpu.save("ppo-ant", {"eager": gpu._summary(r, gpu.ANT_TARGET)})
     text = gpu.report()
-    assert ("| ppo-ant eager | 6M | 272,727 | >= 3000 | 16 s | n/a (capped run; last eval 3100 at 4.2M steps, 16 s) | "
+    assert ("| 6M | 272,727 | >= 3000 | 16 s | n/a (capped run; last eval 3100 at 4.2M steps, 16 s) | "
             "`python algos/ppo_vec.py --env Ant (capped)` |") in text
 
 

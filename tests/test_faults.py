@@ -171,6 +171,26 @@ def test_overflowing_loss_is_named(algo, tmp_path, monkeypatch):
         module.main(module.Args(**kw))
 
 
+def test_deferred_guard_names_the_first_bad_quantity():
+    """The accelerator half of `NumericGuard` (an on-device flag, one `isfinite` over the watched tensors'
+    concatenation), run here on CPU tensors by calling the guard's device an accelerator: a NaN in the middle
+    of many tensors is found, the first bad name is kept, clean watches pass, and mixed dtypes are fine.
+    (tests/test_cuda.py checks it on a GPU, inside the training loops.)"""
+    from common.guard import NumericGuard
+
+    guard = NumericGuard("cpu")
+    guard.device = torch.device("meta")  # not "cpu": the deferred branch (its tensors stay where they are)
+    params = [torch.randn(7, 5), torch.randn(5), torch.randn(3, 3, dtype=torch.float64), torch.randn(2)] * 4
+    guard.watch("observations", torch.randn(4, 3), {"a": torch.randn(4, 2), "b": torch.arange(3)})
+    guard.watch("parameters", *params)
+    guard.check(10, sync=True)  # all finite: nothing raised
+    params[9][1] = float("inf")
+    guard.watch("parameters", *params)
+    guard.watch("PPO loss", torch.tensor(float("nan")))  # later and also bad: the first bad one is named
+    with pytest.raises(FloatingPointError, match=r"in the parameters between env steps 10 and 20"):
+        guard.check(20, sync=True)
+
+
 # ---- SIGKILL at an arbitrary moment, then --resume ------------------------------------------------------
 # The killed run is a subprocess whose training env's steps are slowed by a sleep (results do not depend on
 # it), so that it lasts >= 1.2 s and the kill, drawn uniformly after its first checkpoint, lands anywhere in the
