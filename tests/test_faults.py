@@ -183,6 +183,7 @@ def test_deferred_guard_names_the_first_bad_quantity():
     params = [torch.randn(7, 5), torch.randn(5), torch.randn(3, 3, dtype=torch.float64), torch.randn(2)] * 4
     guard.watch("observations", torch.randn(4, 3), {"a": torch.randn(4, 2), "b": torch.arange(3)})
     guard.watch("parameters", *params)
+    guard.watch("rewards", torch.full((10,), 3e38), torch.full((3,), -3e38))  # finite, though their sum overflows
     guard.check(10, sync=True)  # all finite: nothing raised
     params[9][1] = float("inf")
     guard.watch("parameters", *params)
