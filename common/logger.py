@@ -289,7 +289,7 @@ class Meter:
     def add(self, **values: torch.Tensor) -> None:
         for name, v in values.items():
             i = self.names.index(name)
-            self.sums[i] += v.detach()
+            self.sums[i].add_(v.detach())  # in place on the view: one kernel (`+=` on an item adds a copy back)
             self.counts[i] += 1
 
     def pop(self) -> dict[str, float]:

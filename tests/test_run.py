@@ -9,7 +9,7 @@ import torch
 from common.buffers import ReplayBuffer
 from common.checkpoint import load_checkpoint, save_checkpoint
 from common.device import resolve_device, rng_state, seed_everything, set_rng_state
-from common.logger import Logger
+from common.logger import Logger, Meter
 
 
 def test_checkpoint_round_trip_and_atomic_replace(tmp_path):
@@ -79,6 +79,16 @@ def test_replay_buffer_wraps_and_samples_valid_rows():
     assert torch.equal(fresh.obs, rb.obs) and fresh.pos == rb.pos and fresh.size == rb.size
     with pytest.raises(ValueError, match="same --buffer-size"):
         ReplayBuffer(20, (2,), (), torch.long).load_state_dict(rb.state_dict())
+
+
+def test_meter_means_each_name_since_the_last_pop():
+    meter = Meter("cpu", "loss", "kl", "unused")
+    meter.add(loss=torch.tensor(1.0), kl=torch.tensor(0.25, dtype=torch.float64))
+    meter.add(loss=torch.tensor(2.0, requires_grad=True) * 1)  # a graph's output: added detached
+    out = meter.pop()
+    assert out["loss"] == 1.5 and out["kl"] == 0.25 and np.isnan(out["unused"])
+    meter.add(kl=torch.tensor(1.0))
+    assert meter.pop()["kl"] == 1.0 and np.isnan(meter.pop()["loss"])
 
 
 def test_logger_writes_metrics_curves_and_resume_truncation(tmp_path):
