@@ -39,7 +39,7 @@ from common.device import compile_fn, resolve_device, rng_state, seed_everything
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
-from common.optim import Adam
+from common.optim import Adam, clip_grad_norm_
 from common.vec_env import check_single_agent, concat_groups, mask_columns
 from common.wrappers import EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -228,7 +228,7 @@ def main(args: Args) -> dict:
         rb = ReplayBuffer(args.buffer_size, (width,), (), torch.long, device)
 
     def opt_step():  # gradient clipping and the Adam step
-        nn.utils.clip_grad_norm_(q_net.parameters(), args.max_grad_norm)
+        clip_grad_norm_(q_net.parameters(), args.max_grad_norm)
         optimizer.step()
 
     loss_fn, q_fn, step_fn = td_loss, q_net, opt_step

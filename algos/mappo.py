@@ -55,7 +55,7 @@ from common.evaluate import ma_evaluate
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.ma_vec_env import MAEpisodeStatistics
-from common.optim import Adam
+from common.optim import Adam, clip_grad_norm_
 from common.wrappers import RunningMeanStd
 
 ALGO = "mappo"
@@ -394,7 +394,7 @@ def main(args: Args) -> dict:
                     guard.watch("PPO loss", loss)
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
-                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                    clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                     optimizer.step()
                     guard.watch_params("parameters", agent)
                     guard.check(global_step)

@@ -44,7 +44,7 @@ from common.distributions import Categoricals, action_nvec
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
-from common.optim import Adam, adapt_lr
+from common.optim import Adam, adapt_lr, clip_grad_norm_
 from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces, mask_columns
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -304,7 +304,7 @@ def main(args: Args) -> dict:
     logp_buf, rewards_buf, dones_buf, trunc_buf, values_buf = torch.zeros((5, T, N), device=device)
 
     def opt_step():  # gradient clipping and the Adam step
-        nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+        clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
 
     act_fn, loss_fn, gae_fn, step_fn = agent.act, ppo_loss, compute_gae, opt_step

@@ -58,7 +58,7 @@ from common.evaluate import ma_evaluate
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.ma_vec_env import MAEpisodeStatistics
-from common.optim import Adam
+from common.optim import Adam, clip_grad_norm_
 from common.wrappers import RunningMeanStd
 
 ALGO = "qmix"
@@ -357,7 +357,7 @@ def main(args: Args) -> dict:
                     guard.watch("TD loss", loss)
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
-                    nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                    clip_grad_norm_(model.parameters(), args.max_grad_norm)
                     optimizer.step()
                     updates += 1
                     if updates % args.target_every == 0:

@@ -42,7 +42,7 @@ from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.noise import ColoredNoise
-from common.optim import Adam
+from common.optim import Adam, clip_grad_norm_
 from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -368,7 +368,7 @@ def main(args: Args) -> dict:
                 guard.watch("H-term loss", h_loss)
                 h_opt.zero_grad(set_to_none=True)
                 h_loss.backward()
-                nn.utils.clip_grad_norm_(actor.parameters(), args.h_term_max_grad_norm)
+                clip_grad_norm_(actor.parameters(), args.h_term_max_grad_norm)
                 h_opt.step()
                 guard.watch_params("parameters", actor)
                 guard.check(global_step)

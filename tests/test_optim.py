@@ -79,3 +79,27 @@ def test_lean_adam_under_torch_compile():
             n(x).square().mean().backward()
             s()
     assert all(torch.allclose(a, b) for a, b in zip(net.parameters(), ref.parameters()))
+
+
+@pytest.mark.parametrize("max_norm", [0.05, 0.5, 1e6], ids=["clips", "clips-less", "no-clip"])
+@pytest.mark.parametrize("case", ["generator", "frozen-layer", "float64-layer", "empty"])
+def test_clip_grad_norm_is_torch_bit_for_bit(max_norm, case):
+    """common.optim.clip_grad_norm_ against torch.nn.utils.clip_grad_norm_: the returned norm and every gradient
+    `torch.equal`, also where it takes torch's path (mixed dtypes) or finds no gradient."""
+    from common.optim import clip_grad_norm_
+
+    grads = []
+    for fn in (torch.nn.utils.clip_grad_norm_, clip_grad_norm_):
+        net = _net()
+        if case == "float64-layer":
+            net[3].double()
+            net[3].weight.grad, net[3].bias.grad = torch.ones(1, 2, dtype=torch.float64), torch.ones(1, dtype=torch.float64)
+        if case != "empty":
+            net[:3](torch.randn(64, 5, generator=torch.Generator().manual_seed(2))).square().sum().backward()
+        if case == "frozen-layer":
+            net[0].weight.grad = None
+        total = fn(net.parameters(), max_norm)
+        grads.append((total, [p.grad for p in net.parameters()]))
+    (t0, g0), (t1, g1) = grads
+    assert torch.equal(t0, t1)
+    assert all((a is None and b is None) or torch.equal(a, b) for a, b in zip(g0, g1))
