@@ -97,7 +97,6 @@ class Adam(torch.optim.Adam):
         self._lean = None
 
 
-@torch.no_grad()
 def clip_grad_norm_(parameters, max_norm: float) -> torch.Tensor:
     """`torch.nn.utils.clip_grad_norm_(parameters, max_norm)` (the 2-norm), bit for bit, without its per-call
     grouping of the gradients by device and dtype: when they share one (what the files have) it runs the same
@@ -116,6 +115,7 @@ def clip_grad_norm_(parameters, max_norm: float) -> torch.Tensor:
     return total
 
 
+@torch.no_grad()
 def adapt_lr(lr: torch.Tensor, kl: torch.Tensor, desired_kl: float) -> None:
     """rsl_rl's adaptive rule (module docstring), in place on `lr`'s device."""
     up, down = (lr * LR_FACTOR).clamp(max=LR_MAX), (lr / LR_FACTOR).clamp(min=LR_MIN)
