@@ -172,7 +172,7 @@ def test_overflowing_loss_is_named(algo, tmp_path, monkeypatch):
 
 
 def test_deferred_guard_names_the_first_bad_quantity():
-    """The accelerator half of `NumericGuard` (an on-device flag, one `isfinite` over the watched tensors'
+    """The accelerator half of `NumericGuard` (an on-device flag, one check over the watched tensors'
     concatenation), run here on CPU tensors by calling the guard's device an accelerator: a NaN in the middle
     of many tensors is found, the first bad name is kept, clean watches pass, and mixed dtypes are fine.
     (tests/test_cuda.py checks it on a GPU, inside the training loops.)"""
