@@ -11,6 +11,7 @@ on its accelerator branch (the on-device flag a GPU run uses). Iteration 1 (set-
 """
 from __future__ import annotations
 
+import argparse
 import collections
 import sys
 from dataclasses import replace
@@ -59,7 +60,9 @@ def in_phase(fn, phase, after=None):
 
 
 def main() -> None:
-    num_envs = int(sys.argv[1]) if len(sys.argv) > 1 else 64
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("num_envs", nargs="?", type=int, default=64, help="Ant worlds (default 64)")
+    num_envs = p.parse_args().num_envs
     make, guard_init, burn_in = envs.make, NumericGuard.__init__, Logger.burn_in
 
     def counted_make(*a, **k):
