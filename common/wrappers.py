@@ -98,10 +98,12 @@ class EpisodeStatistics(VecEnvWrapper):
             ((self.ep_return * d).sum(), (self.ep_length * d).sum(), d.sum())
         )
         info = dict(info)
-        info["episode"] = {"r": self.ep_return.clone(), "l": self.ep_length.clone()}
+        # no copies: both are rebound just below, and only the new tensors are changed in place afterwards
+        info["episode"] = {"r": self.ep_return, "l": self.ep_length}
         info["_episode"] = done
-        self.ep_return = self.ep_return * ~done
-        self.ep_length = self.ep_length * ~done
+        going = ~done
+        self.ep_return = self.ep_return * going
+        self.ep_length = self.ep_length * going
         return obs, reward, terminated, truncated, info
 
     def pop(self) -> dict:
@@ -199,8 +201,14 @@ class NormalizeObservation(VecEnvWrapper):
         if self.training:
             self._update(obs)
         info = dict(info)
-        if "final_obs" in info:
-            info["final_obs"] = self._norm(info["final_obs"])
+        final = info.get("final_obs")
+        if torch.is_tensor(obs) and torch.is_tensor(final) and final.shape == obs.shape and final.dtype == obs.dtype:
+            # both in one pass (the same element-wise arithmetic, half the kernels): rows [:n] and [n:] of one tensor
+            both = self._norm(torch.cat([obs, final]))
+            obs, info["final_obs"] = both[:len(obs)], both[len(obs):]
+            return obs, reward, terminated, truncated, info
+        if final is not None:
+            info["final_obs"] = self._norm(final)
         return self._norm(obs), reward, terminated, truncated, info
 
     def own_state_dict(self):

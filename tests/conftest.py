@@ -64,35 +64,58 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-# `python algos/<file>.py --help` for every algorithm file, each run as __main__ (runpy) in one interpreter: one
-# torch import instead of one a file. name -> [exit code (or the traceback of an error), what it printed]
-_HELP_ALL = """
-import contextlib, io, json, runpy, sys, traceback
-out = {}
-for name in sys.argv[1:]:
-    sys.argv, buf, code = [f"algos/{name}.py", "--help"], io.StringIO(), "no exit"
-    with contextlib.redirect_stdout(buf):
+# Several command lines run as __main__ (runpy) in one interpreter: one torch import (~3 s on a slow host) instead of
+# one a command line. Each: ["path", "algos/x.py", argv] (`python algos/x.py ...`) or ["module", "common.export", argv]
+# (`python -m common.export ...`); the result is what the process would have printed and its exit status: an uncaught
+# exception goes through sys.excepthook (the entry points' `user_error_hook` prints its one line and exits 2).
+_RUN_AS_MAIN = """
+import contextlib, io, json, runpy, sys
+out, real_stderr = [], sys.__stderr__
+for kind, target, argv in json.loads(sys.argv[1]):
+    sys.argv, so, se = [target, *argv], io.StringIO(), io.StringIO()
+    sys.__stderr__ = se  # user_error_hook prints to the process's own stderr
+    with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
         try:
-            runpy.run_path(f"algos/{name}.py", run_name="__main__")
-        except SystemExit as e:
-            code = e.code
-        except BaseException:
-            code = traceback.format_exc()
-    out[name] = [code, buf.getvalue()]
+            try:
+                if kind == "path":
+                    runpy.run_path(target, run_name="__main__")
+                else:
+                    runpy.run_module(target, run_name="__main__", alter_sys=True)
+                code = 0
+            except SystemExit:
+                raise
+            except BaseException:
+                sys.excepthook(*sys.exc_info())
+                code = 1
+        except SystemExit as e:  # as the interpreter does: None is 0, an int itself, anything else printed and 1
+            code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
+            if not isinstance(e.code, (int, type(None))):
+                print(e.code, file=se)
+    sys.__stderr__ = real_stderr
+    out.append([code, so.getvalue(), se.getvalue()])
 print(json.dumps(out))
 """
+
+
+def run_as_main(*commands, env: dict | None = None) -> list:
+    """`subprocess.run` of each command (a list as `_RUN_AS_MAIN` describes) in one Python process; returns
+    one `SimpleNamespace(returncode, stdout, stderr)` per command."""
+    import json
+    import subprocess
+    from types import SimpleNamespace
+
+    out = subprocess.run([sys.executable, "-c", _RUN_AS_MAIN, json.dumps([list(c) for c in commands])], cwd=ROOT,
+                         capture_output=True, text=True, env=None if env is None else dict(os.environ, **env))
+    assert out.returncode == 0, out.stderr[-3000:]
+    return [SimpleNamespace(returncode=c, stdout=o, stderr=e) for c, o, e in json.loads(out.stdout.splitlines()[-1])]
 
 
 @pytest.fixture(scope="session")
 def cli_help():
     """name -> (exit code, stdout) of `python algos/<name>.py --help`, for every algorithm file."""
-    import json
-    import subprocess
-
     names = sorted(p.stem for p in (ROOT / "algos").glob("*.py") if p.stem != "__init__")
-    out = subprocess.run([sys.executable, "-c", _HELP_ALL, *names], cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.splitlines()[-1])
+    runs = run_as_main(*[("path", f"algos/{n}.py", ["--help"]) for n in names])
+    return {n: [r.returncode, r.stdout if r.returncode in (0, None) else r.stdout + r.stderr] for n, r in zip(names, runs)}
 
 
 def checkpoint_params(ckpt_path) -> dict:

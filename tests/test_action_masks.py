@@ -22,8 +22,8 @@ MASKING = ["ppo_vec", "a2c", "ppo_h", "ppo_rnn", "ppo_podracer", "dqn", "double_
 MULTI_DISCRETE = ["ppo_vec", "a2c", "ppo_h", "ppo_rnn", "ppo_podracer"]
 PPO_SMALL = dict(num_envs=16, num_steps=16, num_minibatches=4, total_steps=16 * 16 * 6, eval_every=0,
                  save_every=16 * 16 * 2, eval_episodes=4, quiet=True)
-DQN_SMALL = dict(num_envs=4, total_steps=4 * 150, learning_starts=100, batch_size=32, eval_every=0,
-                 save_every=4 * 50, eval_episodes=4, quiet=True, start_e=1.0, end_e=0.5)
+DQN_SMALL = dict(num_envs=4, total_steps=4 * 150, learning_starts=100, batch_size=32, gradient_steps=2, eval_every=0,
+                 save_every=4 * 50, eval_episodes=4, quiet=True, start_e=1.0, end_e=0.5)  # 2 updates a step, as conftest's
 
 
 def _small(name: str) -> dict:
@@ -165,6 +165,7 @@ def test_multi_discrete_actions_are_checked():
         env.step(torch.tensor([[0, 1], [2, 3], [1, 1]]))
 
 
+@pytest.mark.slow  # trains to a threshold (2-12 s a file)
 @pytest.mark.parametrize("name", MULTI_DISCRETE)
 def test_multi_discrete_learns_grid_reach(name, tmp_path):
     """One categorical per action dimension; 30k env steps. An optimal policy earns about 0.9 on average (1 -

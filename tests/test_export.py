@@ -3,14 +3,12 @@ ONNX, the files run (torch.jit.load, torch.export.load, onnxruntime) and give `l
 batch size; the command line's lines and its errors."""
 
 import importlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, SMALL_RUNS
+from conftest import SMALL_RUNS, run_as_main
 from common import export
 
 onnxruntime = pytest.importorskip("onnxruntime")
@@ -75,13 +73,12 @@ def test_a_masked_policy_exports_with_the_mask_as_an_input(name, tmp_path):
 
 
 def test_the_command_line_says_what_it_wrote_and_refuses_bad_input(tmp_path):
-    cmd = [sys.executable, "-m", "common.export", _train("dqn", tmp_path)]
-    ok = subprocess.run([*cmd, "--torchscript", str(tmp_path / "p.pt")], cwd=ROOT, capture_output=True, text=True)
+    ckpt = _train("dqn", tmp_path)  # `python -m common.export ...` three times (in one interpreter)
+    ok, nothing, missing = run_as_main(("module", "common.export", [ckpt, "--torchscript", str(tmp_path / "p.pt")]),
+                                       ("module", "common.export", [ckpt]),
+                                       ("module", "common.export", [str(tmp_path / "none.pt"), "--onnx", "x.onnx"]))
     assert ok.returncode == 0, ok.stderr
     assert "-> " + str(tmp_path / "p.pt") + " (torchscript): matches load_policy on 1000 observations" in ok.stdout
-    nothing = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     assert nothing.returncode == 2 and nothing.stderr.strip() == (
         "error: nothing to write: pass --onnx PATH, --torchscript PATH and/or --pt2 PATH")
-    missing = subprocess.run([sys.executable, "-m", "common.export", str(tmp_path / "none.pt"), "--onnx", "x.onnx"],
-                             cwd=ROOT, capture_output=True, text=True)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr and "no checkpoint at" in missing.stderr

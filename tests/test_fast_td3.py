@@ -49,9 +49,11 @@ def test_one_step_window_is_td3s_transition():
 
 
 def _final_state(tmp_path, vector_steps):
+    # one update per vector step (the defaults' 4): what is checked, the noise and the stored discounts, does not
+    # depend on the updates, which run as in training all the same
     res = fast_td3.main(fast_td3.Args(env="Pendulum-v1", num_envs=8, total_steps=8 * vector_steps, learning_starts=8 * 5,
-                                      batch_size=32, hidden=(16, 16), eval_every=0, save_every=0, quiet=True,
-                                      out_dir=str(tmp_path / str(vector_steps))))
+                                      batch_size=32, gradient_steps=1, hidden=(16, 16), eval_every=0, save_every=0,
+                                      quiet=True, out_dir=str(tmp_path / str(vector_steps))))
     return torch.load(res["checkpoint"], weights_only=False)
 
 

@@ -84,19 +84,33 @@ def _poison_env(monkeypatch, what: str, at_call: int, num_envs: int) -> None:
     monkeypatch.setattr(envs, "make", poisoned_make)
 
 
-def _poison_params(monkeypatch, at_call: int) -> None:
-    """From its `at_call`-th call on (counted over every Adam), an optimizer step leaves a NaN in its
-    first parameter. The files' Adam is `common.optim.Adam` (torch's, with a lean CPU step)."""
-    step, calls = common.optim.Adam.step, [0]
+def _poison_params(monkeypatch, after_env_calls: int, num_envs: int) -> None:
+    """The first optimizer step (over every Adam) after the training env's `after_env_calls`-th step leaves a NaN
+    in its first parameter. The files' Adam is `common.optim.Adam` (torch's, with a lean CPU step)."""
+    make, step, env_calls, done = envs.make, common.optim.Adam.step, [0], [False]
+
+    def counting_make(*a, **kw):
+        env = make(*a, **kw)
+        if kw.get("num_envs") != num_envs or hasattr(env, "_counted"):
+            return env
+        env_step = env.step
+
+        def counted(actions):
+            env_calls[0] += 1
+            return env_step(actions)
+
+        env.step, env._counted = counted, True
+        return env
 
     def bad_step(self, *a, **kw):
         out = step(self, *a, **kw)
-        calls[0] += 1
-        if calls[0] == at_call:
+        if env_calls[0] >= after_env_calls and not done[0]:
+            done[0] = True
             with torch.no_grad():
                 self.param_groups[0]["params"][0].view(-1)[0] = float("nan")
         return out
 
+    monkeypatch.setattr(envs, "make", counting_make)
     monkeypatch.setattr(common.optim.Adam, "step", bad_step)
 
 
@@ -117,20 +131,8 @@ NAN_CASES = [(a, w) for a in ALGOS for w in ("observations", "rewards", "paramet
 def test_nan_is_caught_named_and_last_checkpoint_kept(algo, what, tmp_path, monkeypatch):
     module, kw = _module(algo), dict(CONFIGS[algo], out_dir=str(tmp_path), eval_every=0)
     calls = kw["total_steps"] // kw["num_envs"]  # env.step calls of the whole run
-    if what == "parameters":
-        # a clean run counts the optimizer steps; the poisoned run breaks one 70% of the way through
-        n = [0]
-        step = common.optim.Adam.step
-
-        def counting(self, *a, **k):
-            n[0] += 1
-            return step(self, *a, **k)
-
-        monkeypatch.setattr(common.optim.Adam, "step", counting)
-        module.main(module.Args(**dict(kw, out_dir=str(tmp_path / "clean"))))
-        monkeypatch.undo()
-        assert n[0] > 0, f"{algo}: no optimizer step in this setting"
-        _poison_params(monkeypatch, at_call=max(1, int(0.7 * n[0])))
+    if what == "parameters":  # the first optimizer step 70% of the way through the run breaks
+        _poison_params(monkeypatch, after_env_calls=int(0.7 * calls), num_envs=kw["num_envs"])
     else:
         _poison_env(monkeypatch, what, at_call=int(0.7 * calls), num_envs=kw["num_envs"])
     # parameters: the guard names them, or (when the NaN went into a critic that the same update's next loss
@@ -138,7 +140,7 @@ def test_nan_is_caught_named_and_last_checkpoint_kept(algo, what, tmp_path, monk
     expected = "in the (parameters|[a-zA-Z -]*loss) " if what == "parameters" else f"in the {what} "
     with pytest.raises(FloatingPointError, match=expected) as err:
         module.main(module.Args(**kw))
-    run_dirs = [d for d in tmp_path.iterdir() if d.name != "clean"]
+    run_dirs = list(tmp_path.iterdir())
     assert len(run_dirs) == 1
     ckpt = run_dirs[0] / "checkpoint.pt"
     assert ckpt.is_file(), f"{algo}: the setting should write a checkpoint before the fault"

@@ -16,7 +16,7 @@ import torch
 
 from algos import dqn, ppo_vec, redq
 from common.cli import cli
-from conftest import ROOT, SMALL_PPO_HOPPER, SMALL_RUNS, checkpoint_params, run_with_snapshots
+from conftest import ROOT, SMALL_PPO_HOPPER, SMALL_RUNS, checkpoint_params, run_as_main, run_with_snapshots
 
 ALL = [importlib.import_module(f"algos.{name}") for name in SMALL_RUNS]
 IDS = list(SMALL_RUNS)
@@ -115,15 +115,15 @@ def test_mujoco_defaults_follow_env_on_the_command_line():
     assert ppo_vec.default_args("Acrobot-v1") == ppo_vec.Args(env="Acrobot-v1")  # no row: the dataclass's
     assert big.init_log_std == cpu.init_log_std == -1.0 and ppo_vec.default_args("Hopper").init_log_std == 0.0
     assert ppo_vec.default_args("HalfCheetah").init_log_std == ppo_vec.default_args("Walker2d-v5").init_log_std == -1.0
-    for argv, shown in ((["--device", "cpu"], "64"), (["--num-envs", "4096"], "4096")):
-        out = subprocess.run([sys.executable, "algos/ppo_vec.py", "--env", "Ant", *argv, "--help"], cwd=ROOT,
-                             capture_output=True, text=True)
+    cpu_help, big_help, bad = run_as_main(
+        ("path", "algos/ppo_vec.py", ["--env", "Ant", "--device", "cpu", "--help"]),
+        ("path", "algos/ppo_vec.py", ["--env", "Ant", "--num-envs", "4096", "--help"]),
+        ("path", "algos/ppo_vec.py", ["--env", "Hopper", "--mujoco-backend", "gpu", "--total-steps", "100"]))
+    for out, shown in ((cpu_help, "64"), (big_help, "4096")):
         assert out.returncode == 0, out.stderr
         assert f"(default: {shown})" in out.stdout and "--mujoco-backend" in out.stdout
     args = cli(ppo_vec.Args, argv=["--env", "Ant", "--num-envs=2048"], defaults_for=ppo_vec.default_args)
     assert (args.num_envs, args.num_steps) == (2048, 16)
-    bad = subprocess.run([sys.executable, "algos/ppo_vec.py", "--env", "Hopper", "--mujoco-backend", "gpu",
-                          "--total-steps", "100"], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode != 0 and "choose auto, batch or warp" in bad.stderr
 
 

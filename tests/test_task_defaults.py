@@ -5,10 +5,7 @@ over the dataclass defaults), through `default_args(env_id)`; the command line s
 
 import dataclasses
 import importlib
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -17,6 +14,7 @@ import pytest
 import envs
 from common.checkpoint import resume_args
 from common.cli import cli
+from conftest import run_as_main
 
 ROOT = Path(__file__).resolve().parents[1]
 MULTI_AGENT = {"mappo", "vdn", "qmix", "maddpg", "matd3"}
@@ -63,21 +61,22 @@ def test_the_command_line_starts_from_the_row_and_a_flag_overrides_it(name, env_
 
 def test_help_shows_the_rows_values():
     """`python algos/<file>.py --env X --help` lists the defaults that run would use (one file per family)."""
-    shown = 0
+    rows = []
     for name in ("ppo_vec", "pqn", "sac", "td3"):
-        mod = importlib.import_module(f"algos.{name}")
-        for env_id, row in mod.TASK_DEFAULTS.items():
-            out = subprocess.run([sys.executable, f"algos/{name}.py", "--env", env_id, "--help"], cwd=ROOT,
-                                 capture_output=True, text=True, env=dict(os.environ, COLUMNS="250"))
-            assert out.returncode == 0, out.stderr
-            flat = " ".join(out.stdout.replace("│", " ").split())
-            for k, v in row.items():
-                text = " ".join(map(str, v)) if isinstance(v, tuple) else str(v)
-                flag = f"--{k.replace('_', '-')} "  # the first "(default: ...)" after some mention of the flag
-                after = [re.search(r"\(default: ([^)]*)\)", flat[i.start():]) for i in re.finditer(re.escape(flag), flat)]
-                assert text in [m.group(1) for m in after if m], (name, env_id, k, v)
-                shown += 1
-            break
+        env_id, row = next(iter(importlib.import_module(f"algos.{name}").TASK_DEFAULTS.items()))
+        rows.append((name, env_id, row))
+    runs = run_as_main(*[("path", f"algos/{name}.py", ["--env", env_id, "--help"]) for name, env_id, _ in rows],
+                       env={"COLUMNS": "250"})
+    shown = 0
+    for (name, env_id, row), out in zip(rows, runs):
+        assert out.returncode == 0, out.stderr
+        flat = " ".join(out.stdout.replace("│", " ").split())
+        for k, v in row.items():
+            text = " ".join(map(str, v)) if isinstance(v, tuple) else str(v)
+            flag = f"--{k.replace('_', '-')} "  # the first "(default: ...)" after some mention of the flag
+            after = [re.search(r"\(default: ([^)]*)\)", flat[i.start():]) for i in re.finditer(re.escape(flag), flat)]
+            assert text in [m.group(1) for m in after if m], (name, env_id, k, v)
+            shown += 1
     assert shown, "no TASK_DEFAULTS row in ppo_vec, pqn, sac or td3"
 
 

@@ -62,6 +62,31 @@ def test_normalize_observation_statistics_and_final_obs():
     assert info["final_obs"].abs().max() <= 10
 
 
+def test_normalized_obs_and_final_obs_are_each_the_normalizers_output_bit_for_bit():
+    """`step` normalizes the observations and the final observations in one pass (one tensor, rows [:n] and [n:]):
+    each equals `rms.normalize` of its own raw tensor exactly, on an env whose episodes end (final_obs differs)."""
+    raw = envs.make("CartPole-v1", num_envs=16, seed=3)
+    env = NormalizeObservation(raw)
+    env.reset(seed=3)
+    g, ended = torch.Generator().manual_seed(0), 0
+    for _ in range(60):
+        step = raw.step
+        got = {}
+
+        def spy(actions):  # the raw step's output, before the wrapper normalizes it
+            out = step(actions)
+            got["obs"], got["final"] = out[0].clone(), out[4]["final_obs"].clone()
+            return out
+
+        raw.step = spy
+        obs, _, term, trunc, info = env.step(torch.randint(0, 2, (16,), generator=g))
+        del raw.step
+        assert torch.equal(obs, env.rms.normalize(got["obs"]).to(obs.dtype))
+        assert torch.equal(info["final_obs"], env.rms.normalize(got["final"]).to(obs.dtype))
+        ended += int((term | trunc).sum())
+    assert ended > 0
+
+
 def test_normalizer_state_round_trip():
     env = wrap_env(envs.make("Pendulum-v1", num_envs=4, seed=0), norm_obs=True, norm_reward=True)
     env.reset(seed=0)
