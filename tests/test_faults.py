@@ -57,18 +57,26 @@ def test_every_algorithm_file_is_covered():
 
 
 # ---- numerical guard --------------------------------------------------------------------------------
+def _wrap_training_env(monkeypatch, num_envs: int, wrap) -> None:
+    """The next training env `envs.make` builds (num_envs sub-envs) steps through `wrap(its step)`."""
+    make = envs.make
+
+    def wrapping_make(*a, **kw):
+        env = make(*a, **kw)
+        if kw.get("num_envs") != num_envs or hasattr(env, "_wrapped_by_test"):
+            return env
+        env.step, env._wrapped_by_test = wrap(env.step), True
+        return env
+
+    monkeypatch.setattr(envs, "make", wrapping_make)
+
+
 def _poison_env(monkeypatch, what: str, at_call: int, num_envs: int) -> None:
     """The next training env `envs.make` builds (num_envs sub-envs) returns a NaN in its observations or
     rewards from its `at_call`-th step on."""
-    make = envs.make
     calls = [0]
 
-    def poisoned_make(*a, **kw):
-        env = make(*a, **kw)
-        if kw.get("num_envs") != num_envs or hasattr(env, "_poisoned"):
-            return env
-        step = env.step
-
+    def poisoned(step):
         def bad_step(actions):
             out = list(step(actions))
             calls[0] += 1
@@ -77,30 +85,21 @@ def _poison_env(monkeypatch, what: str, at_call: int, num_envs: int) -> None:
                 out[i] = out[i].clone()
                 out[i][(0,) * out[i].dim()] = float("nan")
             return tuple(out)
+        return bad_step
 
-        env.step, env._poisoned = bad_step, True
-        return env
-
-    monkeypatch.setattr(envs, "make", poisoned_make)
+    _wrap_training_env(monkeypatch, num_envs, poisoned)
 
 
 def _poison_params(monkeypatch, after_env_calls: int, num_envs: int) -> None:
     """The first optimizer step (over every Adam) after the training env's `after_env_calls`-th step leaves a NaN
     in its first parameter. The files' Adam is `common.optim.Adam` (torch's, with a lean CPU step)."""
-    make, step, env_calls, done = envs.make, common.optim.Adam.step, [0], [False]
+    step, env_calls, done = common.optim.Adam.step, [0], [False]
 
-    def counting_make(*a, **kw):
-        env = make(*a, **kw)
-        if kw.get("num_envs") != num_envs or hasattr(env, "_counted"):
-            return env
-        env_step = env.step
-
+    def counting(env_step):
         def counted(actions):
             env_calls[0] += 1
             return env_step(actions)
-
-        env.step, env._counted = counted, True
-        return env
+        return counted
 
     def bad_step(self, *a, **kw):
         out = step(self, *a, **kw)
@@ -110,7 +109,7 @@ def _poison_params(monkeypatch, after_env_calls: int, num_envs: int) -> None:
                 self.param_groups[0]["params"][0].view(-1)[0] = float("nan")
         return out
 
-    monkeypatch.setattr(envs, "make", counting_make)
+    _wrap_training_env(monkeypatch, num_envs, counting)
     monkeypatch.setattr(common.optim.Adam, "step", bad_step)
 
 
