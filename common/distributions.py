@@ -42,8 +42,10 @@ class Categoricals:
         if mask is not None:
             logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
         self.multi = multi
-        # validation would read tensors: host syncs
-        self.dims = [Categorical(logits=x, validate_args=False) for x in logits.split(list(nvec), -1)]
+        # validation would read tensors: host syncs; one dimension (`Discrete`) takes the logits whole (a split of
+        # one piece is one more autograd node, and its sums below one more add, each way, for the same numbers)
+        parts = logits.split(list(nvec), -1) if len(nvec) > 1 else [logits]
+        self.dims = [Categorical(logits=x, validate_args=False) for x in parts]
 
     def _cols(self, action: torch.Tensor) -> list[torch.Tensor]:
         action = action.long()
@@ -58,7 +60,16 @@ class Categoricals:
         return torch.stack(out, -1) if self.multi else out[0]
 
     def log_prob(self, action: torch.Tensor) -> torch.Tensor:
-        return sum(d.log_prob(a) for d, a in zip(self.dims, self._cols(action)))
+        return _total(d.log_prob(a) for d, a in zip(self.dims, self._cols(action)))
 
     def entropy(self) -> torch.Tensor:
-        return sum(d.entropy() for d in self.dims)
+        return _total(d.entropy() for d in self.dims)
+
+
+def _total(terms) -> torch.Tensor:
+    """The sum of the dimensions' terms, left to right; one term is returned as it is (`sum` would add it to 0)."""
+    terms = iter(terms)
+    total = next(terms)
+    for t in terms:
+        total = total + t
+    return total
