@@ -23,8 +23,8 @@ nothing else in the algorithm changes. A run stops at its first evaluation >= th
 own step budget (ours: the file's default `--total-steps`; SB3: the zoo's `n_timesteps`): not reached.
 
 Clocks: both start when training starts (SB3: the callback's `_on_training_start`, after the model and
-its envs are built; ours: when the algorithm file creates its Logger, after envs, networks and buffers
-are built) and stop at the end of the first evaluation >= the threshold. **The headline is training
+its envs are built; ours: when the algorithm file's Logger is ready, after envs, networks, buffers and
+the logger's own writers are built) and stop at the end of the first evaluation >= the threshold. **The headline is training
 seconds** (the issue's "training seconds only"): the clock minus the time of every evaluation inside
 it; the clock with the evaluations is shown beside it. Medians over seeds; a seed that never reached
 counts as infinitely slow (the median is "n/a" when half of them did not reach).
