@@ -109,6 +109,33 @@ def test_logger_writes_metrics_curves_and_resume_truncation(tmp_path):
     assert len(open(tmp_path / "metrics.jsonl").readlines()) == 2
 
 
+def test_the_run_clock_starts_after_the_loggers_set_up(tmp_path, monkeypatch):
+    """`seconds` (the training clock the peers benchmark reads) leaves out the logger's own set-up: a slow
+    TensorBoard writer (its import and event file take ~0.1 s) is not training time; a resumed run's clock
+    goes on from the checkpoint's seconds."""
+    import time
+
+    from torch.utils import tensorboard
+
+    class SlowWriter(tensorboard.SummaryWriter):
+        def __init__(self, *a, **k):
+            time.sleep(0.5)
+            super().__init__(*a, **k)
+
+    monkeypatch.setattr(tensorboard, "SummaryWriter", SlowWriter)
+
+    class A:
+        env, tensorboard = "CartPole-v1", True
+
+    log = Logger(tmp_path, "ppo_vec", A(), total_steps=100, quiet=True)
+    assert log.tb is not None and log.seconds < 0.25, log.seconds
+    log.close()
+    (tmp_path / "resumed").mkdir()
+    log = Logger(tmp_path / "resumed", "ppo_vec", A(), total_steps=100, quiet=True, elapsed=10.0)
+    assert 10.0 <= log.seconds < 10.25, log.seconds
+    log.close()
+
+
 def _tb_scalars(run_dir) -> dict:
     """Every scalar in the TensorBoard event files of `run_dir`: {tag: [(step, value), ...]}."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
