@@ -199,7 +199,7 @@ def a2c_loss(agent: Agent, args: Args, obs, actions, advantages, returns):
     pg_loss = -(advantages * logp).mean()
     v_loss = 0.5 * (value - returns).square().mean()
     ent = entropy.mean()
-    loss = pg_loss - args.ent_coef * ent + args.vf_coef * v_loss
+    loss = (pg_loss - args.ent_coef * ent if args.ent_coef else pg_loss) + args.vf_coef * v_loss  # 0: no entropy backward
     return loss, dict(pg_loss=pg_loss.detach(), v_loss=v_loss.detach(), entropy=ent.detach())
 
 

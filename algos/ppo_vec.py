@@ -230,7 +230,7 @@ def ppo_loss(agent: Agent, args: Args, obs, actions, old_logp, advantages, retur
     else:
         v_loss = 0.5 * (value - returns).square().mean()
     ent = entropy.mean()
-    loss = pg_loss - args.ent_coef * ent + args.vf_coef * v_loss
+    loss = (pg_loss - args.ent_coef * ent if args.ent_coef else pg_loss) + args.vf_coef * v_loss  # 0: no entropy backward
     with torch.no_grad():
         approx_kl = ((ratio - 1) - log_ratio).mean()
         clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import torch
-from torch.distributions import Categorical
+import torch.nn.functional as F
 
 
 def action_nvec(space: gym.Space) -> tuple[int, ...] | None:
@@ -20,6 +20,39 @@ def action_nvec(space: gym.Space) -> tuple[int, ...] | None:
             raise ValueError(f"MultiDiscrete action spaces must be flat, got nvec of shape {space.nvec.shape}")
         return tuple(int(n) for n in space.nvec)
     return None
+
+
+class Categorical:
+    """`torch.distributions.Categorical(logits=...)`'s arithmetic, op for op (the same numbers bit for bit), without
+    its Python machinery (shape bookkeeping, argument checks, the broadcast in `log_prob`): a PPO iteration builds
+    one per minibatch and per rollout step, and on a CPU that machinery cost as much as the small kernels."""
+
+    __slots__ = ("logits", "_probs")
+
+    def __init__(self, logits: torch.Tensor):
+        self.logits = logits - logits.logsumexp(dim=-1, keepdim=True)  # normalized log-probabilities
+        self._probs = None
+
+    @property
+    def probs(self) -> torch.Tensor:
+        if self._probs is None:
+            self._probs = F.softmax(self.logits, dim=-1)
+        return self._probs
+
+    def sample(self) -> torch.Tensor:
+        return torch.multinomial(self.probs.reshape(-1, self.logits.shape[-1]), 1, True).T.reshape(self.logits.shape[:-1])
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        value = value.long().unsqueeze(-1)
+        logits = self.logits
+        if value.shape[:-1] != logits.shape[:-1]:  # torch's broadcast of actions against the batch
+            value, logits = torch.broadcast_tensors(value, logits)
+            value = value[..., :1]
+        return logits.gather(-1, value).squeeze(-1)
+
+    def entropy(self) -> torch.Tensor:
+        p_log_p = torch.clamp(self.logits, min=torch.finfo(self.logits.dtype).min) * self.probs
+        return -p_log_p.sum(-1)
 
 
 def _draw(d: Categorical) -> torch.Tensor:
@@ -45,7 +78,7 @@ class Categoricals:
         # validation would read tensors: host syncs; one dimension (`Discrete`) takes the logits whole (a split of
         # one piece is one more autograd node, and its sums below one more add, each way, for the same numbers)
         parts = logits.split(list(nvec), -1) if len(nvec) > 1 else [logits]
-        self.dims = [Categorical(logits=x, validate_args=False) for x in parts]
+        self.dims = [Categorical(x) for x in parts]
 
     def _cols(self, action: torch.Tensor) -> list[torch.Tensor]:
         action = action.long()

@@ -89,6 +89,11 @@ def test_meter_means_each_name_since_the_last_pop():
     assert out["loss"] == 1.5 and out["kl"] == 0.25 and np.isnan(out["unused"])
     meter.add(kl=torch.tensor(1.0))
     assert meter.pop()["kl"] == 1.0 and np.isnan(meter.pop()["loss"])
+    # every name at once, in order (one stacked add), then a subset: the same sums and counts as name by name
+    for _ in range(2):
+        meter.add(loss=torch.tensor(1.0), kl=torch.tensor(0.5, requires_grad=True) * 1, unused=torch.tensor(3.0))
+    meter.add(loss=torch.tensor(4.0))
+    assert meter.pop() == {"loss": 2.0, "kl": 0.5, "unused": 3.0}
 
 
 def test_logger_writes_metrics_curves_and_resume_truncation(tmp_path):
