@@ -192,14 +192,16 @@ def _done(runs: list) -> list[dict]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("algo")
-    p.add_argument("env")
-    p.add_argument("--steps", type=int, required=True)
-    p.add_argument("--threshold", type=float, required=True)
+    p.add_argument("algo", help="an algorithm file's name, e.g. ppo_vec (algos/ppo_vec.py)")
+    p.add_argument("env", help="the env id every run trains on, e.g. CartPole-v1")
+    p.add_argument("--steps", type=int, required=True, help="env steps of every run (with --clock: its budget)")
+    p.add_argument("--threshold", type=float, required=True, help="the evaluation return that counts as solved")
     p.add_argument("--grid", nargs="*", default=[], help="name=v1,v2,... (Args fields)")
     p.add_argument("--fixed", nargs="*", default=[], help="name=value, the same for every point")
-    p.add_argument("--tune-seeds", type=int, nargs="+", default=[101, 102, 103])
-    p.add_argument("--report-seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    p.add_argument("--tune-seeds", type=int, nargs="+", default=[101, 102, 103],
+                   help="seeds the points are ranked on (default: 101 102 103)")
+    p.add_argument("--report-seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5],
+                   help="held-out seeds the best point and the defaults are reported on (default: 1-5)")
     p.add_argument("--by", type=int, default=None,
                    help="a seed counts as solved only if it reached the threshold by this env step (and its final did)")
     p.add_argument("--evals", type=int, default=10, help="evaluations per run (every steps/evals env steps)")
