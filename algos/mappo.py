@@ -44,12 +44,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
-from torch.distributions import Categorical
 
 import envs
 from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.distributions import Categorical
 from common.ensemble import EnsembleLinear, EnsembleMLP
 from common.evaluate import ma_evaluate
 from common.guard import NumericGuard
@@ -194,12 +194,12 @@ class Agent(nn.Module):
 
     def act(self, obs: torch.Tensor, avail: torch.Tensor | None):
         """Sample every agent's action; return (action [.., A], log_prob [.., A])."""
-        d = Categorical(logits=self.logits(obs, avail), validate_args=False)  # validation reads tensors: host syncs
+        d = Categorical(self.logits(obs, avail))  # torch's Categorical(logits=...) arithmetic, without its checks
         action = d.sample()
         return action, d.log_prob(action)
 
     def evaluate_actions(self, obs, avail, action, state):
-        d = Categorical(logits=self.logits(obs, avail), validate_args=False)  # validation reads tensors: host syncs
+        d = Categorical(self.logits(obs, avail))  # torch's Categorical(logits=...) arithmetic, without its checks
         return d.log_prob(action), d.entropy(), self.value(state)
 
     def deterministic(self, obs: torch.Tensor, avail: torch.Tensor | None = None) -> torch.Tensor:

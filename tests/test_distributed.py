@@ -126,7 +126,8 @@ def _gloo_worker(rank: int, port: int, out: str) -> None:
 @pytest.fixture(scope="module")
 def gloo_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("gloo")
-    mp.spawn(_gloo_worker, args=(_free_port(), str(out)), nprocs=2, join=True)
+    # fork: the ranks start from this process (spawn re-imported torch in each, ~3 s apiece on a slow host)
+    mp.start_processes(_gloo_worker, args=(_free_port(), str(out)), nprocs=2, join=True, start_method="fork")
     return out
 
 
