@@ -26,14 +26,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
-from torch.distributions import Normal
 
 import envs
 from common.buffers import TrajectoryStore
 from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
-from common.distributions import Categoricals, action_nvec
+from common.distributions import Categoricals, Normal, action_nvec
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
@@ -206,7 +205,7 @@ class Agent(nn.Module):
         if self.discrete:
             mask = obs[..., -self.mask_dim:] > 0.5 if self.mask_dim else None  # the env's action mask: forbidden, p = 0
             return Categoricals(out, self.nvec, mask, self.multi)
-        return Normal(out, self.log_std.exp().expand_as(out), validate_args=False)
+        return Normal(out, self.log_std.exp().expand_as(out))
 
     def act(self, obs: torch.Tensor):
         """Sample actions; return (action, log_prob, value)."""

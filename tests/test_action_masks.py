@@ -62,6 +62,28 @@ def test_the_lean_categorical_is_torchs_bit_for_bit(shape):
     assert torch.equal(*grads)
 
 
+@pytest.mark.parametrize("shape", [(3,), (64, 1), (8, 16, 6)])
+def test_the_lean_normal_is_torchs_bit_for_bit(shape):
+    """common.distributions.Normal stands in for torch.distributions.Normal with `scale` in `loc`'s shape (the PPO
+    files' expanded log-std): the same reparameterized draws from the same generator state, log-probabilities and
+    entropies to the last bit, and the same gradients into the mean and the log-std through all three."""
+    from common.distributions import Normal
+
+    torch.manual_seed(3)
+    loc0, log_std0 = torch.randn(*shape) * 2, torch.randn(shape[-1]) - 0.5
+    outs = []
+    for make in (Normal, lambda m, s: torch.distributions.Normal(m, s, validate_args=False)):
+        loc, log_std = loc0.clone().requires_grad_(), log_std0.clone().requires_grad_()
+        d = make(loc, log_std.exp().expand_as(loc))
+        torch.manual_seed(4)
+        a = d.rsample()
+        logp, ent = d.log_prob(a.detach() + 0.1), d.entropy()
+        (a.sum() + logp.sum() + 0.01 * ent.sum()).backward()
+        outs.append((a, logp, ent, loc.grad, log_std.grad))
+    for ours, theirs in zip(*outs):
+        assert ours.shape == theirs.shape and torch.equal(ours, theirs)
+
+
 def test_masked_categorical_never_samples_a_forbidden_action():
     torch.manual_seed(0)
     logits = torch.randn(1000, 5) * 3
