@@ -46,7 +46,12 @@ class Categorical:
         return self._probs
 
     def sample(self) -> torch.Tensor:
-        return torch.multinomial(self.probs.reshape(-1, self.logits.shape[-1]), 1, True).T.reshape(self.logits.shape[:-1])
+        """torch's draws; on an accelerator NaN probabilities (from a NaN observation) are drawn from as uniform:
+        CUDA's multinomial would stop on a device-side assert, which kills the process's CUDA context before
+        NumericGuard names the NaN at its next check (finite probabilities: the same draws). On CPU multinomial
+        raises at once."""
+        p = self.probs if self.probs.device.type == "cpu" else torch.nan_to_num(self.probs, nan=1.0, posinf=1.0)
+        return torch.multinomial(p.reshape(-1, self.logits.shape[-1]), 1, True).T.reshape(self.logits.shape[:-1])
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         value = value.long().unsqueeze(-1)
@@ -83,16 +88,6 @@ class Normal:
         return 0.5 + 0.5 * math.log(2 * math.pi) + torch.log(self.scale)
 
 
-def _draw(d: Categorical) -> torch.Tensor:
-    """`d.sample()`, the same draws, but on an accelerator NaN probabilities (from a NaN observation) are drawn
-    from as uniform: CUDA's multinomial would stop on a device-side assert, which kills the process's CUDA
-    context before NumericGuard names the NaN at its next check. On CPU multinomial raises at once."""
-    if d.probs.device.type == "cpu":
-        return d.sample()
-    p = torch.nan_to_num(d.probs, nan=1.0, posinf=1.0).reshape(-1, d.probs.shape[-1])
-    return torch.multinomial(p, 1, True).T.reshape(d.probs.shape[:-1])
-
-
 class Categoricals:
     """`logits` [..., sum(nvec)] as independent categoricals; `mask` [..., sum(nvec)] (bool, True = allowed)
     or None. Actions are `[...]` long for one dimension (`multi=False`, a `Discrete` space) and `[..., D]`
@@ -113,7 +108,7 @@ class Categoricals:
         return action.unbind(-1) if self.multi else [action]
 
     def sample(self) -> torch.Tensor:
-        out = [_draw(d) for d in self.dims]
+        out = [d.sample() for d in self.dims]
         return torch.stack(out, -1) if self.multi else out[0]
 
     def mode(self) -> torch.Tensor:

@@ -256,7 +256,7 @@ def test_compile_with_cuda_graphs_matches_eager(name, tmp_path, monkeypatch):
 
 
 # ---- NumericGuard's deferred flag -------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["ppo_vec", "sac"])
+@pytest.mark.parametrize("name", ["ppo_vec", "sac", "mappo"])  # mappo: its categorical's NaN path (common.distributions)
 @pytest.mark.parametrize("what", ["observations", "rewards", "parameters"])
 def test_nan_is_caught_within_two_steps_and_never_checkpointed(name, what, tmp_path, monkeypatch):
     from test_faults import CONFIGS, _all_finite, _poison_params
