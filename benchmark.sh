@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces the benchmark tables and curves.   Usage: bash benchmark.sh [GROUP]   (default: quick)
+# Reproduces the benchmark tables and curves.   Usage: bash benchmark.sh [GROUP]   (default: quick; --help: this list)
 #   quick         learning curves over 3 seeds (bench/suite.py: PPO, DQN on CartPole; PPO, SAC, TD3, DDPG on
 #                 Pendulum; PPO on Chasing-v0 and StockTrading-v0) + the StockTrading backtest + env
 #                 throughput; tables and PNGs in bench/results/quick/ (~9 min on a 2-core CPU)
@@ -68,6 +68,7 @@ pathlib.Path(f"bench/results/{name}.md").write_text("\n".join(lines[start:]) + "
 PYEOF
 }
 case "$group" in
+  -h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
   envs)      table envs bench/env_throughput.py ;;
   ppo)       table ppo bench/ppo_time_to_threshold.py ;;
   ensemble)  table ensemble bench/ensemble_speed.py ;;
@@ -110,6 +111,6 @@ case "$group" in
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, full, report, peers, compile, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile or gpu" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, full, report, peers, compile, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile or gpu (bash benchmark.sh --help says what each runs)" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"

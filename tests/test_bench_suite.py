@@ -269,3 +269,22 @@ def test_sweep_stability_scores_how_well_a_solved_policy_stays_solved():
     assert sweep.stability_score([steady, never], 475)[1:] == (0.5, 480.0)
     text = "\n".join(sweep.table([steady, dipping, never], 475))
     assert "| 4/4 | 480.0 |" in text and "| 4/6 | 40.0 |" in text and "| - | - |" in text
+
+
+def test_benchmark_sh_help_lists_every_group_it_runs():
+    """`bash benchmark.sh --help` prints the groups and exits 0; every group its `case` runs is in that text (a new
+    group without a line there fails), and an unknown group is one line pointing to --help, exit 2."""
+    import subprocess
+
+    script = (ROOT / "benchmark.sh").read_text()
+    help_ = subprocess.run(["bash", "benchmark.sh", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert help_.returncode == 0 and help_.stdout.startswith("Reproduces the benchmark tables"), help_.stderr
+    groups = {g for label in re.findall(r"^  ([a-z][a-z0-9|-]*)\)", script, re.M) for g in label.split("|")}
+    assert {"quick", "peers", "gpu", "locomotion-ant"} <= groups
+    listed = set(re.findall(r"[a-z][a-z0-9-]*", help_.stdout))
+    for prefix, first, rest in re.findall(r"([a-z-]+)-([a-z0-9]+)((?:, -[a-z0-9]+)+)", help_.stdout):
+        listed |= {f"{prefix}-{x}" for x in [first, *re.findall(r"-([a-z0-9]+)", rest)]}  # "x-a, -b": x-a and x-b
+    missing = sorted(groups - listed)
+    assert not missing, f"groups without a line in benchmark.sh's header: {missing}"
+    bad = subprocess.run(["bash", "benchmark.sh", "no-such-group"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--help" in bad.stderr
