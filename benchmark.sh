@@ -3,11 +3,13 @@
 #   quick         learning curves over 3 seeds (bench/suite.py: PPO, DQN on CartPole; PPO, SAC, TD3, DDPG on
 #                 Pendulum; PPO on Chasing-v0 and StockTrading-v0) + the StockTrading backtest + env
 #                 throughput; tables and PNGs in bench/results/quick/ (~9 min on a 2-core CPU)
-#   full          the learning suite at long budgets and on MuJoCo v5 (bench/suite.py full), then every
-#                 measurement group below except elastic (hours on a CPU; a GPU helps the PPO rows)
+#   full          the learning suite at long budgets and on MuJoCo v5 (bench/suite.py full), then the groups
+#                 envs, ppo, asymmetric, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline and
+#                 population below (hours on a CPU; a GPU helps the PPO rows)
 #   report GROUP  rebuild bench/results/GROUP/GROUP.md and its PNGs from the saved metrics, no training
 #   envs          env-steps/s of our torch CartPole vs gymnasium's SyncVectorEnv, N = 1 ... 4096 (+65536 ours)
 #   ppo           algos/ppo_vec.py wall time to a deterministic eval >= 475 on CartPole-v1, 3 seeds
+#   asymmetric    ppo_vec on noisy CartPole with and without a privileged critic group, seeds 1-3 (a few minutes)
 #   ensemble      REDQ-style critic updates/s: one batched EnsembleMLP vs a Python loop over 10 critics
 #   offpolicy     DDPG, TD3, SAC, ModSAC, REDQ on Pendulum-v1, 3 seeds, beside RL Zoo's scores (~10 min)
 #   hterm         H-term seed-variance study: PPO/SAC/TD3 vs their -H variants on Pendulum-v1, 8 seeds (~25 min)
@@ -72,6 +74,7 @@ case "$group" in
   envs)      table envs bench/env_throughput.py ;;
   ppo)       table ppo bench/ppo_time_to_threshold.py ;;
   ensemble)  table ensemble bench/ensemble_speed.py ;;
+  asymmetric) $PY bench/asymmetric_critic.py ;;  # writes bench/results/asymmetric_critic.md itself
   offpolicy) table offpolicy bench/offpolicy.py ;;
   hterm)     table hterm bench/hterm_variance.py ;;
   hterm-hopper)
@@ -91,7 +94,7 @@ case "$group" in
              $PY bench/stock_trading.py --from-suite "$group" | tee "bench/results/$group/stock_trading.log"
              if [ "$group" = quick ]; then table envs bench/env_throughput.py; fi
              if [ "$group" = full ]; then
-               for g in envs ppo ensemble offpolicy hterm mujoco mujoco-learn marl pipeline population; do
+               for g in envs ppo asymmetric ensemble offpolicy hterm mujoco mujoco-learn marl pipeline population; do
                  bash "$0" "$g"
                done
              fi ;;
@@ -111,6 +114,6 @@ case "$group" in
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, full, report, peers, compile, envs, ppo, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile or gpu (bash benchmark.sh --help says what each runs)" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, full, report, peers, compile, envs, ppo, asymmetric, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile or gpu (bash benchmark.sh --help says what each runs)" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"
