@@ -288,3 +288,11 @@ def test_benchmark_sh_help_lists_every_group_it_runs():
     assert not missing, f"groups without a line in benchmark.sh's header: {missing}"
     bad = subprocess.run(["bash", "benchmark.sh", "no-such-group"], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--help" in bad.stderr
+
+
+def test_every_bench_script_parses_its_command_line():
+    """Every runnable bench/ script builds an argparse parser, so `--help` explains it and a wrong flag is refused,
+    instead of starting a long measurement (bench/asymmetric_critic.py ignored its arguments and ran six trainings)."""
+    runnable = [p for p in sorted((ROOT / "bench").glob("*.py")) if '__name__ == "__main__"' in p.read_text()]
+    assert len(runnable) >= 20
+    assert [p.name for p in runnable if "ArgumentParser(" not in p.read_text()] == []
