@@ -9,10 +9,11 @@ from conftest import MAPPO_TINY, checkpoint_params
 from algos import mappo
 from common.evaluate import ma_evaluate
 
-# Learning budget (fixed seed 1; about 75 s alone on one CPU thread, more when the other xdist worker shares
-# the two cores). Measured on the 40 evaluation worlds (eval seed 10_001, mean over agents summed over the 25
-# steps): uniform-random policy -26.0 here (-26.3, std 7.5, over 1000 worlds; doing nothing: -24.0); this run -15.7
-# at 400k steps (-18.1 with a 300k budget; -12.3 with 600k, ~105 s); a hand-written controller that
+# Learning budget (fixed seed 1; 75 s alone on one CPU thread of an Intel host, 122-132 s on an AMD EPYC one, more
+# when the other xdist worker shares the two cores; `update_epochs` 5 took ~41% less but gained 8.6-9.1 over random
+# on seeds 1-3 instead of 9.7-10.9). Measured on the 40 evaluation worlds (eval seed 10_001, mean over agents summed
+# over the 25 steps): uniform-random policy -26.0 here (-26.3, std 7.5, over 1000 worlds; doing nothing: -24.0); this
+# run -15.7 at 400k steps (-18.1 with a 300k budget; -12.3 with 600k, ~105 s); a hand-written controller that
 # assigns agents to landmarks and steers to them: -7.6. MARGIN is half the gain measured at 600k (14 return
 # units): about 6 standard errors of a 40-world mean above random, and well above doing nothing.
 SPREAD = dict(env="simple_spread", seed=1, num_envs=64, num_steps=25, num_minibatches=4, update_epochs=10,
