@@ -47,16 +47,21 @@
 #                 H100; without a GPU it says so and exits 0); table in bench/results/gpu.md
 #   peers         Stable-Baselines3 (RL Zoo settings, own venv bench/.venv-peers) vs each file's defaults, 1 thread
 #                 each, seeds 1-5: training seconds to eval >= 475 on CartPole-v1 (PPO; DQN and PQN vs SB3's DQN)
-#                 and to >= -200 on Pendulum-v1 (SAC, TD3) (~40 min)
-# Tables are printed and written to bench/results/<group>.md. Set PYTHON to pick the interpreter.
+#                 and to >= -200 on Pendulum-v1 (SAC, TD3) (~30-40 min)
+# Tables are printed and written to bench/results/ (GROUP.md and GROUP.log; quick, full and locomotion in their own
+# folders, asymmetric as asymmetric_critic.md); a run that fails leaves the committed ones as they were.
+# Interpreter: $PYTHON if set, else the project's .venv/bin/python (README's set-up), else python on PATH.
 set -euo pipefail
 cd "$(dirname "$0")"
-PY=${PYTHON:-python}
 group=${1:-quick}
+case "$group" in -h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+if [ -n "${PYTHON:-}" ]; then PY=$PYTHON; elif [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python; fi
+$PY -c "import torch" 2>/dev/null || { echo "benchmark.sh: '$PY' cannot import torch: set the project up first (README: python3 -m venv .venv && .venv/bin/pip install -r requirements.txt) or set PYTHON=/path/to/its/python" >&2; exit 2; }
 mkdir -p bench/results
 table() {  # table NAME SCRIPT ARGS... : run, keep the log, keep the table (from its title line) as NAME.md
   local name=$1; shift
-  $PY "$@" | tee "bench/results/$name.log"
+  $PY "$@" | tee "bench/results/$name.log.tmp"  # a failed run stops here (pipefail): the old log stays
+  mv "bench/results/$name.log.tmp" "bench/results/$name.log"
   extract "$name"
 }
 extract() {  # extract NAME : bench/results/NAME.log's table, from its title line, as NAME.md
@@ -70,7 +75,6 @@ pathlib.Path(f"bench/results/{name}.md").write_text("\n".join(lines[start:]) + "
 PYEOF
 }
 case "$group" in
-  -h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
   envs)      table envs bench/env_throughput.py ;;
   ppo)       table ppo bench/ppo_time_to_threshold.py ;;
   ensemble)  table ensemble bench/ensemble_speed.py ;;
@@ -88,10 +92,12 @@ case "$group" in
   compile)   table compile bench/compile_speed.py ;;
   gpu)       $PY bench/gpu.py ;;
   peers)     table peers bench/peers.py ;;
-  elastic)   PYTHON=$PY bash bench/elastic_population.sh | tee bench/results/elastic.log; extract elastic ;;
+  elastic)   PYTHON=$PY bash bench/elastic_population.sh | tee bench/results/elastic.log.tmp
+             mv bench/results/elastic.log.tmp bench/results/elastic.log; extract elastic ;;
   quick|full)
              $PY bench/suite.py run "$group" --jobs 2 --python "$PY"
-             $PY bench/stock_trading.py --from-suite "$group" | tee "bench/results/$group/stock_trading.log"
+             $PY bench/stock_trading.py --from-suite "$group" | tee "bench/results/$group/stock_trading.log.tmp"
+             mv "bench/results/$group/stock_trading.log.tmp" "bench/results/$group/stock_trading.log"
              if [ "$group" = quick ]; then table envs bench/env_throughput.py; fi
              if [ "$group" = full ]; then
                for g in envs ppo asymmetric ensemble offpolicy hterm mujoco mujoco-learn marl pipeline population; do

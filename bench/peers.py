@@ -3,12 +3,13 @@ training needs to reach a deterministic 10-episode evaluation on gymnasium's own
 CartPole-v1 (PPO, DQN, PQN) and >= -200 on Pendulum-v1 (SAC, TD3), with **each algorithm file's own
 defaults** (`python algos/<file>.py --env <id>`, nothing else) against SB3 with RL Zoo's tuned settings.
 
-    python bench/peers.py                                  # every comparison, seeds 1-5 (~40 min)
+    python bench/peers.py                                  # every comparison, seeds 1-5 (~30-40 min on 2 cores)
     python bench/peers.py --only ppo dqn --seeds 1 2 3
     python bench/peers.py --from-log bench/results/peers.jsonl   # rebuild the table, no runs
 
 SB3 is never a project dependency: the first run creates `bench/.venv-peers` (python -m venv, then
-pip install of the pinned torch, stable-baselines3 and gymnasium below) and runs the SB3 side there
+pip install of torch==2.13.0, stable-baselines3==2.9.2 and gymnasium[classic-control]==1.4.0 (PINS): a
+download, a few minutes; where plain pip would pull a CUDA torch, create that venv beforehand with the CPU wheel) and runs the SB3 side there
 (`bench/peers_sb3.py`, RL Baselines3 Zoo hyper-parameters); our side runs with this interpreter. Every
 run is its own process, one at a time, with OMP_NUM_THREADS=1 and torch.set_num_threads(1) on both sides.
 DQN and PQN are both compared with SB3's DQN: one SB3 run per seed, in this invocation, serves both rows.
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import platform
@@ -262,11 +264,13 @@ def median(xs):
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--only", nargs="+", choices=list(COMPARISONS), default=list(COMPARISONS))
-    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    p.add_argument("--only", nargs="+", choices=list(COMPARISONS), default=list(COMPARISONS),
+                   help="the comparisons to run (default: all five, ~30-40 min on 2 cores)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="seeds of both sides (default: 1-5)")
     p.add_argument("--profile", choices=["auto", "never", "always"], default="auto",
                    help="cProfile one run of ours (the first seed) for comparisons that miss their target (auto)")
-    p.add_argument("--log", default="bench/results/peers.jsonl", help="every run's JSON result (rewritten)")
+    p.add_argument("--log", default="bench/results/peers.jsonl", help="every run's JSON result, one line each (default: the committed bench/results/peers.jsonl; "
+                   "replaced when the invocation completes, kept as it was when it fails)")
     p.add_argument("--from-log", metavar="JSONL", help="no runs: rebuild the table from a --log file")
     # worker mode (our side, one run)
     p.add_argument("--worker", choices=list(COMPARISONS), help=argparse.SUPPRESS)
@@ -283,13 +287,17 @@ def main() -> None:
         results, profiles = from_log(ROOT / a.from_log)
         print(report(results, profiles, versions_of(results), None))
         return
+    if importlib.util.find_spec("torch") is None:  # our side runs with this interpreter
+        sys.exit(f"bench/peers.py: {sys.executable} has no torch; run it with the project's venv "
+                 "(.venv/bin/python bench/peers.py, or bash benchmark.sh peers)")
     t_group = time.perf_counter()
     py = ensure_venv()
     log_path = ROOT / a.log
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    partial = log_path.with_name(log_path.name + ".tmp")  # becomes --log when every run is in
     results: dict[str, list[tuple[int, dict, dict]]] = {}
     sb3_runs = {}  # (SB3 algorithm, seed) -> result: DQN serves the dqn and pqn rows
-    with open(log_path, "w") as log:
+    with open(partial, "w") as log:
         for algo in a.only:
             results[algo] = []
             c = COMPARISONS[algo]
@@ -309,6 +317,7 @@ def main() -> None:
             if a.profile == "always" or (a.profile == "auto" and (ratio is None or ratio < COMPARISONS[algo]["target"])):
                 print(f"{algo}: profiling ours (seed {rows[0][0]}) under cProfile", flush=True)
                 profiles[algo] = run(ours_cmd(algo, rows[0][0], profile=True), log)
+    partial.replace(log_path)
     print(report(results, profiles, versions_of(results), time.perf_counter() - t_group))
 
 

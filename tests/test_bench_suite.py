@@ -288,6 +288,17 @@ def test_benchmark_sh_help_lists_every_group_it_runs():
     assert not missing, f"groups without a line in benchmark.sh's header: {missing}"
     bad = subprocess.run(["bash", "benchmark.sh", "no-such-group"], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--help" in bad.stderr
+    # an interpreter without torch (the venv not set up or not found): one line naming the set-up, before any work,
+    # and no committed log touched
+    import os
+    import sys
+
+    log = (ROOT / "bench/results/envs.log").read_bytes()
+    bare = subprocess.run(["bash", "benchmark.sh", "envs"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHON": f"{sys.executable} -S -I"})
+    assert bare.returncode == 2 and len(bare.stderr.strip().splitlines()) == 1, bare.stderr
+    assert "cannot import torch" in bare.stderr and "requirements.txt" in bare.stderr, bare.stderr
+    assert (ROOT / "bench/results/envs.log").read_bytes() == log
 
 
 def test_every_bench_script_parses_its_command_line():
