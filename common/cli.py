@@ -134,7 +134,29 @@ def cli(args_cls, description: str | None = None, defaults_for=None, argv: list[
     if given.get("--num-envs", "").isdigit():
         kwargs["num_envs"] = int(given["--num-envs"])
     default = defaults_for(given.get("--env", args_cls().env), **kwargs)
+    if description is not None and any(a in ("-h", "--help") for a in argv):
+        description += task_defaults_note(args_cls, default)
     return _parse(args_cls, default=default, description=description, args=argv)
+
+
+def task_defaults_note(args_cls, default) -> str:
+    """The help's line naming the defaults that the task's row (or its scale) sets over the dataclass's, or ''."""
+    import dataclasses
+
+    base = args_cls(env=default.env)
+    changed = [_flag(f.name, getattr(default, f.name)) for f in dataclasses.fields(default)
+               if f.name != "env" and getattr(default, f.name) != getattr(base, f.name)]
+    if not changed:
+        return f"\n\nDefaults below: the file's own ({default.env} has no row of task defaults)."
+    return (f"\n\nDefaults below for {default.env}: the file's own, except {', '.join(changed)} (set for this task; "
+            f"other tasks get other values: --env X --help).")
+
+
+def _flag(name: str, v) -> str:
+    flag = "--" + name.replace("_", "-")
+    if isinstance(v, bool):
+        return flag if v else "--no-" + flag[2:]
+    return f"{flag} {' '.join(map(str, v)) if isinstance(v, (tuple, list)) else v}"
 
 
 _BOX = "│╭╮╰╯─"

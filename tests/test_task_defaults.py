@@ -88,3 +88,25 @@ def test_the_ppo_pendulum_learning_budget_is_the_row_a_user_gets():
     for name in ("ppo_vec", "ppo_h"):
         row = importlib.import_module(f"algos.{name}").TASK_DEFAULTS["Pendulum-v1"]
         assert {k: PPO_PENDULUM[k] for k in row} == row, name
+
+
+def test_help_names_the_flags_the_tasks_row_sets(capsys):
+    """`--env X --help` says, above the flags, which defaults X's row changed (so a user sees where `--gamma 0.9`
+    comes from), in flag syntax; a task without a row says that instead."""
+    from algos import dqn, ppo_vec, sac
+
+    def note(mod, env_id):
+        with pytest.raises(SystemExit) as e:
+            cli(mod.Args, "doc", defaults_for=mod.default_args, argv=["--env", env_id, "--help"])
+        assert e.value.code == 0
+        out = " ".join(capsys.readouterr().out.split())
+        return out[out.index("Defaults below"):out.index("(set for this task") if "(set for" in out else None]
+
+    got = note(ppo_vec, "Pendulum-v1")
+    row = ppo_vec.TASK_DEFAULTS["Pendulum-v1"]
+    for k, v in row.items():
+        flag = "--" + k.replace("_", "-")
+        assert (flag if v is True else f"{flag} {v}") in got, (k, v, got)
+    assert got.count("--") == len(row), got  # nothing the row leaves alone
+    assert "--no-autotune" in note(sac, "MountainCarContinuous-v0")
+    assert "has no row" in note(dqn, "Acrobot-v1")
