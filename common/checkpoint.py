@@ -169,11 +169,12 @@ RESUME_MAY_CHANGE = {"resume", "total_steps", "quiet", "track", "wandb_project",
 
 
 def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
-    """The arguments a resumed run continues with: the saved ones, except the flags in
-    `RESUME_MAY_CHANGE`. A flag left at its default (`defaults`, else the dataclass's own) takes the
-    saved value (so does one at the dataclass's default: a run resumed in code, `main(Args(resume=...))`);
-    a flag set to another value than the saved one is refused with a message naming both.
-    `--total-steps` left at its default also takes the saved value (the run ends where it was meant to)."""
+    """The arguments a resumed run continues with: the saved ones. A flag left at its default (`defaults`, else
+    the dataclass's own) takes the saved value (so does one at the dataclass's default: a run resumed in code,
+    `main(Args(resume=...))`); a flag set to another value than the saved one is refused with a message naming
+    both, except the flags in `RESUME_MAY_CHANGE` (the run's length and bookkeeping: `--total-steps`,
+    `--save-every`, `--eval-every`, ...), which take the value given. `--device` is this machine's: never the
+    saved one."""
     saved, changes = ckpt["args"], {}
     plain = type(args)()  # the dataclass's own defaults: what `main(Args(resume=...))` starts from
     defaults = plain if defaults is None else defaults
@@ -182,14 +183,15 @@ def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
         return getattr(args, name) in (getattr(defaults, name), getattr(plain, name))
 
     for f in dataclasses.fields(args):
-        if f.name == "total_steps" and f.name in saved and left_out(f.name):
-            changes[f.name] = saved[f.name]  # not given: the saved run's length (a larger one trains longer)
-            continue
-        if f.name in RESUME_MAY_CHANGE or f.name not in saved:
+        if f.name in ("resume", "device") or f.name not in saved:
             continue
         mine = getattr(args, f.name)
         theirs = tuple(saved[f.name]) if isinstance(saved[f.name], list) else saved[f.name]
         if mine == theirs:
+            continue
+        if f.name in RESUME_MAY_CHANGE:
+            if left_out(f.name):  # not given: the saved run's (its length, its checkpoint cadence, ...)
+                changes[f.name] = theirs
             continue
         # --env is "left out" only at the dataclass's own default (`defaults` may have been built for --env)
         if (mine == plain.env) if f.name == "env" else left_out(f.name):

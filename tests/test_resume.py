@@ -4,6 +4,7 @@ resumed run takes from its checkpoint (settings, length), and the algorithm file
 Exact resume itself (a run interrupted and resumed ends bit-identical to the uninterrupted run) is tested
 once, for every algorithm file and a few extra settings, by the SIGKILL test of tests/test_faults.py."""
 
+import dataclasses
 import importlib
 import re
 import shutil
@@ -183,3 +184,17 @@ def test_resume_on_an_env_with_other_spaces_is_refused_by_name(name, tmp_path, m
                                          f"{re.escape(now)}: the env changed") as e:
         module.main(module.Args(**dict(kw, resume=r["checkpoint"])))
     assert_user_error(e.value, capfd)
+
+
+def test_resume_keeps_the_saved_bookkeeping_flags_it_is_not_given():
+    """A flag that may change on resume (`--save-every`, `--eval-every`, `--quiet`, `--out-dir`, ...) left out keeps
+    the saved run's value (a run started with `--save-every 10000` still checkpoints every 10k after Ctrl-C and
+    `--resume`); given, it takes the new value; `--device` is never the saved one (another machine)."""
+    from common.checkpoint import resume_args
+
+    saved = dataclasses.asdict(dataclasses.replace(ppo_vec.Args(), save_every=10_000, eval_every=4096, quiet=True,
+                                                   out_dir="runs_x", device="cuda"))
+    got = resume_args(ppo_vec.Args(resume="ck.pt"), {"args": saved})
+    assert (got.save_every, got.eval_every, got.quiet, got.out_dir, got.device) == (10_000, 4096, True, "runs_x", "auto")
+    got = resume_args(ppo_vec.Args(resume="ck.pt", save_every=2048), {"args": saved})
+    assert (got.save_every, got.eval_every) == (2048, 4096)
