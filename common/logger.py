@@ -225,6 +225,13 @@ class Logger:
 
     def close(self) -> None:
         self.write_files()
+        if not self.quiet:  # where it all went, and the last evaluation (the progress lines scroll away)
+            last = next((r for r in reversed(self.rows) if r.get("eval_return") is not None), None)
+            done = f"[{self.algo} {self.env_id}] done: {self.rows[-1]['step']:,} steps" if self.rows else \
+                f"[{self.algo} {self.env_id}] done"
+            if last is not None:
+                done += f", eval_return {last['eval_return']:.1f} at step {last['step']:,}"
+            print(f"{done}; {_fmt_time(self.seconds)} of training; run dir {self.run_dir}", flush=True)
         if self.tb is not None:
             self.tb.close()
         if self.wandb is not None:

@@ -114,6 +114,26 @@ def test_logger_writes_metrics_curves_and_resume_truncation(tmp_path):
     assert len(open(tmp_path / "metrics.jsonl").readlines()) == 2
 
 
+def test_a_run_ends_with_a_line_naming_its_directory_and_last_evaluation(tmp_path, capsys):
+    """The progress lines scroll away: the last line says where the run went and its last evaluation
+    (`--quiet`: nothing)."""
+    class A:
+        env, plots = "CartPole-v1", False
+
+    for quiet in (False, True):
+        (tmp_path / str(quiet)).mkdir()
+        log = Logger(tmp_path / str(quiet), "dqn", A(), total_steps=100, quiet=quiet)
+        log.log(50, **{"eval_return": 123.4})
+        log.log(100, **{"return": 7.0})
+        log.close()
+        out = capsys.readouterr().out.splitlines()
+        if quiet:
+            assert out == []
+        else:
+            assert out[-1].startswith("[dqn CartPole-v1] done: 100 steps, eval_return 123.4 at step 50;"), out
+            assert out[-1].endswith(f"run dir {tmp_path / str(quiet)}"), out
+
+
 def test_the_run_clock_starts_after_the_loggers_set_up(tmp_path, monkeypatch):
     """`seconds` (the training clock the peers benchmark reads) leaves out the logger's own set-up: a slow
     TensorBoard writer (its import and event file take ~0.1 s) is not training time; a resumed run's clock
