@@ -113,7 +113,7 @@ def check_args(args: Args, env) -> None:
     if not isinstance(env.single_action_space, gym.spaces.Discrete):
         raise ValueError(
             f"d3qn needs a Discrete action space; {args.env} has {env.single_action_space}. "
-            f"Use a continuous-action algorithm (algos/ppo_vec.py) for this env."
+            f"Use a continuous-action algorithm (algos/ppo_vec.py, sac.py or td3.py) for this env."
         )
     if len(env.single_observation_space.shape) != 1:
         raise ValueError(f"d3qn's MLP needs flat observations, {args.env} has shape "

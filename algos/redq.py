@@ -12,8 +12,9 @@ allow a high update-to-data ratio without a model:
 The temperature is learned as in SAC. Only the M drawn target critics are evaluated for the target, and
 the policy's backward takes dQ/da through the N critics without their weight gradients.
 
-Defaults are Pendulum's, sized so that the run ends in minutes on a CPU: (128, 128) networks and 6k env
-steps (N = 10, M = 2, G = 5 as below). The paper's MuJoCo setting is `--hidden 256 256 --utd 20`.
+The dataclass defaults below ((128, 128) networks, 6k env steps, N = 10, M = 2, G = 5) are for tasks without a
+row in TASK_DEFAULTS; Pendulum-v1's row (64x64, 8 envs, G = 1, 20k steps) replaces some of them, and
+`--env X --help` shows what a task gets. The paper's MuJoCo setting is `--hidden 256 256 --utd 20`.
 
     python algos/redq.py --env Pendulum-v1
 """

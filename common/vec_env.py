@@ -223,7 +223,7 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         validate_actions: bool = True,
     ):
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
-            raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+            raise ValueError(f"num_envs must be a positive integer (--num-envs), got {num_envs!r}")
         self.num_envs = num_envs
         self.device = canonical(device)  # cuda -> cuda:N, the device its tensors report
         self.dtype = dtype

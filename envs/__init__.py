@@ -134,7 +134,7 @@ def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", see
     if not isinstance(env_id, str):
         raise ValueError(f"an env id is a string (e.g. 'CartPole-v1'), got {type(env_id).__name__} {env_id!r}")
     if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
-        raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+        raise ValueError(f"num_envs must be a positive integer (--num-envs), got {num_envs!r}")
     if num_envs > MAX_NUM_ENVS:
         raise ValueError(f"num_envs={num_envs:,} is more sub-envs than one process holds (at most {MAX_NUM_ENVS:,}); "
                          f"use fewer, or spread them over processes with torchrun")

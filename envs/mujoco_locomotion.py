@@ -334,7 +334,7 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
         if kwargs:
             raise TypeError(f"{self.env_id}: unexpected options {sorted(kwargs)}")
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
-            raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+            raise ValueError(f"num_envs must be a positive integer (--num-envs), got {num_envs!r}")
         mujoco = _require_mujoco()
         self.num_envs = num_envs
         self.device = canonical(device)
