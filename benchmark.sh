@@ -2,7 +2,7 @@
 # Reproduces the benchmark tables and curves.   Usage: bash benchmark.sh [GROUP]   (default: quick; --help: this list)
 #   quick         learning curves over 3 seeds (bench/suite.py: PPO, DQN on CartPole; PPO, SAC, TD3, DDPG on
 #                 Pendulum; PPO on Chasing-v0 and StockTrading-v0) + the StockTrading backtest + env
-#                 throughput; tables and PNGs in bench/results/quick/ (~9 min on a 2-core CPU)
+#                 throughput; tables and PNGs in bench/results/quick/ (10-16 min on a 2-core CPU)
 #   full          the learning suite at long budgets and on MuJoCo v5 (bench/suite.py full), then the groups
 #                 envs, ppo, asymmetric, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline and
 #                 population below (hours on a CPU; a GPU helps the PPO rows)
