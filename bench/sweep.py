@@ -203,8 +203,9 @@ def main() -> None:
     p.add_argument("--report-seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5],
                    help="held-out seeds the best point and the defaults are reported on (default: 1-5)")
     p.add_argument("--by", type=int, default=None,
-                   help="a seed counts as solved only if it reached the threshold by this env step (and its final did)")
-    p.add_argument("--evals", type=int, default=10, help="evaluations per run (every steps/evals env steps)")
+                   help="a seed counts as solved only if it reached the threshold by this env step (and its final did); "
+                        "default: any step")
+    p.add_argument("--evals", type=int, default=10, help="evaluations per run (every steps/evals env steps; default 10)")
     p.add_argument("--clock", type=int, default=None, metavar="EVERY",
                    help="rank by training seconds to the threshold (peers benchmark's worker, eval every EVERY steps)")
     p.add_argument("--stability", action="store_true",
