@@ -9,8 +9,8 @@ defaults** (`python algos/<file>.py --env <id>`, nothing else) against SB3 with 
 
 SB3 is never a project dependency: the first run creates `bench/.venv-peers` (python -m venv, then
 pip install of torch==2.13.0, stable-baselines3==2.9.2 and gymnasium[classic-control]==1.4.0 (PINS): a
-download, a few minutes; where plain pip would pull a CUDA torch, create that venv beforehand with the CPU wheel) and runs the SB3 side there
-(`bench/peers_sb3.py`, RL Baselines3 Zoo hyper-parameters); our side runs with this interpreter. Every
+download, a few minutes; where plain pip would pull a CUDA torch, create that venv beforehand with the CPU
+wheel) and runs the SB3 side there (`bench/peers_sb3.py`, RL Baselines3 Zoo hyper-parameters); our side runs with this interpreter. Every
 run is its own process, one at a time, with OMP_NUM_THREADS=1 and torch.set_num_threads(1) on both sides.
 DQN and PQN are both compared with SB3's DQN: one SB3 run per seed, in this invocation, serves both rows.
 
@@ -269,8 +269,9 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="seeds of both sides (default: 1-5)")
     p.add_argument("--profile", choices=["auto", "never", "always"], default="auto",
                    help="cProfile one run of ours (the first seed) for comparisons that miss their target (auto)")
-    p.add_argument("--log", default="bench/results/peers.jsonl", help="every run's JSON result, one line each (default: the committed bench/results/peers.jsonl; "
-                   "replaced when the invocation completes, kept as it was when it fails)")
+    p.add_argument("--log", default="bench/results/peers.jsonl",
+                   help="every run's JSON result, one line each (default: the committed bench/results/peers.jsonl; "
+                        "replaced when the invocation completes, kept as it was when it fails)")
     p.add_argument("--from-log", metavar="JSONL", help="no runs: rebuild the table from a --log file")
     # worker mode (our side, one run)
     p.add_argument("--worker", choices=list(COMPARISONS), help=argparse.SUPPRESS)

@@ -140,7 +140,8 @@ def cli(args_cls, description: str | None = None, defaults_for=None, argv: list[
 
 
 def task_defaults_note(args_cls, default) -> str:
-    """The help's line naming the defaults that the task's row (or its scale) sets over the dataclass's, or ''."""
+    """The help's paragraph naming the defaults that the task's row (or its scale) sets over the dataclass's, in
+    flag syntax, or saying that the task has none."""
     import dataclasses
 
     base = args_cls(env=default.env)
