@@ -10,8 +10,8 @@ defaults** (`python algos/<file>.py --env <id>`, nothing else) against SB3 with 
 SB3 is never a project dependency: the first run creates `bench/.venv-peers` (python -m venv, then
 pip install of torch==2.13.0, stable-baselines3==2.9.2 and gymnasium[classic-control]==1.4.0 (PINS): a
 download, a few minutes; where plain pip would pull a CUDA torch, create that venv beforehand with the CPU
-wheel) and runs the SB3 side there (`bench/peers_sb3.py`, RL Baselines3 Zoo hyper-parameters); our side runs with this interpreter. Every
-run is its own process, one at a time, with OMP_NUM_THREADS=1 and torch.set_num_threads(1) on both sides.
+wheel) and runs the SB3 side there (`bench/peers_sb3.py`, RL Baselines3 Zoo hyper-parameters); our side
+runs with this interpreter. Every run is its own process, one at a time, with OMP_NUM_THREADS=1 and torch.set_num_threads(1) on both sides.
 DQN and PQN are both compared with SB3's DQN: one SB3 run per seed, in this invocation, serves both rows.
 
 The only flag the benchmark gives our files is the evaluation cadence (`--eval-every`, the same number
