@@ -4,9 +4,13 @@ CartPole at 65536 envs, and rsl_rl on the same MuJoCo Warp env, into bench/resul
     python bench/gpu.py             # every part below, then the report (about 30 minutes on one H100)
     python bench/gpu.py env         # Ant-v5 and Humanoid-v5 env-steps/s: MuJoCo Warp at N = 1024, 4096, 16384
                                     # on the GPU, and the CPU batch backend (every core) at 4096 for the ratio
-    python bench/gpu.py ppo-ant     # python algos/ppo_vec.py --env Ant --num-envs 4096 --device cuda: env-steps/s,
-                                    # time to an eval >= 3000, gymnasium's score
-    python bench/gpu.py ppo-ant-compile   # the same with --compile (CUDA graphs)
+    python bench/gpu.py ppo-ant     # python algos/ppo_vec.py --env Ant --num-envs 4096 --device cuda (each iteration
+                                    # one CUDA graph, common/graphs.py): env-steps/s, time to an eval >= 3000,
+                                    # gymnasium's score
+    python bench/gpu.py ppo-ant-eager     # the same with --no-capture (a kernel launch per op)
+    python bench/gpu.py ppo-ant-compile   # the same with --compile (a CUDA graph per compiled function)
+    python bench/gpu.py ppo-ant-16k       # Ant with --num-envs 16384
+    python bench/gpu.py ppo-humanoid      # Humanoid with --num-envs 4096: time to an eval >= 5000
     python bench/gpu.py cartpole    # ppo_vec on CartPole-v1 with 65536 envs (16 steps a rollout, 1M samples an
                                     # update): env-steps/s, time to an eval >= 475
     python bench/gpu.py rsl_rl      # rsl_rl (IsaacLab's classic Ant config) on the same Warp Ant, 4096 envs
@@ -40,10 +44,14 @@ OUT = ROOT / "bench" / "results" / "gpu"
 RUNS = ROOT / "bench" / "runs" / "gpu"
 ENV_SIZES = (1024, 4096, 16384)
 # the budgets: sized for about 5 minutes of training each at the target of 300k env-steps/s
-ANT = dict(steps=100_000_000, eval_every=4_194_304, num_envs=4096)
+ANT = dict(steps=100_000_000, eval_every=2_097_152, num_envs=4096)
 CARTPOLE = dict(steps=200_000_000, eval_every=8_388_608, num_envs=65536)
-ANT_TARGET, CARTPOLE_TARGET = 3000.0, 475.0
-PARTS = ("env", "ppo-ant", "ppo-ant-compile", "cartpole", "rsl_rl", "profile")
+ANT_TARGET, HUMANOID_TARGET, CARTPOLE_TARGET = 3000.0, 5000.0, 475.0
+# the ppo_vec parts: (task, envs, flags, the row's name)
+PPO = {"ppo-ant": ("Ant", 4096, [], "captured"), "ppo-ant-eager": ("Ant", 4096, ["--no-capture"], "eager"),
+       "ppo-ant-compile": ("Ant", 4096, ["--compile"], "compile"), "ppo-ant-16k": ("Ant", 16384, [], "captured"),
+       "ppo-humanoid": ("Humanoid", 4096, [], "captured")}
+PARTS = ("env", *PPO, "cartpole", "rsl_rl", "profile")
 
 
 def have_cuda() -> bool:
@@ -149,14 +157,16 @@ def _summary(r: dict, level: float) -> dict:
             "reached_step": hit["step"] if hit else None, "curve": r["curve"]}
 
 
-def part_ppo_ant(steps: int, compile_: bool, max_seconds: float | None = None) -> None:
-    name = "compile" if compile_ else "eager"
-    flags = ["--env", "Ant", "--num-envs", str(ANT["num_envs"]), "--total-steps", str(steps), "--seed", "1",
-             "--eval-every", str(ANT["eval_every"]), *(["--compile"] if compile_ else [])]
-    r = _summary(_train(flags, RUNS / f"ppo_ant_{name}.json", OUT / "logs" / f"ppo_ant_{name}.log", max_seconds), ANT_TARGET)
-    print(f"ppo_vec Ant x4096 {name}: {r['sps']:,.0f} env-steps/s, gym {_score(r, False)}, "
-          f"eval >= {ANT_TARGET:.0f} at {_secs(r['reached_seconds'])}", flush=True)
-    save("ppo-ant-compile" if compile_ else "ppo-ant", {name: r})
+def part_ppo(part: str, steps: int, max_seconds: float | None = None) -> None:
+    task, num_envs, extra, name = PPO[part]
+    level = HUMANOID_TARGET if task == "Humanoid" else ANT_TARGET
+    flags = ["--env", task, "--num-envs", str(num_envs), "--total-steps", str(steps), "--seed", "1",
+             "--eval-every", str(ANT["eval_every"]), *extra]
+    tag = part.replace("-", "_")
+    r = _summary(_train(flags, RUNS / f"{tag}.json", OUT / "logs" / f"{tag}.log", max_seconds), level)
+    print(f"ppo_vec {task} x{num_envs} {name}: {r['sps']:,.0f} env-steps/s, gym {_score(r, False)}, "
+          f"eval >= {level:.0f} at {_secs(r['reached_seconds'])}", flush=True)
+    save(part, {name: r})
 
 
 def part_cartpole(steps: int, max_seconds: float | None = None) -> None:
@@ -290,8 +300,7 @@ def report() -> str:
             lines.append(f"| {r['task']} | {r['backend']} | {r['num_envs']} | {r['sps']:,.0f} | {ratio} |")
         lines.append("")
     runs = []
-    for part, level in (("ppo-ant", ANT_TARGET), ("ppo-ant-compile", ANT_TARGET), ("rsl_rl", ANT_TARGET),
-                        ("cartpole", CARTPOLE_TARGET)):
+    for part in (*PPO, "rsl_rl", "cartpole"):
         for name, r in (parts[part] or {}).items():
             if isinstance(r, dict) and "sps" in r:
                 runs.append((part, name, r, parts[part]))
@@ -304,18 +313,15 @@ def report() -> str:
                          f"{r['sps']:,.0f} | >= {r['level']:.0f} | {_secs(r['reached_seconds'])} | {_score(r)} | "
                          f"`{r['command']}` |")
         lines.append("")
-        ours, peer = (parts["ppo-ant"] or {}).get("eager"), (parts["rsl_rl"] or {}).get("rsl_rl")
-        if ours and peer:
-            same = parts["ppo-ant"]["machine"] == parts["rsl_rl"]["machine"]
-            lines.append(f"- Ant x4096, ours (eager) / rsl_rl env-steps/s: {ours['sps'] / peer['sps']:.2f}x"
-                         + ("" if same else " (measured on different machines: not a ratio to quote)")
-                         + f"; gymnasium return {_score(ours, False)} vs {_score(peer, False)}")
-        ant = {**(parts["ppo-ant"] or {}), **(parts["ppo-ant-compile"] or {})}
-        modes = [(m, ant[m]) for m in ("eager", "compile") if m in ant]
-        if modes:
-            lines += ["- Targets (one H100): Ant x4096 >= 300,000 env-steps/s: "
-                      + ", ".join(f"{r['sps']:,.0f} ({m})" for m, r in modes) + "; Ant to an eval >= 3000 in <= 5 min: "
-                      + ", ".join(f"{_secs(r['reached_seconds'])} ({m})" for m, r in modes)]
+        peer = (parts["rsl_rl"] or {}).get("rsl_rl")
+        for part in ("ppo-ant", "ppo-ant-eager", "ppo-ant-compile"):
+            name, ours = next(iter((parts[part] or {}).items()), (None, None))
+            if ours and peer and isinstance(ours, dict) and "sps" in ours:
+                same = parts[part]["machine"] == parts["rsl_rl"]["machine"]
+                lines.append(f"- Ant x4096, ours ({name}) / rsl_rl env-steps/s: {ours['sps'] / peer['sps']:.2f}x"
+                             + (f" (same card, {parts[part]['date']} and {parts['rsl_rl']['date']})" if same else
+                                " (measured on different machines: not a ratio to quote)")
+                             + f"; gymnasium return {_score(ours, False)} vs {_score(peer, False)}")
     prof = parts["profile"]
     if prof:
         lines += ["", f"## Where ppo_vec's time goes (torch.profiler, {prof['machine']}, {prof['date']})", "",
@@ -355,8 +361,8 @@ def main() -> None:
     for part in todo:
         if part == "env":
             part_env(a.seconds)
-        elif part in ("ppo-ant", "ppo-ant-compile"):
-            part_ppo_ant(a.steps or ANT["steps"], compile_=part == "ppo-ant-compile", max_seconds=a.max_seconds)
+        elif part in PPO:
+            part_ppo(part, a.steps or ANT["steps"], max_seconds=a.max_seconds)
         elif part == "cartpole":
             part_cartpole(a.steps or CARTPOLE["steps"], a.max_seconds)
         elif part == "profile":

@@ -15,7 +15,10 @@
 #   cuda-core   pytest -m "cuda and not slow" without MuJoCo Warp (classic envs, loops, guard, resume, PER, NCCL)
 #   cuda-warp   pytest -m cuda, the MuJoCo Warp cases (graph == eager, no sync, parity with gymnasium, resume)
 #   cuda-slow   pytest -m "cuda and slow", the rest (--compile with CUDA graphs, population on the GPU; $SLOW_K: -k)
-#   env | ppo-ant | ppo-ant-compile | rsl_rl | cartpole | profile    bench/gpu.py's parts ($STEPS_<part> env steps)
+#   cuda-graphs pytest -m cuda tests/test_graphs.py: the captured PPO iteration against eager, the guard inside it, and
+#               (once .whl/b is in) its replay on MuJoCo Warp; $GRAPHS_K: -k
+#   env | ppo-ant | ppo-ant-eager | ppo-ant-compile | ppo-ant-16k | ppo-humanoid | rsl_rl | cartpole | profile
+#               bench/gpu.py's parts ($STEPS_<part> env steps, dashes as underscores: STEPS_ppo_ant_16k)
 set -u
 OUT=${OUT:-/tmp/gpu_out}
 mkdir -p "$OUT" /root/warp
@@ -74,7 +77,8 @@ bench_stage() {  # part, seconds
   echo "exit $?"; tail -n 8 "$OUT/bench_$part.log"
 }
 
-STAGES="cuda-core cuda-warp cuda-slow env ppo-ant ppo-ant-compile rsl_rl cartpole profile"
+BENCH="env ppo-ant ppo-ant-eager ppo-ant-compile ppo-ant-16k ppo-humanoid rsl_rl cartpole profile"
+STAGES="cuda-core cuda-warp cuda-slow cuda-graphs $BENCH"
 [ $# -gt 0 ] || { echo "usage: bash bench/gpu_lease.sh STAGE [STAGE ...]; stages: $STAGES" >&2; exit 2; }
 for stage in "$@"; do  # every stage checked before anything is installed or run
   [[ " $STAGES " == *" $stage "* ]] || { echo "unknown stage '$stage': use one of $STAGES" >&2; exit 2; }
@@ -86,7 +90,8 @@ for stage in "$@"; do
     cuda-warp) pytest_stage warp "${CAP_warp:-240}" -m cuda tests/test_cuda.py tests/test_mujoco_parity.py \
                  -k "$WARP_K or deferred" ;;
     cuda-slow) pytest_stage slow "${CAP_slow:-300}" -m "cuda and slow" tests/ -k "${SLOW_K:-not ($WARP_K)}" ;;
-    env|ppo-ant|ppo-ant-compile|rsl_rl|cartpole|profile) v="CAP_${stage//-/_}"; bench_stage "$stage" "${!v:-300}" ;;
+    cuda-graphs) pytest_stage graphs "${CAP_graphs:-150}" -m cuda tests/test_graphs.py ${GRAPHS_K:+-k "$GRAPHS_K"} ;;
+    *) v="CAP_${stage//-/_}"; bench_stage "$stage" "${!v:-300}" ;;
   esac
 done
 # results and the runs' metrics come back as one archive (the reply brings at most 8 files)

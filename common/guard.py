@@ -56,10 +56,11 @@ class NumericGuard:
         # launches for each of a network's parameter tensors after every minibatch), and `x * 0` is 0 where x is
         # finite and NaN where it is NaN or Inf, so the sum is NaN exactly when one is not finite (and it cannot
         # overflow); NaN -> this name's code, 0 stays 0; kept unless an earlier watch was bad: 5 kernels in all
-        flat = floats[0] if len(floats) == 1 else torch.cat([t.flatten() for t in floats])
-        bad = flat.mul(0).sum().nan_to_num(nan=code).to(torch.float32)
-        with self._lock:
-            self.first = torch.where(self.first == 0, bad, self.first)
+        with torch.no_grad():  # parameters too: no autograd record (and `out=` below refuses one)
+            flat = floats[0] if len(floats) == 1 else torch.cat([t.flatten() for t in floats])
+            bad = flat.mul(0).sum().nan_to_num(nan=code).to(torch.float32)
+        with self._lock, torch.no_grad():
+            torch.where(self.first == 0, bad, self.first, out=self.first)  # in place: captured graphs replay it
 
     def watch_params(self, name: str, modules) -> None:
         """`watch` every parameter of `modules` (one module or several)."""

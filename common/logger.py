@@ -292,13 +292,15 @@ class Meter:
 
     def __init__(self, device, *names: str):
         self.names = list(names)
-        self.sums = torch.zeros(len(names), device=device)
+        # the sums, then how many times `add` got every name at once: counted on the device, so that a loop
+        # captured as a CUDA graph (common.graphs), whose Python code runs once, counts each replay
+        self.sums = torch.zeros(len(names) + 1, device=device)
+        self._one = torch.ones((), device=device)
         self.counts = [0] * len(names)
 
     def add(self, **values: torch.Tensor) -> None:
         if list(values) == self.names:  # every name, in order (PPO's five): one stack and one add for all of them
-            self.sums.add_(torch.stack([v.detach() for v in values.values()]))
-            self.counts = [k + 1 for k in self.counts]
+            self.sums.add_(torch.stack([*(v.detach() for v in values.values()), self._one]))
             return
         for name, v in values.items():
             i = self.names.index(name)
@@ -306,8 +308,9 @@ class Meter:
             self.counts[i] += 1
 
     def pop(self) -> dict[str, float]:
-        sums = self.sums.tolist()
-        out = {n: s / k if k else float("nan") for n, s, k in zip(self.names, sums, self.counts)}
+        *sums, every = self.sums.tolist()
+        counts = [k + int(every) for k in self.counts]
+        out = {n: s / k if k else float("nan") for n, s, k in zip(self.names, sums, counts)}
         self.sums.zero_()
         self.counts = [0] * len(self.names)
         return out

@@ -267,11 +267,18 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:
             self.rng.manual_seed(int(seed))
-        self.state = self._sample_initial_state(self.num_envs)
+        self.state.copy_(self._sample_initial_state(self.num_envs))
         self.elapsed.zero_()
         self._invalid_action.zero_()
         mask = self._action_mask(self.state)
-        return self._observe(self.state), ({} if mask is None else {"action_mask": mask})
+        return self._own(self._observe(self.state)), ({} if mask is None else {"action_mask": mask})
+
+    def _own(self, obs: torch.Tensor) -> torch.Tensor:
+        """`obs`, copied if it shares memory with the env's state (an identity observation, or a slice of the
+        state): `step` writes the state in place, which must not change an observation the caller holds."""
+        if obs.untyped_storage().data_ptr() == self.state.untyped_storage().data_ptr():
+            return obs.clone()
+        return obs
 
     def step(self, actions):
         if self.validate_actions:
@@ -285,11 +292,10 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         done = terminated | truncated
         final_obs = self._observe(next_state)
         fresh = self._sample_initial_state(self.num_envs)
-        self.state = torch.where(done[:, None], fresh, next_state)
-        self.elapsed = self.elapsed.masked_fill(done, 0)
-        obs = self._observe(self.state)  # row-wise: the fresh start where done, else final_obs
-        if obs is self.state:  # an identity observation must not alias the env's own state
-            obs = obs.clone()
+        # in place: a training iteration captured as a CUDA graph (common.graphs) replays into this memory
+        torch.where(done[:, None], fresh, next_state, out=self.state)
+        self.elapsed.masked_fill_(done, 0)
+        obs = self._own(self._observe(self.state))  # row-wise: the fresh start where done, else final_obs
         info = {"final_obs": final_obs, "_final_obs": done}
         mask = self._action_mask(self.state)
         if mask is not None:
@@ -310,9 +316,8 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
                 f"{self.env_id}: saved env state has shape {tuple(sd['state'].shape)}, this env has "
                 f"{tuple(self.state.shape)} (was it saved with another --num-envs?)"
             )
-        # copies: `step` updates `elapsed` in place, which must not write into the caller's dict
-        self.state = sd["state"].to(self.device, self.dtype, copy=True)
-        self.elapsed = sd["elapsed"].to(self.device, copy=True)
+        self.state.copy_(sd["state"])  # in place (common.graphs), and never into the caller's dict
+        self.elapsed.copy_(sd["elapsed"])
         self.rng.set_state(sd["rng"].cpu())  # a state loaded onto the GPU comes back to the host
 
     def __repr__(self) -> str:

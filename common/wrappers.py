@@ -38,10 +38,12 @@ class RunningMeanStd:
         n = x.shape[0]
         delta = batch_mean - self.mean
         total = self.count + n
-        self.mean = self.mean + delta * (n / total)
+        mean = self.mean + delta * (n / total)
         m2 = self.var * self.count + batch_var * n + delta.square() * (self.count * n / total)
-        self.var = m2 / total
-        self.count = total
+        # in place: a training iteration captured as a CUDA graph (common.graphs) replays into this memory
+        self.mean.copy_(mean)
+        torch.div(m2, total, out=self.var)
+        self.count.copy_(total)
 
     def normalize(self, x: torch.Tensor, clip: float = 10.0, eps: float = 1e-8) -> torch.Tensor:
         y = (x - self.mean.to(x.dtype)) / torch.sqrt(self.var.to(x.dtype) + eps)
@@ -53,10 +55,9 @@ class RunningMeanStd:
     def load_state_dict(self, sd: dict) -> None:
         if tuple(sd["mean"].shape) != tuple(self.mean.shape):
             raise ValueError(f"normalizer statistics have shape {tuple(sd['mean'].shape)}, expected {tuple(self.mean.shape)}")
-        dev, dt = self.mean.device, self.mean.dtype
-        self.mean = sd["mean"].to(dev, dt)
-        self.var = sd["var"].to(dev, dt)
-        self.count = sd["count"].to(dev, dt)
+        self.mean.copy_(sd["mean"])
+        self.var.copy_(sd["var"])
+        self.count.copy_(sd["count"])
 
 
 class EpisodeStatistics(VecEnvWrapper):
@@ -90,20 +91,20 @@ class EpisodeStatistics(VecEnvWrapper):
 
     def step(self, actions):
         obs, reward, terminated, truncated, info = self.env.step(actions)
-        self.ep_return += self._step_reward(reward)
-        self.ep_length += 1
+        # new tensors (`info` keeps them) in the accumulators' dtypes, then the state in place below
+        ep_return = (self.ep_return + self._step_reward(reward)).to(self.ep_return.dtype)
+        ep_length = self.ep_length + 1
         done = terminated | truncated
         d = done.to(self._acc.dtype)
         self._acc += torch.stack(
-            ((self.ep_return * d).sum(), (self.ep_length * d).sum(), d.sum())
+            ((ep_return * d).sum(), (ep_length * d).sum(), d.sum())
         )
         info = dict(info)
-        # no copies: both are rebound just below, and only the new tensors are changed in place afterwards
-        info["episode"] = {"r": self.ep_return, "l": self.ep_length}
+        info["episode"] = {"r": ep_return, "l": ep_length}
         info["_episode"] = done
         going = ~done
-        self.ep_return = self.ep_return * going
-        self.ep_length = self.ep_length * going
+        torch.mul(ep_return, going, out=self.ep_return)  # in place: a captured graph replays into this memory
+        torch.mul(ep_length, going, out=self.ep_length)
         return obs, reward, terminated, truncated, info
 
     def pop(self) -> dict:
@@ -124,9 +125,9 @@ class EpisodeStatistics(VecEnvWrapper):
                 "last": [self.last_return_mean, self.last_length_mean]}
 
     def load_own_state_dict(self, sd):
-        self.ep_return = sd["ep_return"].to(self.ep_return.device)
-        self.ep_length = sd["ep_length"].to(self.ep_length.device)
-        self._acc = sd["acc"].to(self._acc.device)
+        self.ep_return.copy_(sd["ep_return"])
+        self.ep_length.copy_(sd["ep_length"])
+        self._acc.copy_(sd["acc"])
         self.last_return_mean, self.last_length_mean = sd["last"]
 
 
@@ -242,9 +243,9 @@ class NormalizeReward(VecEnvWrapper):
     def step(self, actions):
         obs, reward, terminated, truncated, info = self.env.step(actions)
         if self.training:
-            self.ret = self.ret * self.gamma + reward.to(self.ret.dtype)
-            self.rms.update(self.ret)
-            self.ret = self.ret * ~(terminated | truncated)
+            ret = self.ret * self.gamma + reward.to(self.ret.dtype)
+            self.rms.update(ret)
+            torch.mul(ret, ~(terminated | truncated), out=self.ret)  # in place (captured graphs: common.graphs)
         scaled = (reward / torch.sqrt(self.rms.var.to(reward.dtype) + 1e-8)).clamp(-self.clip, self.clip)
         return obs, scaled, terminated, truncated, info
 
@@ -253,7 +254,7 @@ class NormalizeReward(VecEnvWrapper):
 
     def load_own_state_dict(self, sd):
         self.rms.load_state_dict(sd["rms"])
-        self.ret = sd["ret"].to(self.ret.device, self.ret.dtype)
+        self.ret.copy_(sd["ret"])
 
 
 def find_wrapper(env, cls):

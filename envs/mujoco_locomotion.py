@@ -251,6 +251,15 @@ class _WarpBackend:
         (`wp.capture_while`) becomes a conditional node in it; launched eagerly, that loop reads its condition
         on the host, a sync per solver iteration. On the CPU, `work` runs eagerly."""
         wp = self.wp
+        if self._use_graph and torch.cuda.is_current_stream_capturing():
+            # inside a capture of torch's (common.graphs.Captured: a whole training iteration as one graph): Warp
+            # records into it as an external capture, so that its solver loop becomes a conditional node there too
+            wp.capture_begin(stream=self._stream, external=True)
+            try:
+                work()
+            finally:
+                wp.capture_end(stream=self._stream)
+            return
         if name not in self._graphs and self._use_graph and name in self._warmed:
             try:
                 with wp.ScopedCapture() as capture:
@@ -454,8 +463,9 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
         the state, mj_forward); `qpos`/`qvel` are [N, nq]/[N, nv], rows outside `mask` are ignored."""
         mask = mask.to(self.sim.sim_device)
         self.sim.reset(mask, qpos.to(self.sim.sim_device, torch.float64), qvel.to(self.sim.sim_device, torch.float64))
-        self._com_before = torch.where(mask[:, None], self._com(), self._com_before)
-        self.elapsed = torch.where(mask, torch.zeros_like(self.elapsed), self.elapsed)
+        # in place, as every state update of `step`: a captured graph (common.graphs) replays into this memory
+        torch.where(mask[:, None], self._com(), self._com_before, out=self._com_before)
+        self.elapsed.masked_fill_(mask, 0)
 
     def _out(self, x: torch.Tensor) -> torch.Tensor:
         return x.to(device=self.device, dtype=self.dtype)
@@ -482,7 +492,7 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
         reward = self._reward(vel[:, 0], vel[:, 1], action.to(torch.float64), healthy)
         terminated = ~healthy
         final_obs = self._observe(fresh=None)
-        self._com_before = com_after
+        self._com_before.copy_(com_after)
         self.elapsed += 1
         truncated = self.elapsed >= self.max_episode_steps
         done = terminated | truncated
@@ -507,8 +517,8 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
             raise ValueError(f"{self.env_id}: saved env state has {rows.shape[0]} worlds, this env has "
                              f"{self.num_envs} (was it saved with another --num-envs?)")
         self.sim.set_state(rows.to(self.sim.sim_device))
-        self.elapsed = sd["elapsed"].to(self.sim.sim_device)
-        self._com_before = sd["com_before"].to(self.sim.sim_device)
+        self.elapsed.copy_(sd["elapsed"])
+        self._com_before.copy_(sd["com_before"])
         self.rng.set_state(sd["rng"].cpu())  # a state loaded onto the GPU comes back to the host
 
     def close_extras(self, **kwargs):

@@ -1,0 +1,169 @@
+"""`Captured`: a training loop's whole iteration (rollout, advantages, update) replayed as one CUDA graph.
+
+On a GPU a PPO iteration of small networks is bound by the host, not the math: each of its thousands of torch ops
+is a kernel launch of ~5-15 us of CPU time, and the GPU waits in between (bench/results/gpu.md: busy 37% of an Ant
+x4096 iteration, ~9,500 launches). A CUDA graph records the iteration's kernels once and replays them with one launch.
+
+What a captured function must do (what the eager code of this project does, and what `check` verifies):
+* take no inputs and return nothing: it reads and writes fixed tensors (rollout buffers, the network's
+  parameters, the optimizer's moments, the env's state), so that a replay touches the same memory;
+* update state in place (`copy_`, `out=`, `add_`), never by rebinding an attribute (`self.x = self.x + 1` makes a
+  new tensor that a replay never sees again), and keep no Python-side counters that must advance each call;
+* never wait for the host (`.item()`, `if tensor:`) and never change its own control flow from one call to the next.
+
+`Captured(fn, device, state=[...])` runs `fn` eagerly on its first call (lazy state: the optimizer's moments,
+kernels that load, MuJoCo Warp's modules); on its second, eagerly again, while checking that none of `state`'s
+tensors was rebound and none of its Python numbers changed (`check`); from its third on CUDA it records `fn` once
+and replays it. A check that fails or a capture that raises leaves the loop eager, with one warning naming the
+cause. On a CPU (or with `enabled=False`) every call is eager: nothing else changes, bit for bit.
+
+MuJoCo Warp's own graphs join the capture (`envs/mujoco_locomotion.py`: Warp records into torch's capture as an
+external one, its solver loop a conditional node), and random draws from the env's own `torch.Generator`s are
+registered with the graph (`generators`), so a replay draws new numbers as eager calls do.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable
+
+import torch
+
+# Objects of these packages are leaves of `check`'s walk: their state is not this loop's to check (a torch module's
+# parameters are updated in place by the optimizer), or they are the simulator's own handles
+_OPAQUE = ("torch", "numpy", "gymnasium", "warp", "mujoco", "builtins", "threading", "collections", "typing")
+
+
+def _walk(obj, path: str, out: dict, seen: set, depth: int = 0) -> None:
+    """Every tensor and Python number reachable from `obj` (attributes, dict values, list items), by path."""
+    if isinstance(obj, torch.Tensor):
+        out[path] = obj
+        return
+    if isinstance(obj, (bool, int, float)):
+        out[path] = obj
+        return
+    if id(obj) in seen or depth > 12 or obj is None or isinstance(obj, (str, bytes, torch.nn.Module)):
+        return
+    seen.add(id(obj))
+    if isinstance(obj, torch.Generator):
+        out[path] = obj
+        return
+    if isinstance(obj, dict):
+        items = [(f"{path}[{k!r}]" if isinstance(k, (str, int)) else f"{path}[{i}]", v)
+                 for i, (k, v) in enumerate(obj.items())]
+    elif isinstance(obj, (list, tuple)):
+        items = [(f"{path}[{i}]", v) for i, v in enumerate(obj)]
+    elif hasattr(obj, "__dict__") and not type(obj).__module__.startswith(_OPAQUE):
+        items = [(f"{path}.{k}", v) for k, v in vars(obj).items()]
+        if hasattr(obj, "env") and "env" not in vars(obj):  # a wrapper whose inner env is a property
+            items.append((f"{path}.env", obj.env))
+    else:
+        return
+    for p, v in items:
+        _walk(v, p, out, seen, depth + 1)
+
+
+def snapshot(state: Iterable) -> dict:
+    """{path: tensor object, Python number or generator} for everything reachable from `state`."""
+    out: dict = {}
+    seen: set = set()
+    for i, obj in enumerate(state):
+        _walk(obj, type(obj).__name__ if not isinstance(obj, (dict, list, tuple)) else f"state[{i}]", out, seen)
+    return out
+
+
+def rebound(before: dict, after: dict) -> list[str]:
+    """Paths whose tensor is another object now, whose Python number changed, or that appeared or went."""
+    changed = []
+    for path in sorted(set(before) | set(after)):
+        a, b = before.get(path), after.get(path)
+        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor) or isinstance(a, torch.Generator):
+            if a is not b:
+                changed.append(path)
+        elif a != b and not (a != a and b != b):  # NaN == NaN here
+            changed.append(path)
+    return changed
+
+
+def check(fn: Callable[[], None], state: Iterable) -> list[str]:
+    """Run `fn` once and return what it rebound or changed in `state` (empty: safe to capture)."""
+    state = list(state)
+    before = snapshot(state)
+    fn()
+    return rebound(before, snapshot(state))
+
+
+def generators(state: Iterable, device: torch.device) -> list[torch.Generator]:
+    """The `torch.Generator`s on `device` reachable from `state` (an env's own random stream)."""
+    return [g for g in snapshot(state).values() if isinstance(g, torch.Generator) and g.device == device]
+
+
+class Captured:
+    """`fn()` as one CUDA graph on CUDA after two eager calls (module docstring); eager elsewhere.
+
+    `Captured.simulate = True` (tests, bench/op_count.py) takes the CUDA path on any device up to the capture:
+    the check runs on the second call, and each later call goes through `_stand_in`, which runs `fn` eagerly where
+    a GPU would replay the graph (op_count counts it as one launch)."""
+
+    simulate = False
+
+    def __init__(self, fn: Callable[[], None], device, state: Iterable = (), enabled: bool = True,
+                 name: str = "iteration"):
+        self.fn, self.name = fn, name
+        self.device = torch.device(device)
+        self.state = list(state)
+        self.enabled = enabled and (self.device.type == "cuda" or Captured.simulate)
+        self.calls = 0
+        self.replays = 0
+        self.graph = None
+        self.why_eager: str | None = None if self.enabled else "not on CUDA" if enabled else "turned off"
+
+    @property
+    def captured(self) -> bool:
+        return self.graph is not None
+
+    def __call__(self) -> None:
+        if self.graph is not None:
+            self.graph.replay()
+            self.replays += 1
+            return
+        if not self.enabled:
+            self.fn()
+            return
+        self.calls += 1
+        if self.calls == 1:
+            self.fn()
+        elif self.calls == 2:
+            changed = check(self.fn, self.state)
+            if changed:
+                shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+                self._eager(f"{shown} changed between two calls (rebound, or a Python number): write state in "
+                            "place (copy_, out=, add_) to allow capture")
+        elif self.device.type != "cuda":
+            self._stand_in()
+            self.replays += 1
+        else:
+            self._capture()
+
+    def _stand_in(self) -> None:
+        """Where a GPU replays the graph (`simulate` on another device): `fn`, eagerly."""
+        self.fn()
+
+    def _eager(self, why: str) -> None:
+        self.enabled, self.why_eager = False, why
+        warnings.warn(f"CUDA graph capture of the {self.name} is off, it runs eagerly: {why}", stacklevel=3)
+
+    def _capture(self) -> None:
+        graph = torch.cuda.CUDAGraph()
+        try:
+            for g in generators(self.state, self.device):  # an env's own random stream advances on each replay
+                graph.register_generator_state(g)
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                self.fn()
+        except Exception as e:  # nothing ran while recording: run this call eagerly, and every later one
+            self._eager(f"capture failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+            self.fn()
+            return
+        self.graph = graph
+        graph.replay()  # recording ran nothing: this call's work
+        self.replays += 1

@@ -1,0 +1,181 @@
+"""A training iteration captured as one CUDA graph (common/graphs.py, issue 59).
+
+On a CPU: the check that guards capture finds state that is rebound or Python numbers that change (and stays eager
+with one warning naming them), ppo_vec's iteration passes it on the envs a GPU run captures (classic control,
+normalized observations and rewards, MuJoCo Warp), and `bench/op_count.py` counts at most 100 launches per captured
+PPO iteration on Warp Ant (6,500 eager). On CUDA (`pytest -m cuda`): the captured loop is the eager loop (same
+parameters), it replays on MuJoCo Warp, and the NaN guard still stops a captured run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import warnings
+from dataclasses import replace
+
+import pytest
+import torch
+
+import envs
+from common.graphs import Captured, check
+from conftest import ROOT, checkpoint_params
+
+ppo = pytest.importorskip("algos.ppo_vec")
+HAVE_WARP = importlib.util.find_spec("mujoco_warp") is not None
+
+
+class Rebinds:
+    def __init__(self):
+        self.x = torch.zeros(3)
+        self.steps = 0
+
+    def step(self):
+        self.x = self.x + 1  # a new tensor each call: a replayed graph would keep writing the first one
+
+    def count(self):
+        self.steps += 1  # a Python counter: a replayed graph never runs this line
+
+
+class InPlace(Rebinds):
+    def step(self):
+        self.x.add_(1)
+
+
+def test_check_names_what_a_graph_could_not_replay():
+    assert check(Rebinds().step, [Rebinds()]) == []  # another object: nothing of the state changed
+    r = Rebinds()
+    assert check(r.step, [r]) == ["Rebinds.x"]
+    assert check(r.count, [r]) == ["Rebinds.steps"]
+    ok = InPlace()
+    assert check(ok.step, [ok]) == []
+
+
+def _ppo_run(monkeypatch, tmp_path, simulate: bool, **kw) -> tuple[list[Captured], dict]:
+    made: list[Captured] = []
+    init = Captured.__init__
+
+    def record(self, *a, **k):
+        init(self, *a, **k)
+        made.append(self)
+
+    monkeypatch.setattr(Captured, "__init__", record)
+    monkeypatch.setattr(Captured, "simulate", simulate)
+    args = replace(ppo.default_args(kw["env"], kw.get("num_envs"), kw.get("device", "cpu")), seed=1, eval_every=0,
+                   save_every=0, quiet=True, out_dir=str(tmp_path), **kw)
+    return made, ppo.main(args)
+
+
+CASES = {
+    "cartpole": dict(env="CartPole-v1", num_envs=16, num_steps=8, total_steps=16 * 8 * 5),
+    "pendulum-normalized": dict(env="Pendulum-v1", num_envs=16, num_steps=8, num_minibatches=4, norm_obs=True,
+                                norm_reward=True, total_steps=16 * 8 * 5),
+    "ant-warp": dict(env="Ant", num_envs=8, num_steps=8, num_minibatches=2, update_epochs=2, hidden=(32,),
+                     mujoco_backend="warp", total_steps=8 * 8 * 5),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_ppo_iteration_passes_the_capture_check(case, monkeypatch, tmp_path):
+    """The iteration a GPU run captures writes env, normalizers, episode statistics, guard and meter in place: the
+    check passes and the later iterations take the replay path (eagerly here), with the eager run's result."""
+    if "warp" in case and not HAVE_WARP:
+        pytest.skip("needs mujoco_warp")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # "capture ... is off" would be one
+        made, simulated = _ppo_run(monkeypatch, tmp_path / "simulated", True, **CASES[case])
+    assert made[0].why_eager is None and made[0].replays == 3, (made[0].why_eager, made[0].replays)
+    if "warp" in case:  # MuJoCo Warp's solver sums with atomics: no two runs are bit-identical
+        return
+    made, eager = _ppo_run(monkeypatch, tmp_path / "eager", False, **CASES[case])
+    assert made[0].why_eager == "not on CUDA" and made[0].replays == 0
+    a, b = checkpoint_params(simulated["checkpoint"]), checkpoint_params(eager["checkpoint"])
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_an_env_that_keeps_python_state_stays_eager_with_one_warning(monkeypatch, tmp_path):
+    make = envs.make
+
+    def counting_make(*a, **k):
+        env = make(*a, **k)
+        env.calls, step = 0, env.step
+
+        def step_and_count(actions):
+            env.calls += 1
+            return step(actions)
+
+        env.step = step_and_count
+        return env
+
+    monkeypatch.setattr(envs, "make", counting_make)
+    with pytest.warns(UserWarning, match=r"capture of the iteration is off.*\.calls changed between two calls"):
+        made, _ = _ppo_run(monkeypatch, tmp_path, True, **CASES["cartpole"])
+    assert made[0].replays == 0 and "calls" in made[0].why_eager
+
+
+@pytest.mark.slow  # Warp's CPU kernels compile on a fresh cache (about a minute), then three Ant iterations
+@pytest.mark.skipif(not HAVE_WARP, reason="needs mujoco_warp")
+def test_op_count_of_a_captured_ppo_iteration_on_warp_ant_is_at_most_100():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import op_count
+
+    eager, captured = op_count.count(8, capture=False), op_count.count(8, capture=True)
+    assert captured <= 100 < eager, (captured, eager)
+
+
+# ---- on a GPU (pytest -m cuda) -----------------------------------------------------------------------------------
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("case", ["cartpole", "pendulum-normalized"])
+def test_captured_loop_matches_the_eager_loop_on_cuda(case, monkeypatch, tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    kw = dict(CASES[case], device="cuda")
+    made, captured = _ppo_run(monkeypatch, tmp_path / "captured", False, **kw)
+    assert made[0].captured and made[0].replays == 3, made[0].why_eager
+    made, eager = _ppo_run(monkeypatch, tmp_path / "eager", False, capture=False, **kw)
+    assert not made[0].captured
+    a, b = checkpoint_params(captured["checkpoint"]), checkpoint_params(eager["checkpoint"])
+    worst = max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
+    assert worst < 1e-4, f"captured vs eager parameters differ by up to {worst}"
+
+
+
+@pytest.mark.cuda
+def test_captured_loop_replays_on_mujoco_warp(monkeypatch, tmp_path):
+    if not torch.cuda.is_available() or not HAVE_WARP:
+        pytest.skip("needs CUDA and mujoco_warp")
+    kw = dict(CASES["ant-warp"], device="cuda", num_envs=256, total_steps=256 * 8 * 6)
+    made, out = _ppo_run(monkeypatch, tmp_path, False, **kw)
+    assert made[0].captured and made[0].replays == 4, made[0].why_eager
+    assert all(bool(torch.isfinite(v.float()).all()) for v in checkpoint_params(out["checkpoint"]).values())
+
+
+@pytest.mark.cuda
+def test_nan_stops_a_captured_run(monkeypatch, tmp_path):
+    """NaN written into the env's state between two replays: the guard's on-device flag (inside the graph) names the
+    observations within two iterations."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    from common.logger import Logger
+
+    made_envs, ticks = [], [0]
+    make, burn_in = envs.make, Logger.burn_in
+
+    def keep(*a, **k):
+        made_envs.append(make(*a, **k))
+        return made_envs[-1]
+
+    def poison_after_four(self, step, learned=True):
+        ticks[0] += 1
+        if ticks[0] == 4:
+            made_envs[0].unwrapped.state[0, 0] = float("nan")
+        return burn_in(self, step, learned)
+
+    monkeypatch.setattr(envs, "make", keep)
+    monkeypatch.setattr(Logger, "burn_in", poison_after_four)
+    kw = dict(CASES["cartpole"], device="cuda", total_steps=16 * 8 * 12)
+    with pytest.raises(FloatingPointError, match="in the observations"):
+        _ppo_run(monkeypatch, tmp_path, False, **kw)
+    assert ticks[0] <= 6, f"poisoned after iteration 4, reported after {ticks[0]}"
