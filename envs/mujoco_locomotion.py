@@ -234,7 +234,10 @@ class _WarpBackend:
             self._torch_stream = self.wp.stream_to_torch(self._stream)
         outer = torch.cuda.current_stream(self.sim_device)
         self._torch_stream.wait_stream(outer)
-        with torch.cuda.stream(self._torch_stream), self.wp.ScopedStream(self._stream):
+        # inside torch's capture, Warp must not order its stream after its previous one (work outside the capture:
+        # CUDA error 905, "dependency created on uncaptured work"); the event above orders it after torch's
+        sync = not torch.cuda.is_current_stream_capturing()
+        with torch.cuda.stream(self._torch_stream), self.wp.ScopedStream(self._stream, sync_enter=sync):
             yield
         outer.wait_stream(self._torch_stream)
 
