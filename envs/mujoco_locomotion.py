@@ -218,6 +218,7 @@ class _WarpBackend:
         self._warmed: set[str] = set()
         self._use_graph = device.type == "cuda"
         self._stream = self._torch_stream = None  # CUDA: Warp's stream for this env's work (`_scope`)
+        self._capture_stream = None  # (handle, Warp's view) of the stream of torch's capture, when inside one
 
     @contextlib.contextmanager
     def _scope(self):
@@ -229,15 +230,21 @@ class _WarpBackend:
             with self.wp.ScopedDevice(self.wp_device):
                 yield
             return
+        outer = torch.cuda.current_stream(self.sim_device)
+        if torch.cuda.is_current_stream_capturing():
+            # inside a capture of torch's (common.graphs): Warp works on the capture's own stream (its solver loop
+            # pauses and resumes the capture there: on a forked stream CUDA error 903), with no ordering after its
+            # previous stream (work outside the capture: CUDA error 905); H200, 2026-11-28
+            if self._capture_stream is None or self._capture_stream[0] != outer.cuda_stream:
+                self._capture_stream = (outer.cuda_stream, self.wp.stream_from_torch(outer))
+            with self.wp.ScopedStream(self._capture_stream[1], sync_enter=False):
+                yield
+            return
         if self._stream is None:
             self._stream = self.wp.Stream(self.wp_device)
             self._torch_stream = self.wp.stream_to_torch(self._stream)
-        outer = torch.cuda.current_stream(self.sim_device)
         self._torch_stream.wait_stream(outer)
-        # inside torch's capture, Warp must not order its stream after its previous one (work outside the capture:
-        # CUDA error 905, "dependency created on uncaptured work"); the event above orders it after torch's
-        sync = not torch.cuda.is_current_stream_capturing()
-        with torch.cuda.stream(self._torch_stream), self.wp.ScopedStream(self._stream, sync_enter=sync):
+        with torch.cuda.stream(self._torch_stream), self.wp.ScopedStream(self._stream):
             yield
         outer.wait_stream(self._torch_stream)
 
@@ -257,11 +264,12 @@ class _WarpBackend:
         if self._use_graph and torch.cuda.is_current_stream_capturing():
             # inside a capture of torch's (common.graphs.Captured: a whole training iteration as one graph): Warp
             # records into it as an external capture, so that its solver loop becomes a conditional node there too
-            wp.capture_begin(stream=self._stream, external=True)
+            stream = wp.get_stream(self.wp_device)  # torch's capture stream (`_scope`)
+            wp.capture_begin(stream=stream, external=True)
             try:
                 work()
             finally:
-                wp.capture_end(stream=self._stream)
+                wp.capture_end(stream=stream)
             return
         if name not in self._graphs and self._use_graph and name in self._warmed:
             try:
