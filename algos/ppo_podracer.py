@@ -36,6 +36,7 @@ from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.distributions import Categoricals, Normal, action_nvec
 from common.evaluate import PolicyFn, evaluate, load_run
+from common.graphs import Captured
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.optim import Adam, adapt_lr, clip_grad_norm_
@@ -55,6 +56,9 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     compile: bool = False
     """torch.compile the policy step, GAE, the PPO loss (forward and backward) and the
     optimizer step, learning-rate annealing included (on CUDA: CUDA graphs, the optimizer step's excepted)"""
+    capture: bool = True
+    """on CUDA, replay each iteration (rollout, GAE, update) as one CUDA graph (common/graphs.py); not with
+    --compile or --target-kl, and eager wherever the env does not allow it (a warning says why)"""
 
     # PPO
     num_steps: int = 16
@@ -320,12 +324,13 @@ def main(args: Args) -> dict:
         step_fn = compile_fn(opt_step, device, graphs=False)
 
     start_iter, global_step, elapsed, updates = 0, 0, 0.0, 0
-    next_obs = concat_groups(*env.reset(seed=args.seed + 1000 * ctx.rank))  # each rank its own initial states
+    next_obs = torch.zeros((N, width), device=device)  # where the next rollout starts (a fixed buffer, as all state)
+    next_obs.copy_(concat_groups(*env.reset(seed=args.seed + 1000 * ctx.rank)))  # each rank its own initial states
     if ckpt is not None:
         agent.load_state_dict(mine["model"])
         optimizer.load_state_dict(mine["optimizer"])
         env.load_state_dict(mine["env"])
-        next_obs = mine["next_obs"].to(device)
+        next_obs.copy_(mine["next_obs"])
         start_iter, global_step, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["seconds"]
         # optimizer steps so far: where the --fuse-every schedule stands (older checkpoints: no early stops)
         updates = ckpt.get("updates", start_iter * args.update_epochs * args.num_minibatches)
@@ -369,67 +374,81 @@ def main(args: Args) -> dict:
 
     eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
     meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
+
+    def train_iteration() -> int:
+        """A rollout of T steps from `next_obs`, GAE, then the epochs of minibatch updates, all on fixed tensors;
+        returns the number of optimizer steps it took."""
+        ran = 0
+        # ---- rollout ----------------------------------------------------------------------------
+        with torch.no_grad():
+            obs = next_obs
+            for t in range(T):
+                obs_buf[t] = obs
+                action, logp, value = act_fn(obs)
+                obs, reward, terminated, truncated, info = env.step(action)
+                obs, info["final_obs"] = concat_groups(obs, info), concat_groups(info["final_obs"], info, final=True)
+                guard.watch("observations", obs, info["final_obs"])
+                guard.watch("rewards", reward)
+                actions_buf[t], logp_buf[t], values_buf[t] = action, logp, value
+                rewards_buf[t] = reward
+                dones_buf[t] = (terminated | truncated).float()
+                trunc_buf[t] = (truncated & ~terminated).float()
+                final_obs_buf[t] = info["final_obs"]
+            next_obs.copy_(obs)
+            fresh_stats = bool(norm_stats)
+            if ctx.enabled and args.fuse_every == 0 and fresh_stats:  # gradient mode: pool once per iteration
+                distributed.fuse_statistics(ctx, norm_stats)
+                fresh_stats = False
+            # bootstrap through time limits: r += gamma * V(final_obs) where truncated
+            final_values = agent.value(final_obs_buf)
+            rewards_buf.add_(args.gamma * final_values * trunc_buf)
+            advantages, returns = gae_fn(rewards_buf, values_buf, dones_buf, agent.value(next_obs),
+                                         args.gamma, args.gae_lambda)
+
+        # ---- update -----------------------------------------------------------------------------
+        b_obs, b_actions = obs_buf.reshape(-1, width), actions_buf.reshape(-1, *act_shape)
+        b_logp, b_adv = logp_buf.reshape(-1), advantages.reshape(-1)
+        b_ret, b_val = returns.reshape(-1), values_buf.reshape(-1)
+        for epoch in range(args.update_epochs):
+            perm = torch.randperm(batch_size, device=device)
+            for start in range(0, batch_size, minibatch_size):
+                idx = perm[start:start + minibatch_size]
+                loss, stats = loss_fn(agent, args, b_obs[idx], b_actions[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
+                meter.add(**stats)
+                guard.watch("PPO loss", loss)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if ctx.enabled and args.fuse_every == 0:
+                    distributed.allreduce_gradients(ctx, [agent])
+                if args.lr_schedule == "adaptive":  # on the device; one rate for all ranks: their mean KL
+                    kl = distributed.all_mean(ctx, stats["approx_kl"]) if ctx.enabled else stats["approx_kl"]
+                    adapt_lr(optimizer.param_groups[0]["lr"], kl, args.desired_kl)
+                step_fn()
+                ran += 1
+                guard.watch_params("parameters", agent)
+                if ctx.enabled and args.fuse_every and (updates + ran) % args.fuse_every == 0:
+                    distributed.fuse(ctx, [agent], [optimizer])
+                    if fresh_stats:  # the rollout's normalizer statistics, once
+                        distributed.fuse_statistics(ctx, norm_stats)
+                        fresh_stats = False
+            # host sync, opt-in; under torchrun the ranks' mean KL, so that all stop together
+            if args.target_kl is not None and distributed.all_mean(ctx, stats["approx_kl"]) > args.target_kl:
+                break
+        return ran
+
+    # on CUDA the whole iteration is one graph launch (the host would otherwise spend it launching thousands of
+    # small kernels); the check before capture needs every piece of state it writes: env, guard, meter, optimizer.
+    # One process only: under torchrun the model-fusion schedule is Python control flow across iterations
+    iterate = Captured(train_iteration, device, state=[env, guard, meter, optimizer],
+                       enabled=args.capture and not args.compile and args.target_kl is None and not ctx.enabled)
     iteration = start_iter - 1
     with resume_hint(ckpt_path) if ctx.is_main else contextlib.nullcontext():  # Ctrl-C: which checkpoint to --resume
         for iteration in range(start_iter, num_iterations):
             if args.anneal_lr and args.lr_schedule == "linear":
                 optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
-
-            # ---- rollout ----------------------------------------------------------------------------
-            with torch.no_grad():
-                for t in range(T):
-                    obs_buf[t] = next_obs
-                    action, logp, value = act_fn(next_obs)
-                    next_obs, reward, terminated, truncated, info = env.step(action)
-                    next_obs, info["final_obs"] = concat_groups(next_obs, info), concat_groups(info["final_obs"], info, final=True)
-                    guard.watch("observations", next_obs, info["final_obs"])
-                    guard.watch("rewards", reward)
-                    actions_buf[t], logp_buf[t], values_buf[t] = action, logp, value
-                    rewards_buf[t] = reward
-                    dones_buf[t] = (terminated | truncated).float()
-                    trunc_buf[t] = (truncated & ~terminated).float()
-                    final_obs_buf[t] = info["final_obs"]
-                global_step += batch_size * ctx.world_size
-                fresh_stats = bool(norm_stats)
-                if ctx.enabled and args.fuse_every == 0 and fresh_stats:  # gradient mode: pool once per iteration
-                    distributed.fuse_statistics(ctx, norm_stats)
-                    fresh_stats = False
-                # bootstrap through time limits: r += gamma * V(final_obs) where truncated
-                final_values = agent.value(final_obs_buf)
-                rewards_buf.add_(args.gamma * final_values * trunc_buf)
-                advantages, returns = gae_fn(rewards_buf, values_buf, dones_buf, agent.value(next_obs),
-                                             args.gamma, args.gae_lambda)
-
-            # ---- update -----------------------------------------------------------------------------
-            b_obs, b_actions = obs_buf.reshape(-1, width), actions_buf.reshape(-1, *act_shape)
-            b_logp, b_adv = logp_buf.reshape(-1), advantages.reshape(-1)
-            b_ret, b_val = returns.reshape(-1), values_buf.reshape(-1)
-            for epoch in range(args.update_epochs):
-                perm = torch.randperm(batch_size, device=device)
-                for start in range(0, batch_size, minibatch_size):
-                    idx = perm[start:start + minibatch_size]
-                    loss, stats = loss_fn(agent, args, b_obs[idx], b_actions[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
-                    meter.add(**stats)
-                    guard.watch("PPO loss", loss)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    if ctx.enabled and args.fuse_every == 0:
-                        distributed.allreduce_gradients(ctx, [agent])
-                    if args.lr_schedule == "adaptive":  # on the device; one rate for all ranks: their mean KL
-                        kl = distributed.all_mean(ctx, stats["approx_kl"]) if ctx.enabled else stats["approx_kl"]
-                        adapt_lr(optimizer.param_groups[0]["lr"], kl, args.desired_kl)
-                    step_fn()
-                    updates += 1
-                    guard.watch_params("parameters", agent)
-                    guard.check(global_step)
-                    if ctx.enabled and args.fuse_every and updates % args.fuse_every == 0:
-                        distributed.fuse(ctx, [agent], [optimizer])
-                        if fresh_stats:  # the rollout's normalizer statistics, once
-                            distributed.fuse_statistics(ctx, norm_stats)
-                            fresh_stats = False
-                # host sync, opt-in; under torchrun the ranks' mean KL, so that all stop together
-                if args.target_kl is not None and distributed.all_mean(ctx, stats["approx_kl"]) > args.target_kl:
-                    break
+            updates += iterate()
+            global_step += batch_size * ctx.world_size
+            guard.check(global_step)
 
             # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
             do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)

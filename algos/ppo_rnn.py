@@ -48,6 +48,7 @@ from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.distributions import Categoricals, Normal, action_nvec
 from common.evaluate import RecurrentPolicyFn, evaluate, load_run
+from common.graphs import Captured
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.optim import Adam, adapt_lr, clip_grad_norm_
@@ -63,6 +64,9 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     compile: bool = False
     """torch.compile the policy step, GAE, the PPO loss (forward and backward) and the
     optimizer step, learning-rate annealing included (on CUDA: CUDA graphs, the optimizer step's excepted)"""
+    capture: bool = True
+    """on CUDA, replay each iteration (rollout, GAE, update) as one CUDA graph (common/graphs.py); not with
+    --compile or --target-kl, and eager wherever the env does not allow it (a warning says why)"""
 
     # PPO
     num_steps: int = 16
@@ -347,13 +351,15 @@ def main(args: Args) -> dict:
         step_fn = compile_fn(opt_step, device, graphs=False)
 
     start_iter, global_step, elapsed = 0, 0, 0.0
-    next_obs = concat_groups(*env.reset(seed=args.seed))
-    h = agent.initial_state(N, device)
+    next_obs = torch.zeros((N, width), device=device)  # where the next rollout starts (a fixed buffer, as all state)
+    next_obs.copy_(concat_groups(*env.reset(seed=args.seed)))
+    hidden = agent.initial_state(N, device)  # and the memory it starts with
     if ckpt is not None:
         agent.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         env.load_state_dict(ckpt["env"])
-        next_obs, h = ckpt["next_obs"].to(device), ckpt["hidden"].to(device)
+        next_obs.copy_(ckpt["next_obs"])
+        hidden.copy_(ckpt["hidden"])
         start_iter, global_step, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["seconds"]
         set_rng_state(ckpt["rng"])
     run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
@@ -374,61 +380,73 @@ def main(args: Args) -> dict:
             "obs_shape": tuple(group_spaces(obs_space)[0].shape), "action_space": repr(act_space),
             "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
             "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
-            "next_obs": next_obs, "hidden": h, "iteration": iteration + 1, "global_step": global_step,
+            "next_obs": next_obs, "hidden": hidden, "iteration": iteration + 1, "global_step": global_step,
             "seconds": logger.seconds, "rng": rng_state(),
         })
 
     eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
     meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
+
+    def train_iteration():
+        """A rollout of T steps from `next_obs` and `hidden`, GAE, then the epochs of minibatch updates over whole
+        sub-env sequences, all on fixed tensors."""
+        # ---- rollout ----------------------------------------------------------------------------
+        h_start = hidden.clone()  # the update replays each sub-env's sequence from here
+        with torch.no_grad():
+            obs, h = next_obs, h_start
+            for t in range(T):
+                obs_buf[t] = obs
+                action, logp, value, h = act_fn(obs, h)
+                critic_h_buf[t] = h[1]
+                obs, reward, terminated, truncated, info = env.step(action)
+                obs, info["final_obs"] = concat_groups(obs, info), concat_groups(info["final_obs"], info, final=True)
+                guard.watch("observations", obs, info["final_obs"])
+                guard.watch("rewards", reward)
+                actions_buf[t], logp_buf[t], values_buf[t] = action, logp, value
+                rewards_buf[t] = reward
+                dones_buf[t] = (terminated | truncated).float()
+                trunc_buf[t] = (truncated & ~terminated).float()
+                final_obs_buf[t] = info["final_obs"]
+                h = h * (1.0 - dones_buf[t]).unsqueeze(-1)  # a new episode starts with a blank memory
+            next_obs.copy_(obs)
+            hidden.copy_(h)
+            # bootstrap through time limits: r += gamma * V(final_obs) where truncated, from the critic's state
+            final_values = agent.critic(agent.critic_memory(final_obs_buf.flatten(0, 1), critic_h_buf.flatten(0, 1)))
+            rewards_buf.add_(args.gamma * final_values.view(T, N) * trunc_buf)
+            advantages, returns = gae_fn(rewards_buf, values_buf, dones_buf, agent.value(next_obs, hidden),
+                                         args.gamma, args.gae_lambda)
+            starts = torch.cat([torch.zeros_like(dones_buf[:1]), dones_buf[:-1]])  # step t begins an episode
+
+        # ---- update -----------------------------------------------------------------------------
+        for epoch in range(args.update_epochs):
+            perm = torch.randperm(N, device=device)  # minibatches of whole sub-env sequences
+            for start in range(0, N, envs_per_minibatch):
+                idx = perm[start:start + envs_per_minibatch]
+                loss, stats = loss_fn(agent, args, obs_buf[:, idx], actions_buf[:, idx], logp_buf[:, idx], advantages[:, idx],
+                                      returns[:, idx], values_buf[:, idx], starts[:, idx], h_start[:, idx])
+                meter.add(**stats)
+                guard.watch("PPO loss", loss)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if args.lr_schedule == "adaptive":  # on the device: no host sync
+                    adapt_lr(optimizer.param_groups[0]["lr"], stats["approx_kl"], args.desired_kl)
+                step_fn()
+                guard.watch_params("parameters", agent)
+            if args.target_kl is not None and stats["approx_kl"] > args.target_kl:  # host sync, opt-in
+                break
+
+    # on CUDA one graph launch an iteration, not thousands of kernel launches; the check before capture needs every
+    # piece of state the iteration writes
+    iterate = Captured(train_iteration, device, state=[env, guard, meter, optimizer],
+                       enabled=args.capture and not args.compile and args.target_kl is None)
     iteration = start_iter - 1
     with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
         for iteration in range(start_iter, num_iterations):
             if args.anneal_lr and args.lr_schedule == "linear":
                 optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
-
-            # ---- rollout ----------------------------------------------------------------------------
-            h_start = h  # the update replays each sub-env's sequence from here
-            with torch.no_grad():
-                for t in range(T):
-                    obs_buf[t] = next_obs
-                    action, logp, value, h = act_fn(next_obs, h)
-                    critic_h_buf[t] = h[1]
-                    next_obs, reward, terminated, truncated, info = env.step(action)
-                    next_obs, info["final_obs"] = concat_groups(next_obs, info), concat_groups(info["final_obs"], info, final=True)
-                    guard.watch("observations", next_obs, info["final_obs"])
-                    guard.watch("rewards", reward)
-                    actions_buf[t], logp_buf[t], values_buf[t] = action, logp, value
-                    rewards_buf[t] = reward
-                    dones_buf[t] = (terminated | truncated).float()
-                    trunc_buf[t] = (truncated & ~terminated).float()
-                    final_obs_buf[t] = info["final_obs"]
-                    h = h * (1.0 - dones_buf[t]).unsqueeze(-1)  # a new episode starts with a blank memory
-                global_step += batch_size
-                # bootstrap through time limits: r += gamma * V(final_obs) where truncated, from the critic's state
-                final_values = agent.critic(agent.critic_memory(final_obs_buf.flatten(0, 1), critic_h_buf.flatten(0, 1)))
-                rewards_buf.add_(args.gamma * final_values.view(T, N) * trunc_buf)
-                advantages, returns = gae_fn(rewards_buf, values_buf, dones_buf, agent.value(next_obs, h),
-                                             args.gamma, args.gae_lambda)
-                starts = torch.cat([torch.zeros_like(dones_buf[:1]), dones_buf[:-1]])  # step t begins an episode
-
-            # ---- update -----------------------------------------------------------------------------
-            for epoch in range(args.update_epochs):
-                perm = torch.randperm(N, device=device)  # minibatches of whole sub-env sequences
-                for start in range(0, N, envs_per_minibatch):
-                    idx = perm[start:start + envs_per_minibatch]
-                    loss, stats = loss_fn(agent, args, obs_buf[:, idx], actions_buf[:, idx], logp_buf[:, idx], advantages[:, idx],
-                                          returns[:, idx], values_buf[:, idx], starts[:, idx], h_start[:, idx])
-                    meter.add(**stats)
-                    guard.watch("PPO loss", loss)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    if args.lr_schedule == "adaptive":  # on the device: no host sync
-                        adapt_lr(optimizer.param_groups[0]["lr"], stats["approx_kl"], args.desired_kl)
-                    step_fn()
-                    guard.watch_params("parameters", agent)
-                    guard.check(global_step)
-                if args.target_kl is not None and stats["approx_kl"] > args.target_kl:  # host sync, opt-in
-                    break
+            iterate()
+            global_step += batch_size
+            guard.check(global_step)
 
             # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
             do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)

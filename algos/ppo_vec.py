@@ -350,8 +350,8 @@ def main(args: Args) -> dict:
     eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
     meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
 
-    def ppo_iteration():
-        """A rollout of T steps from `next_obs`, GAE, then the epochs of minibatch updates, all on fixed tensors."""
+    def train_iteration():
+        """A rollout of T steps from `next_obs`, GAE, then the update: one iteration, on fixed tensors."""
         # ---- rollout ----------------------------------------------------------------------------
         with torch.no_grad():
             obs = next_obs
@@ -394,9 +394,9 @@ def main(args: Args) -> dict:
             if args.target_kl is not None and stats["approx_kl"] > args.target_kl:  # host sync, opt-in
                 break
 
-    # on CUDA the whole iteration is one graph launch (the host would otherwise spend it launching thousands of
-    # small kernels); the check before capture needs every piece of state it writes: env, guard, meter, optimizer
-    iterate = Captured(ppo_iteration, device, state=[env, guard, meter, optimizer],
+    # on CUDA one graph launch an iteration, not thousands of kernel launches; the check before capture needs every
+    # piece of state the iteration writes
+    iterate = Captured(train_iteration, device, state=[env, guard, meter, optimizer],
                        enabled=args.capture and not args.compile and args.target_kl is None)
     iteration = start_iter - 1
     with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from

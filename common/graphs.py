@@ -5,8 +5,9 @@ is a kernel launch of ~5-15 us of CPU time, and the GPU waits in between (bench/
 x4096 iteration, ~9,500 launches). A CUDA graph records the iteration's kernels once and replays them with one launch.
 
 What a captured function must do (what the eager code of this project does, and what `check` verifies):
-* take no inputs and return nothing: it reads and writes fixed tensors (rollout buffers, the network's
-  parameters, the optimizer's moments, the env's state), so that a replay touches the same memory;
+* take no inputs: it reads and writes fixed tensors (rollout buffers, the network's parameters, the optimizer's
+  moments, the env's state), so that a replay touches the same memory; a Python value it returns is the one of
+  its last eager call, or of the capture, for every replay after (ppo_podracer: the number of updates it ran);
 * update state in place (`copy_`, `out=`, `add_`), never by rebinding an attribute (`self.x = self.x + 1` makes a
   new tensor that a replay never sees again), and keep no Python-side counters that must advance each call;
 * never wait for the host (`.item()`, `if tensor:`) and never change its own control flow from one call to the next.
@@ -14,8 +15,10 @@ What a captured function must do (what the eager code of this project does, and 
 `Captured(fn, device, state=[...])` runs `fn` eagerly on its first call (lazy state: the optimizer's moments,
 kernels that load, MuJoCo Warp's modules); on its second, eagerly again, while checking that none of `state`'s
 tensors was rebound and none of its Python numbers changed (`check`); from its third on CUDA it records `fn` once
-and replays it. A check that fails or a capture that raises leaves the loop eager, with one warning naming the
-cause. On a CPU (or with `enabled=False`) every call is eager: nothing else changes, bit for bit.
+and replays it. A check that fails leaves the loop eager, with one warning naming the cause; a capture that raises
+stops the run with one line naming the cause and the flag that runs it eagerly (a failed capture can leave CUDA's
+state broken: an H200 run's eager retry then failed in its random-number generator). On a CPU (or with
+`enabled=False`) every call is eager: nothing else changes, bit for bit.
 
 MuJoCo Warp's own graphs join the capture (`envs/mujoco_locomotion.py`: Warp records into torch's capture as an
 external one, its solver loop a conditional node), and random draws from the env's own `torch.Generator`s are
@@ -108,13 +111,14 @@ class Captured:
     simulate = False
 
     def __init__(self, fn: Callable[[], None], device, state: Iterable = (), enabled: bool = True,
-                 name: str = "iteration"):
-        self.fn, self.name = fn, name
+                 name: str = "iteration", off_flag: str = "--no-capture"):
+        self.fn, self.name, self.off_flag = fn, name, off_flag
         self.device = torch.device(device)
         self.state = list(state)
         self.enabled = enabled and (self.device.type == "cuda" or Captured.simulate)
         self.calls = 0
         self.replays = 0
+        self.result = None
         self.graph = None
         self.why_eager: str | None = None if self.enabled else "not on CUDA" if enabled else "turned off"
 
@@ -122,19 +126,18 @@ class Captured:
     def captured(self) -> bool:
         return self.graph is not None
 
-    def __call__(self) -> None:
+    def __call__(self):
         if self.graph is not None:
             self.graph.replay()
             self.replays += 1
-            return
+            return self.result
         if not self.enabled:
-            self.fn()
-            return
+            return self.fn()
         self.calls += 1
         if self.calls == 1:
-            self.fn()
+            self.result = self.fn()
         elif self.calls == 2:
-            changed = check(self.fn, self.state)
+            changed = check(self._run, self.state)
             if changed:
                 shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
                 self._eager(f"{shown} changed between two calls (rebound, or a Python number): write state in "
@@ -144,10 +147,14 @@ class Captured:
             self.replays += 1
         else:
             self._capture()
+        return self.result
+
+    def _run(self) -> None:
+        self.result = self.fn()
 
     def _stand_in(self) -> None:
         """Where a GPU replays the graph (`simulate` on another device): `fn`, eagerly."""
-        self.fn()
+        self._run()
 
     def _eager(self, why: str) -> None:
         self.enabled, self.why_eager = False, why
@@ -159,11 +166,11 @@ class Captured:
             for g in generators(self.state, self.device):  # an env's own random stream advances on each replay
                 graph.register_generator_state(g)
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                self.fn()
-        except Exception as e:  # nothing ran while recording: run this call eagerly, and every later one
-            self._eager(f"capture failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
-            self.fn()
-            return
+                self._run()
+        except Exception as e:
+            first = str(e).splitlines()[0] if str(e) else ""
+            raise RuntimeError(f"CUDA graph capture of the {self.name} failed ({type(e).__name__}: {first}); "
+                               f"run it eagerly with {self.off_flag}") from e
         self.graph = graph
         graph.replay()  # recording ran nothing: this call's work
         self.replays += 1

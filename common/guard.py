@@ -19,8 +19,10 @@ class NumericGuard:
     tensor; there is no device to wait for) and raises `FloatingPointError` there. On an accelerator
     it folds "is any of these non-finite?" into an on-device flag that keeps the first bad name (no
     host sync), and `check(step)` reports it: it starts a non-blocking copy of the flag and reads the
-    copy the previous `check` started once that copy has landed, so the loop never waits and a NaN
-    is reported an update late at most. `check(step, sync=True)`, called before every checkpoint
+    copy the previous `check` started once that copy has landed, so an eager loop never waits and a NaN
+    is reported an update late at most. A loop replayed as a CUDA graph (common/graphs.py) queues work
+    faster than the GPU runs it: there `check` waits for a copy two checks old, which keeps the host at most
+    two updates ahead (the GPU still has them queued: no idle time) and the report as prompt. `check(step, sync=True)`, called before every checkpoint
     write, waits: a checkpoint never holds a non-finite value, and the last one written before the
     error stays the last good one.
     """
@@ -31,6 +33,7 @@ class NumericGuard:
         self.names: list[str] = []
         self.first = torch.zeros((), device=self.device)  # 0.0: all finite; k: names[k-1] went bad (float32)
         self._host = self._event = None
+        self._pending = 0  # checks since the copy in flight started
         self._last_step = 0
         self._lock = threading.Lock()  # --pipeline: the explorer thread watches too
         self._params: dict = {}  # module -> its parameters (watch_params)
@@ -78,10 +81,15 @@ class NumericGuard:
         if self.device.type != "cpu":
             if sync:
                 code = int(self.first.item())
-            elif self._event is not None and self._event.query():  # the previous copy landed: read it, start the next
-                code = int(self._host.item())
-                self._host.copy_(self.first, non_blocking=True)
-                self._event.record()
+            elif self._event is not None:
+                self._pending += 1
+                if not self._event.query() and self._pending >= 2:  # the host ran ahead (a captured loop): wait
+                    self._event.synchronize()
+                if self._event.query():  # the copy landed: read it, start the next
+                    code = int(self._host.item())
+                    self._host.copy_(self.first, non_blocking=True)
+                    self._event.record()
+                    self._pending = 0
         if code:
             self._raise(code, step)
         self._last_step = step
