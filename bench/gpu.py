@@ -281,6 +281,19 @@ def _score(r: dict, std: bool = True) -> str:
     return f"{r['gym_return']:.0f} ± {r['gym_return_std']:.0f}" if std else f"{r['gym_return']:.0f}"
 
 
+def _steady(r: dict) -> float | None:
+    """env-steps/s between a run's first and last evaluation: without its start-up (the first iterations, a capture,
+    the env's kernels loading), which weighs more the shorter the run."""
+    c = r.get("curve") or []
+    if len(c) < 2 or c[-1]["train_seconds"] <= c[0]["train_seconds"]:
+        return None
+    return (c[-1]["step"] - c[0]["step"]) / (c[-1]["train_seconds"] - c[0]["train_seconds"])
+
+
+def _rate(x) -> str:
+    return f"{x:,.0f}" if x is not None else "n/a"
+
+
 def _secs(x) -> str:
     return f"{x:.0f} s" if x is not None else "not reached"
 
@@ -306,11 +319,12 @@ def report() -> str:
                 runs.append((part, name, r, parts[part]))
     if runs:
         lines += ["## Training end to end (evaluations left out of the clock; final score on gymnasium's env, 10 "
-                  "episodes)", "", "| run | GPU, date | env steps | env-steps/s | eval reached | at | gymnasium return | "
-                  "command |", "|---|---|---:|---:|---:|---:|---:|---|"]
+                  "episodes; env-steps/s over the run and between its first and last evaluation)", "",
+                  "| run | GPU, date | env steps | env-steps/s | between evals | eval reached | at | gymnasium return | "
+                  "command |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
         for part, name, r, meta in runs:  # parts may come from different leases: each row names its GPU
             lines.append(f"| {part} {name} | {meta['machine'].split(',')[0]}, {meta['date']} | {r['steps'] / 1e6:.0f}M | "
-                         f"{r['sps']:,.0f} | >= {r['level']:.0f} | {_secs(r['reached_seconds'])} | {_score(r)} | "
+                         f"{r['sps']:,.0f} | {_rate(_steady(r))} | >= {r['level']:.0f} | {_secs(r['reached_seconds'])} | {_score(r)} | "
                          f"`{r['command']}` |")
         lines.append("")
         peer = (parts["rsl_rl"] or {}).get("rsl_rl")
@@ -318,9 +332,13 @@ def report() -> str:
             name, ours = next(iter((parts[part] or {}).items()), (None, None))
             if ours and peer and isinstance(ours, dict) and "sps" in ours:
                 same = parts[part]["machine"] == parts["rsl_rl"]["machine"]
-                lines.append(f"- Ant x4096, ours ({name}) / rsl_rl env-steps/s: {ours['sps'] / peer['sps']:.2f}x"
-                             + (f" (same card, {parts[part]['date']} and {parts['rsl_rl']['date']})" if same else
-                                " (measured on different machines: not a ratio to quote)")
+                lease = parts[part]["date"][:13] == parts["rsl_rl"]["date"][:13]  # the same hour: the same lease
+                a, b = _steady(ours), _steady(peer)
+                lines.append(f"- Ant x4096, ours ({name}) / rsl_rl env-steps/s: {ours['sps'] / peer['sps']:.2f}x over the runs"
+                             + (f", {a / b:.2f}x between evaluations" if a and b else "")
+                             + (f" ({ours['steps'] / 1e6:.1f}M and {peer['steps'] / 1e6:.1f}M steps)")
+                             + ((" (same lease)" if lease else f" (the same card type, leases of {parts[part]['date']} and "
+                                 f"{parts['rsl_rl']['date']})") if same else " (different machines: not a ratio to quote)")
                              + f"; gymnasium return {_score(ours, False)} vs {_score(peer, False)}")
     prof = parts["profile"]
     if prof:

@@ -17,6 +17,12 @@ A vec env follows gymnasium's `VectorEnv` API with torch tensors on `env.device`
   CPU; on an accelerator they are accumulated on the device and raised at the next logging tick
   (`raise_deferred_errors`, called by `EpisodeStatistics.pop`), so `step` never waits for the device.
 
+* For CUDA graphs (optional; an env that does not keep it trains eagerly, with one warning): `step` writes the env's
+  state in place (`copy_`, `out=`, masked fills), keeps no Python counters that advance per step, and returns
+  tensors that do not share memory with that state. The PPO files then replay each iteration, the env's steps
+  inside, as one CUDA graph (common/graphs.py, which checks this before capturing). `TorchVecEnv`, the batched
+  MuJoCo tasks and the wrappers in `common.wrappers` keep it.
+
 * `step` and `reset` may be called inside `torch.inference_mode()` (rsl_rl's runner does) and
   outside it, in any order: they run with inference mode off (`NormalTensors`), so the env's state
   and the tensors it returns are normal tensors (an inference tensor cannot be updated in place

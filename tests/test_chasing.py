@@ -242,7 +242,7 @@ def test_autoreset_only_finished_rows():
     env.reset(seed=0)
     state = env.state.clone()
     state[1] = torch.tensor([1.01, 0.0, 0.0, 0.0, 0.0, 0.0, 4.0, 0.0, 1.01])  # row 1 is caught next step
-    env.state = state
+    env.state = state.clone()  # a copy: `step` writes the env's state in place
     env.elapsed = torch.tensor([7, 3, env.max_episode_steps - 1])  # row 2 hits the time limit
     set_target_action(env, [0.0, 0.0])
     a = torch.tensor([[0.5, 0.5], [1.0, 0.0], [0.0, 0.0]])
