@@ -41,10 +41,10 @@
 #   locomotion    every locomotion-* group above, then the report (about 13 hours)
 #   report locomotion   the locomotion table and PNGs from whatever tasks have run
 #   gpu           one CUDA GPU (bench/gpu.py): Ant/Humanoid env-steps/s on MuJoCo Warp at N = 1024/4096/16384
-#                 vs the CPU batch backend; ppo_vec --env Ant --num-envs 4096 end to end, compile off and on,
-#                 time to eval >= 3000; PPO CartPole at 65536 envs; rsl_rl on the same Warp Ant; a torch.profiler
-#                 look at ppo_vec's Ant iteration (~30 min on an
-#                 H100; without a GPU it says so and exits 0); table in bench/results/gpu.md
+#                 vs the CPU batch backend; ppo_vec end to end (Ant x4096 captured as CUDA graphs, eager and
+#                 compiled; Ant x16384; Humanoid x4096), time to eval >= 3000 / 5000; rsl_rl on the same Warp envs
+#                 and shapes; PPO CartPole at 65536 envs; a torch.profiler look at ppo_vec's Ant iteration (GPU busy,
+#                 launches) (~70 min on an H200; without a GPU it says so and exits 0); table in bench/results/gpu.md
 #   peers         Stable-Baselines3 (RL Zoo settings, own venv bench/.venv-peers) vs each file's defaults, 1 thread
 #                 each, seeds 1-5: training seconds to eval >= 475 on CartPole-v1 (PPO; DQN and PQN vs SB3's DQN)
 #                 and to >= -200 on Pendulum-v1 (SAC, TD3) (~30-40 min)

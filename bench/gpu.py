@@ -1,7 +1,7 @@
 """What one GPU does (issue 19): env-steps/s of MuJoCo Warp, the flagship PPO command end to end, PPO on
 CartPole at 65536 envs, and rsl_rl on the same MuJoCo Warp env, into bench/results/gpu.md.
 
-    python bench/gpu.py             # every part below, then the report (about 30 minutes on one H100)
+    python bench/gpu.py             # every part below, then the report (about 70 minutes on one H200)
     python bench/gpu.py env         # Ant-v5 and Humanoid-v5 env-steps/s: MuJoCo Warp at N = 1024, 4096, 16384
                                     # on the GPU, and the CPU batch backend (every core) at 4096 for the ratio
     python bench/gpu.py ppo-ant     # python algos/ppo_vec.py --env Ant --num-envs 4096 --device cuda (each iteration
@@ -14,6 +14,8 @@ CartPole at 65536 envs, and rsl_rl on the same MuJoCo Warp env, into bench/resul
     python bench/gpu.py cartpole    # ppo_vec on CartPole-v1 with 65536 envs (16 steps a rollout, 1M samples an
                                     # update): env-steps/s, time to an eval >= 475
     python bench/gpu.py rsl_rl      # rsl_rl (IsaacLab's classic Ant config) on the same Warp Ant, 4096 envs
+    python bench/gpu.py rsl_rl-16k        # the same with 16384 envs (beside ppo-ant-16k)
+    python bench/gpu.py rsl_rl-humanoid   # rsl_rl on Warp Humanoid, 4096 envs (beside ppo-humanoid)
     python bench/gpu.py profile     # where ppo_vec's time goes on the GPU (Ant x4096): torch.profiler over 6 PPO
                                     # iterations, top ops by GPU and CPU time, launches and syncs per iteration
     python bench/gpu.py report      # bench/results/gpu.md from whatever parts have run (no GPU needed)
@@ -51,7 +53,10 @@ ANT_TARGET, HUMANOID_TARGET, CARTPOLE_TARGET = 3000.0, 5000.0, 475.0
 PPO = {"ppo-ant": ("Ant", 4096, [], "captured"), "ppo-ant-eager": ("Ant", 4096, ["--no-capture"], "eager"),
        "ppo-ant-compile": ("Ant", 4096, ["--compile"], "compile"), "ppo-ant-16k": ("Ant", 16384, [], "captured"),
        "ppo-humanoid": ("Humanoid", 4096, [], "captured")}
-PARTS = ("env", *PPO, "cartpole", "rsl_rl", "profile")
+# the rsl_rl parts: (task, envs), each beside the ppo_vec part of the same shape
+RSL_RL = {"rsl_rl": ("Ant-v5", 4096, "ppo-ant"), "rsl_rl-16k": ("Ant-v5", 16384, "ppo-ant-16k"),
+          "rsl_rl-humanoid": ("Humanoid-v5", 4096, "ppo-humanoid")}
+PARTS = ("env", *PPO, "cartpole", *RSL_RL, "profile")
 
 
 def have_cuda() -> bool:
@@ -176,17 +181,19 @@ def part_cartpole(steps: int, max_seconds: float | None = None) -> None:
     save("cartpole", {"ppo_vec": _summary(r, CARTPOLE_TARGET)})
 
 
-def part_rsl_rl(steps: int, max_seconds: float | None = None) -> None:
+def part_rsl_rl(part: str, steps: int, max_seconds: float | None = None) -> None:
+    task, num_envs, _ = RSL_RL[part]
     if importlib.util.find_spec("rsl_rl") is not None:
         py = sys.executable  # the project venv has rsl-rl-lib (a test-only requirement)
     else:
         from locomotion import ensure_venv
 
         py = str(ensure_venv())
-    out, log = RUNS / "rsl_rl_ant.json", OUT / "logs" / "rsl_rl_ant.log"
+    tag = {"rsl_rl": "rsl_rl_ant"}.get(part, part.replace("-", "_"))
+    out, log = RUNS / f"{tag}.json", OUT / "logs" / f"{tag}.log"
     threads = os.cpu_count() or 1
-    cmd = [py, str(ROOT / "bench" / "locomotion_rslrl.py"), "--task", "Ant-v5", "--seed", "1", "--steps", str(steps),
-           "--num-envs", str(ANT["num_envs"]), "--eval-every", str(ANT["eval_every"]), "--device", "cuda",
+    cmd = [py, str(ROOT / "bench" / "locomotion_rslrl.py"), "--task", task, "--seed", "1", "--steps", str(steps),
+           "--num-envs", str(num_envs), "--eval-every", str(ANT["eval_every"]), "--device", "cuda",
            "--backend", "warp", "--threads", str(threads), "--out", str(out)]
     command = "bench/locomotion_rslrl.py " + " ".join(cmd[2:])
     if _run_capped(cmd, log, max_seconds, dict(os.environ, OMP_NUM_THREADS=str(threads))) == "capped":
@@ -197,7 +204,7 @@ def part_rsl_rl(steps: int, max_seconds: float | None = None) -> None:
     else:
         r = json.loads(out.read_text())
         r["command"] = command
-    save("rsl_rl", {"rsl_rl": _summary(r, ANT_TARGET)})
+    save(part, {"rsl_rl": _summary(r, HUMANOID_TARGET if task.startswith("Humanoid") else ANT_TARGET)})
 
 
 def part_profile(iterations: int = 3, env_id: str = "Ant", num_envs: int = ANT["num_envs"], device: str = "cuda") -> None:
@@ -313,7 +320,7 @@ def report() -> str:
             lines.append(f"| {r['task']} | {r['backend']} | {r['num_envs']} | {r['sps']:,.0f} | {ratio} |")
         lines.append("")
     runs = []
-    for part in (*PPO, "rsl_rl", "cartpole"):
+    for part in (*PPO, *RSL_RL, "cartpole"):
         for name, r in (parts[part] or {}).items():
             if isinstance(r, dict) and "sps" in r:
                 runs.append((part, name, r, parts[part]))
@@ -327,18 +334,21 @@ def report() -> str:
                          f"{r['sps']:,.0f} | {_rate(_steady(r))} | >= {r['level']:.0f} | {_secs(r['reached_seconds'])} | {_score(r)} | "
                          f"`{r['command']}` |")
         lines.append("")
-        peer = (parts["rsl_rl"] or {}).get("rsl_rl")
-        for part in ("ppo-ant", "ppo-ant-eager", "ppo-ant-compile"):
+        pairs = [(p, "rsl_rl") for p in ("ppo-ant", "ppo-ant-eager", "ppo-ant-compile")] + \
+            [(ppo, rsl) for rsl, (_, _, ppo) in RSL_RL.items() if rsl != "rsl_rl"]
+        for part, rsl in pairs:
+            peer = (parts[rsl] or {}).get("rsl_rl")
             name, ours = next(iter((parts[part] or {}).items()), (None, None))
             if ours and peer and isinstance(ours, dict) and "sps" in ours:
-                same = parts[part]["machine"] == parts["rsl_rl"]["machine"]
-                lease = parts[part]["date"][:13] == parts["rsl_rl"]["date"][:13]  # the same hour: the same lease
+                same = parts[part]["machine"] == parts[rsl]["machine"]
+                lease = parts[part]["date"][:13] == parts[rsl]["date"][:13]  # the same hour: the same lease
                 a, b = _steady(ours), _steady(peer)
-                lines.append(f"- Ant x4096, ours ({name}) / rsl_rl env-steps/s: {ours['sps'] / peer['sps']:.2f}x over the runs"
+                task, n = PPO[part][0], PPO[part][1]
+                lines.append(f"- {task} x{n}, ours ({name}) / rsl_rl env-steps/s: {ours['sps'] / peer['sps']:.2f}x over the runs"
                              + (f", {a / b:.2f}x between evaluations" if a and b else "")
                              + (f" ({ours['steps'] / 1e6:.1f}M and {peer['steps'] / 1e6:.1f}M steps)")
                              + ((" (same lease)" if lease else f" (the same card type, leases of {parts[part]['date']} and "
-                                 f"{parts['rsl_rl']['date']})") if same else " (different machines: not a ratio to quote)")
+                                 f"{parts[rsl]['date']})") if same else " (different machines: not a ratio to quote)")
                              + f"; gymnasium return {_score(ours, False)} vs {_score(peer, False)}")
     prof = parts["profile"]
     if prof:
@@ -385,8 +395,8 @@ def main() -> None:
             part_cartpole(a.steps or CARTPOLE["steps"], a.max_seconds)
         elif part == "profile":
             part_profile()
-        else:
-            part_rsl_rl(a.steps or ANT["steps"], a.max_seconds)
+        elif part in RSL_RL:
+            part_rsl_rl(part, a.steps or ANT["steps"], a.max_seconds)
     report()
 
 
