@@ -1,8 +1,8 @@
 """`Captured`: a training loop's whole iteration (rollout, advantages, update) replayed as one CUDA graph.
 
 On a GPU a PPO iteration of small networks is bound by the host, not the math: each of its thousands of torch ops
-is a kernel launch of ~5-15 us of CPU time, and the GPU waits in between (bench/results/gpu.md: busy 37% of an Ant
-x4096 iteration, ~9,500 launches). A CUDA graph records the iteration's kernels once and replays them with one launch.
+is a kernel launch paid in host time, and the GPU waits in between (the profiles before and after are in
+bench/results/gpu.md). A CUDA graph records the iteration's kernels once and replays them with one launch.
 
 What a captured function must do (what the eager code of this project does, and what `check` verifies):
 * take no inputs: it reads and writes fixed tensors (rollout buffers, the network's parameters, the optimizer's

@@ -234,7 +234,7 @@ class _WarpBackend:
         if torch.cuda.is_current_stream_capturing():
             # inside a capture of torch's (common.graphs): Warp works on the capture's own stream (its solver loop
             # pauses and resumes the capture there: on a forked stream CUDA error 903), with no ordering after its
-            # previous stream (work outside the capture: CUDA error 905); H200, 2026-11-28
+            # previous stream (work outside the capture: CUDA error 905)
             if self._capture_stream is None or self._capture_stream[0] != outer.cuda_stream:
                 self._capture_stream = (outer.cuda_stream, self.wp.stream_from_torch(outer))
             with self.wp.ScopedStream(self._capture_stream[1], sync_enter=False):
