@@ -10,11 +10,13 @@ What a captured function must do (what the eager code of this project does, and 
   its last eager call, or of the capture, for every replay after (ppo_podracer: the number of updates it ran);
 * update state in place (`copy_`, `out=`, `add_`), never by rebinding an attribute (`self.x = self.x + 1` makes a
   new tensor that a replay never sees again), and keep no Python-side counters that must advance each call;
-* never wait for the host (`.item()`, `if tensor:`) and never change its own control flow from one call to the next.
+* never wait for the host (`.item()`, `if tensor:`), take no data from it (an env stepping in numpy, copied to the
+  GPU each step), and never change its own control flow from one call to the next.
 
 `Captured(fn, device, state=[...])` runs `fn` eagerly on its first call (lazy state: the optimizer's moments,
 kernels that load, MuJoCo Warp's modules); on its second, eagerly again, while checking that none of `state`'s
-tensors was rebound and none of its Python numbers changed (`check`); from its third on CUDA it records `fn` once
+tensors was rebound, none of its Python numbers changed and no torch op read a value back to the host or took a
+host tensor (`check`); from its third on CUDA it records `fn` once
 and replays it. A check that fails leaves the loop eager, with one warning naming the cause; a capture that raises
 stops the run with one line naming the cause and the flag that runs it eagerly (a failed capture can leave CUDA's
 state broken: an H200 run's eager retry then failed in its random-number generator). On a CPU (or with
@@ -31,6 +33,7 @@ import warnings
 from collections.abc import Callable, Iterable
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 # Objects of these packages are leaves of `check`'s walk: their state is not this loop's to check (a torch module's
 # parameters are updated in place by the optimizer), or they are the simulator's own handles
@@ -88,12 +91,41 @@ def rebound(before: dict, after: dict) -> list[str]:
     return changed
 
 
-def check(fn: Callable[[], None], state: Iterable) -> list[str]:
-    """Run `fn` once and return what it rebound or changed in `state` (empty: safe to capture)."""
+class _HostTraffic(TorchDispatchMode):
+    """Records the torch ops of a loop on an accelerator that read a value back to the host (`.item()`, `if t:`) or
+    take a host tensor (an env stepping in numpy, its arrays copied over each step): a graph would replay the value
+    read or copied when it was recorded."""
+
+    def __init__(self):
+        super().__init__()
+        self.found: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name == "_local_scalar_dense":
+            self._add(f"{name} (a value read on the host: .item(), bool(), float())")
+        else:
+            tensors = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+            if any(t.device.type == "cpu" and t.dim() > 0 for t in tensors):
+                self._add(f"{name} (a host tensor: data copied from the CPU)")
+        return func(*args, **(kwargs or {}))
+
+    def _add(self, what: str) -> None:
+        if what not in self.found:
+            self.found.append(what)
+
+
+def check(fn: Callable[[], None], state: Iterable, device=None) -> list[str]:
+    """Run `fn` once and return what it rebound or changed in `state`, and, for a loop on an accelerator `device`,
+    the ops that read from or copied from the host (empty: safe to capture)."""
     state = list(state)
     before = snapshot(state)
-    fn()
-    return rebound(before, snapshot(state))
+    if device is None or torch.device(device).type == "cpu":
+        fn()
+        return rebound(before, snapshot(state))
+    with _HostTraffic() as traffic:
+        fn()
+    return rebound(before, snapshot(state)) + traffic.found
 
 
 def generators(state: Iterable, device: torch.device) -> list[torch.Generator]:
@@ -137,11 +169,12 @@ class Captured:
         if self.calls == 1:
             self.result = self.fn()
         elif self.calls == 2:
-            changed = check(self._run, self.state)
+            changed = check(self._run, self.state, self.device)
             if changed:
                 shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
-                self._eager(f"{shown} changed between two calls (rebound, or a Python number): write state in "
-                            "place (copy_, out=, add_) to allow capture")
+                self._eager(f"{shown}: a replay would not redo it (state rebound or a Python number changed between "
+                            "two calls, or the host in the loop); state written in place (copy_, out=, add_) and no "
+                            "host data allow capture")
         elif self.device.type != "cuda":
             self._stand_in()
             self.replays += 1

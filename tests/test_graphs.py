@@ -52,6 +52,15 @@ def test_check_names_what_a_graph_could_not_replay():
     assert check(ok.step, [ok]) == []
 
 
+def test_check_names_host_reads_and_host_data_of_a_loop_on_an_accelerator():
+    """A value read on the host (`.item()`) or a host tensor copied in each call (an env stepping in numpy): a replay
+    would reuse what was read or copied when it was recorded. ('meta' stands for the accelerator here.)"""
+    x = torch.ones(3)
+    found = check(lambda: x.sum().item(), [], device="meta")
+    assert any(f.startswith("_local_scalar_dense") for f in found) and any(f.startswith("sum (a host tensor") for f in found)
+    assert check(lambda: x.sum().item(), [], device="cpu") == []  # on a CPU the host is the device: nothing to name
+
+
 def _ppo_run(monkeypatch, tmp_path, simulate: bool, algo=ppo, **kw) -> tuple[list[Captured], dict]:
     made: list[Captured] = []
     init = Captured.__init__
@@ -101,7 +110,7 @@ def test_the_rest_of_the_ppo_family_passes_the_check_but_ppo_h(name, monkeypatch
     algo = importlib.import_module(f"algos.{name}")
     kw = {k: v for k, v in CASES["pendulum-normalized"].items() if k in algo.Args.__dataclass_fields__}
     if name == "ppo_h":
-        with pytest.warns(UserWarning, match=r"TrajectoryStore\.\w+.* changed between two calls"):
+        with pytest.warns(UserWarning, match=r"TrajectoryStore\.\w+.*a replay would not redo it"):
             made, _ = _ppo_run(monkeypatch, tmp_path, True, algo=algo, **kw)
         assert made[0].replays == 0
         return
@@ -126,7 +135,7 @@ def test_an_env_that_keeps_python_state_stays_eager_with_one_warning(monkeypatch
         return env
 
     monkeypatch.setattr(envs, "make", counting_make)
-    with pytest.warns(UserWarning, match=r"capture of the iteration is off.*\.calls changed between two calls"):
+    with pytest.warns(UserWarning, match=r"capture of the iteration is off.*\.calls: a replay would not redo it"):
         made, _ = _ppo_run(monkeypatch, tmp_path, True, **CASES["cartpole"])
     assert made[0].replays == 0 and "calls" in made[0].why_eager
 
@@ -197,3 +206,18 @@ def test_nan_stops_a_captured_run(monkeypatch, tmp_path):
     with pytest.raises(FloatingPointError, match="in the observations"):
         _ppo_run(monkeypatch, tmp_path, False, **kw)
     assert ticks[0] <= 7, f"poisoned after iteration 4, reported after {ticks[0]}"  # host at most 2 ahead
+
+
+@pytest.mark.cuda
+def test_a_numpy_env_on_cuda_trains_eagerly_with_one_warning(monkeypatch, tmp_path):
+    """A gymnasium env stepping in numpy (envs.gym_adapter), the policy on CUDA: its observations are copied from the
+    host each step, which a graph would replay as they were when recorded; the check names the copy, and the run goes
+    on eagerly."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    pytest.importorskip("mujoco")
+    kw = dict(env="InvertedPendulum-v5", num_envs=4, num_steps=8, num_minibatches=2, total_steps=4 * 8 * 5,
+              device="cuda")
+    with pytest.warns(UserWarning, match="a host tensor"):
+        made, out = _ppo_run(monkeypatch, tmp_path, False, **kw)
+    assert not made[0].captured and out["steps"] == 4 * 8 * 5
