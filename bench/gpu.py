@@ -215,6 +215,7 @@ def part_profile(iterations: int = 3, env_id: str = "Ant", num_envs: int = ANT["
     kernel and graph launches, and calls that make the host wait."""
     from dataclasses import replace
 
+    import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -225,8 +226,17 @@ def part_profile(iterations: int = 3, env_id: str = "Ant", num_envs: int = ANT["
     warm, batch = 3, args.num_envs * args.num_steps
     args = replace(args, env=env_id, device=device, seed=1, total_steps=batch * (warm + iterations + 1), eval_every=0,
                    save_every=0, quiet=True, out_dir=str(RUNS / "profile"))
+    from common.graphs import Captured
+
     ticks: list[float] = []
-    original = Logger.burn_in
+    original, capture = Logger.burn_in, Captured._capture
+    recorded: list[float] = []
+
+    def timed_capture(self):  # what recording and instantiating the iteration's graph costs (host time)
+        t = time.perf_counter()
+        capture(self)
+        torch.cuda.synchronize()
+        recorded.append(time.perf_counter() - t)
 
     def burn_in(self, step, learned=True):
         original(self, step, learned)
@@ -236,11 +246,12 @@ def part_profile(iterations: int = 3, env_id: str = "Ant", num_envs: int = ANT["
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device == "cuda" else [])]
     with profile(activities=activities,
                  schedule=schedule(wait=1, warmup=warm - 1, active=iterations, repeat=1)) as prof:
-        Logger.burn_in = burn_in
+        Logger.burn_in, Captured._capture = burn_in, timed_capture
+        start = time.perf_counter()
         try:
             ppo.main(args)
         finally:
-            Logger.burn_in = original
+            Logger.burn_in, Captured._capture = original, capture
     events = prof.key_averages()
     wall = (ticks[warm + iterations - 1] - ticks[warm - 1]) / iterations  # the recorded iterations, host clock
 
@@ -262,7 +273,11 @@ def part_profile(iterations: int = 3, env_id: str = "Ant", num_envs: int = ANT["
                "kernel_launches_per_iteration": calls("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"),
                "graph_launches_per_iteration": calls("cudaGraphLaunch", "cuGraphLaunch"),
                "host_waits_per_iteration": calls("cudaStreamSynchronize", "cudaDeviceSynchronize",
-                                                 "cudaEventSynchronize", "cuStreamSynchronize", "cuCtxSynchronize")}
+                                                 "cudaEventSynchronize", "cuStreamSynchronize", "cuCtxSynchronize"),
+               # the start-up a run pays before its first replay: set-up with the first (eager) iteration, the
+               # second (eager, checked), the third (recorded, then replayed); and the capture alone
+               "startup_s": [ticks[0] - start, *(ticks[i] - ticks[i - 1] for i in range(1, warm))],
+               "capture_s": recorded[0] if recorded else None}
     OUT.mkdir(parents=True, exist_ok=True)
     sort_gpu = ("self_device_time_total" if hasattr(events[0], "self_device_time_total") else "self_cuda_time_total") \
         if device == "cuda" else "self_cpu_time_total"
@@ -361,6 +376,11 @@ def report() -> str:
                   f"{prof['kernel_launches_per_iteration']:,.0f} kernel launches, "
                   f"{prof['graph_launches_per_iteration']:,.0f} CUDA graph launches, "
                   f"{prof['host_waits_per_iteration']:,.0f} host waits. Top ops: `bench/results/gpu/profile.txt`."]
+        if prof.get("startup_s"):
+            lines += ["", "Start-up (host clock, under the profiler): set-up and iteration 1 "
+                      + ", then ".join(f"{x:.2f} s" for x in prof["startup_s"])
+                      + (f"; recording and instantiating the graph {prof['capture_s']:.2f} s" if prof.get("capture_s")
+                         else "") + "."]
     if (OUT / "lease.md").exists():  # the hand-kept record of what each lent GPU ran and found
         lines += ["", (OUT / "lease.md").read_text().rstrip()]
     text = "\n".join(lines) + "\n"
