@@ -420,7 +420,7 @@ def main(args: Args) -> dict:
 
     # on CUDA one graph launch an iteration, not thousands of kernel launches; the check before capture needs every
     # piece of state the iteration writes
-    # and the H-term's trajectory store (whose write position is a Python number: eager, with a warning)
+    # (the H-term's trajectory store too)
     iterate = Captured(train_iteration, device, state=[env, guard, meter, optimizer, store],
                        enabled=args.capture and not args.compile and args.target_kl is None)
     iteration = start_iter - 1

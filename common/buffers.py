@@ -264,7 +264,9 @@ class TrajectoryStore:
         self.device = dev = torch.device(device)
         self.obs = torch.zeros((num_envs, horizon, *obs_shape), device=dev)
         self.actions = torch.zeros((num_envs, horizon, *action_shape), dtype=action_dtype, device=dev)
-        self.t = 0  # absolute step count of every sub-env (they step together)
+        # absolute step count of every sub-env (they step together), on the device and every update in place: a
+        # training iteration captured as a CUDA graph (common/graphs.py) replays `add` into this memory
+        self.t = torch.zeros((), dtype=torch.long, device=dev)
         self.ep_start = torch.zeros(num_envs, dtype=torch.long, device=dev)  # absolute start of the running episode
         self.ep_return = torch.zeros(num_envs, device=dev)
         # finished episodes: sub-env, absolute start, length, return; slot E is a sink for masked writes
@@ -276,9 +278,9 @@ class TrajectoryStore:
 
     def add(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, done: torch.Tensor) -> None:
         """One vectorized step: `obs` the observation the action was taken in, `done` = terminated | truncated."""
-        col = self.t % self.H
-        self.obs[:, col] = obs
-        self.actions[:, col] = actions.to(self.actions.dtype)
+        col = (self.t % self.H).view(1)
+        self.obs.index_copy_(1, col, obs.unsqueeze(1).to(self.obs.dtype))
+        self.actions.index_copy_(1, col, actions.unsqueeze(1).to(self.actions.dtype))
         self.ep_return += rewards
         self.t += 1
         # append the finished episodes to the table: row j of the finishing ones goes to slot count + j
@@ -290,21 +292,21 @@ class TrajectoryStore:
         self.tab_len[slot] = self.t - self.ep_start
         self.tab_ret[slot] = self.ep_return
         self.tab_count += done.sum()
-        self.ep_start = torch.where(done, torch.full_like(self.ep_start, self.t), self.ep_start)
-        self.ep_return = self.ep_return * ~done
+        torch.where(done, self.t, self.ep_start, out=self.ep_start)
+        self.ep_return.mul_(~done)
 
     _STATE = ("obs", "actions", "ep_start", "ep_return", "tab_env", "tab_start", "tab_len", "tab_ret", "tab_count")
 
     def state_dict(self) -> dict:
-        return {"t": self.t, **{k: getattr(self, k).clone() for k in self._STATE}}
+        return {"t": int(self.t), **{k: getattr(self, k).clone() for k in self._STATE}}  # (saving waits anyway)
 
     def load_state_dict(self, sd: dict) -> None:
         if tuple(sd["obs"].shape) != tuple(self.obs.shape) or sd["tab_ret"].shape != self.tab_ret.shape:
             raise ValueError(f"saved H-term store {tuple(sd['obs'].shape)} does not fit this one {tuple(self.obs.shape)}: "
                              f"resume with the same --num-envs and --h-term-* sizes")
-        self.t = sd["t"]
+        self.t.fill_(int(sd["t"]))
         for k in self._STATE:
-            setattr(self, k, sd[k].to(self.device))
+            getattr(self, k).copy_(sd[k])
 
     def valid(self) -> torch.Tensor:
         """Mask over table slots: recorded, and the whole episode still in the ring."""
