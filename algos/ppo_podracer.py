@@ -57,8 +57,8 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     """torch.compile the policy step, GAE, the PPO loss (forward and backward) and the
     optimizer step, learning-rate annealing included (on CUDA: CUDA graphs, the optimizer step's excepted)"""
     capture: bool = True
-    """on CUDA, replay each iteration (rollout, GAE, update) as one CUDA graph (common/graphs.py); not with
-    --compile or --target-kl, and eager wherever the env does not allow it (a warning says why)"""
+    """on CUDA, replay each iteration (rollout, GAE, update) as one CUDA graph (common/graphs.py);
+    not with --compile or --target-kl, and eager wherever the env does not allow it (a warning says why)"""
 
     # PPO
     num_steps: int = 16
@@ -324,8 +324,9 @@ def main(args: Args) -> dict:
         step_fn = compile_fn(opt_step, device, graphs=False)
 
     start_iter, global_step, elapsed, updates = 0, 0, 0.0, 0
-    next_obs = torch.zeros((N, width), device=device)  # where the next rollout starts (a fixed buffer, as all state)
-    next_obs.copy_(concat_groups(*env.reset(seed=args.seed + 1000 * ctx.rank)))  # each rank its own initial states
+    # where the next rollout starts: a fixed buffer, as all state of the iteration
+    next_obs = torch.zeros((N, width), device=device)
+    next_obs.copy_(concat_groups(*env.reset(seed=args.seed + 1000 * ctx.rank)))  # each rank its own starts
     if ckpt is not None:
         agent.load_state_dict(mine["model"])
         optimizer.load_state_dict(mine["optimizer"])
@@ -376,8 +377,8 @@ def main(args: Args) -> dict:
     meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
 
     def train_iteration() -> int:
-        """A rollout of T steps from `next_obs`, GAE, then the epochs of minibatch updates, all on fixed tensors;
-        returns the number of optimizer steps it took."""
+        """A rollout of T steps from `next_obs`, GAE, then the epochs of minibatch updates, all on
+        fixed tensors; returns the number of optimizer steps it took."""
         ran = 0
         # ---- rollout ----------------------------------------------------------------------------
         with torch.no_grad():

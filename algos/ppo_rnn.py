@@ -65,8 +65,8 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     """torch.compile the policy step, GAE, the PPO loss (forward and backward) and the
     optimizer step, learning-rate annealing included (on CUDA: CUDA graphs, the optimizer step's excepted)"""
     capture: bool = True
-    """on CUDA, replay each iteration (rollout, GAE, update) as one CUDA graph (common/graphs.py); not with
-    --compile or --target-kl, and eager wherever the env does not allow it (a warning says why)"""
+    """on CUDA, replay each iteration (rollout, GAE, update) as one CUDA graph (common/graphs.py);
+    not with --compile or --target-kl, and eager wherever the env does not allow it (a warning says why)"""
 
     # PPO
     num_steps: int = 16
@@ -351,7 +351,8 @@ def main(args: Args) -> dict:
         step_fn = compile_fn(opt_step, device, graphs=False)
 
     start_iter, global_step, elapsed = 0, 0, 0.0
-    next_obs = torch.zeros((N, width), device=device)  # where the next rollout starts (a fixed buffer, as all state)
+    # where the next rollout starts: a fixed buffer, as all state of the iteration
+    next_obs = torch.zeros((N, width), device=device)
     next_obs.copy_(concat_groups(*env.reset(seed=args.seed)))
     hidden = agent.initial_state(N, device)  # and the memory it starts with
     if ckpt is not None:
@@ -388,8 +389,8 @@ def main(args: Args) -> dict:
     meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
 
     def train_iteration():
-        """A rollout of T steps from `next_obs` and `hidden`, GAE, then the epochs of minibatch updates over whole
-        sub-env sequences, all on fixed tensors."""
+        """A rollout of T steps from `next_obs` and `hidden`, GAE, then the epochs of minibatch
+        updates over whole sub-env sequences, all on fixed tensors."""
         # ---- rollout ----------------------------------------------------------------------------
         h_start = hidden.clone()  # the update replays each sub-env's sequence from here
         with torch.no_grad():
@@ -435,8 +436,8 @@ def main(args: Args) -> dict:
             if args.target_kl is not None and stats["approx_kl"] > args.target_kl:  # host sync, opt-in
                 break
 
-    # on CUDA one graph launch an iteration, not thousands of kernel launches; the check before capture needs every
-    # piece of state the iteration writes
+    # on CUDA one graph launch an iteration, not thousands of kernel launches;
+    # the check before capture needs every piece of state the iteration writes
     iterate = Captured(train_iteration, device, state=[env, guard, meter, optimizer],
                        enabled=args.capture and not args.compile and args.target_kl is None)
     iteration = start_iter - 1

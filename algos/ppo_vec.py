@@ -58,8 +58,8 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     """torch.compile the policy step, GAE, the PPO loss (forward and backward) and the
     optimizer step, learning-rate annealing included (on CUDA: CUDA graphs, the optimizer step's excepted)"""
     capture: bool = True
-    """on CUDA, replay each iteration (rollout, GAE, update) as one CUDA graph (common/graphs.py); not with
-    --compile or --target-kl, and eager wherever the env does not allow it (a warning says why)"""
+    """on CUDA, replay each iteration (rollout, GAE, update) as one CUDA graph (common/graphs.py);
+    not with --compile or --target-kl, and eager wherever the env does not allow it (a warning says why)"""
 
     # PPO
     num_steps: int = 16
@@ -316,7 +316,8 @@ def main(args: Args) -> dict:
         step_fn = compile_fn(opt_step, device, graphs=False)
 
     start_iter, global_step, elapsed = 0, 0, 0.0
-    next_obs = torch.zeros((N, width), device=device)  # where the next rollout starts (a fixed buffer, as all state)
+    # where the next rollout starts: a fixed buffer, as all state of the iteration
+    next_obs = torch.zeros((N, width), device=device)
     next_obs.copy_(concat_groups(*env.reset(seed=args.seed)))
     if ckpt is not None:
         agent.load_state_dict(ckpt["model"])
@@ -394,8 +395,8 @@ def main(args: Args) -> dict:
             if args.target_kl is not None and stats["approx_kl"] > args.target_kl:  # host sync, opt-in
                 break
 
-    # on CUDA one graph launch an iteration, not thousands of kernel launches; the check before capture needs every
-    # piece of state the iteration writes
+    # on CUDA one graph launch an iteration, not thousands of kernel launches;
+    # the check before capture needs every piece of state the iteration writes
     iterate = Captured(train_iteration, device, state=[env, guard, meter, optimizer],
                        enabled=args.capture and not args.compile and args.target_kl is None)
     iteration = start_iter - 1

@@ -342,11 +342,12 @@ def report() -> str:
     if runs:
         lines += ["## Training end to end (evaluations left out of the clock; final score on gymnasium's env, 10 "
                   "episodes; env-steps/s over the run and between its first and last evaluation)", "",
-                  "| run | GPU, date | env steps | env-steps/s | between evals | eval reached | at | gymnasium return | "
-                  "command |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+                  "| run | GPU, date | env steps | env-steps/s | between evals | eval reached | at | "
+                  "gymnasium return | command |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
         for part, name, r, meta in runs:  # parts may come from different leases: each row names its GPU
             lines.append(f"| {part} {name} | {meta['machine'].split(',')[0]}, {meta['date']} | {r['steps'] / 1e6:.0f}M | "
-                         f"{r['sps']:,.0f} | {_rate(_steady(r))} | >= {r['level']:.0f} | {_secs(r['reached_seconds'])} | {_score(r)} | "
+                         f"{r['sps']:,.0f} | {_rate(_steady(r))} | >= {r['level']:.0f} | "
+                         f"{_secs(r['reached_seconds'])} | {_score(r)} | "
                          f"`{r['command']}` |")
         lines.append("")
         pairs = [(p, "rsl_rl") for p in ("ppo-ant", "ppo-ant-eager", "ppo-ant-compile")] + \
@@ -359,11 +360,13 @@ def report() -> str:
                 lease = parts[part]["date"][:13] == parts[rsl]["date"][:13]  # the same hour: the same lease
                 a, b = _steady(ours), _steady(peer)
                 task, n = PPO[part][0], PPO[part][1]
-                lines.append(f"- {task} x{n}, ours ({name}) / rsl_rl env-steps/s: {ours['sps'] / peer['sps']:.2f}x over the runs"
+                lines.append(f"- {task} x{n}, ours ({name}) / rsl_rl env-steps/s: "
+                             f"{ours['sps'] / peer['sps']:.2f}x over the runs"
                              + (f", {a / b:.2f}x between evaluations" if a and b else "")
                              + (f" ({ours['steps'] / 1e6:.1f}M and {peer['steps'] / 1e6:.1f}M steps)")
-                             + ((" (same lease)" if lease else f" (the same card type, leases of {parts[part]['date']} and "
-                                 f"{parts[rsl]['date']})") if same else " (different machines: not a ratio to quote)")
+                             + ((" (same lease)" if lease else " (the same card type, leases of "
+                                 f"{parts[part]['date']} and {parts[rsl]['date']})") if same
+                                else " (different machines: not a ratio to quote)")
                              + f"; gymnasium return {_score(ours, False)} vs {_score(peer, False)}")
     prof = parts["profile"]
     if prof:

@@ -105,7 +105,8 @@ class _HostTraffic(TorchDispatchMode):
         if name == "_local_scalar_dense":
             self._add(f"{name} (a value read on the host: .item(), bool(), float())")
         else:
-            tensors = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+            flat = [x for a in (*args, *(kwargs or {}).values()) for x in (a if isinstance(a, (list, tuple)) else [a])]
+            tensors = [t for t in flat if isinstance(t, torch.Tensor)]
             if any(t.device.type == "cpu" and t.dim() > 0 for t in tensors):
                 self._add(f"{name} (a host tensor: data copied from the CPU)")
         return func(*args, **(kwargs or {}))

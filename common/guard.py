@@ -22,8 +22,8 @@ class NumericGuard:
     copy the previous `check` started once that copy has landed, so an eager loop never waits and a NaN
     is reported an update late at most. A loop replayed as a CUDA graph (common/graphs.py) queues work
     faster than the GPU runs it: there `check` waits for a copy two checks old, which keeps the host at most
-    two updates ahead (the GPU still has them queued: no idle time) and the report as prompt. `check(step, sync=True)`, called before every checkpoint
-    write, waits: a checkpoint never holds a non-finite value, and the last one written before the
+    two updates ahead (the GPU still has them queued: no idle time) and the report as prompt.
+    `check(step, sync=True)`, called before every checkpoint write, waits: a checkpoint never holds a non-finite value, and the last one written before the
     error stays the last good one.
     """
 

@@ -517,8 +517,9 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
     # ---- checkpointable state ------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         # copies: `step` writes these tensors in place (and `.cpu()` of a CPU tensor is the tensor itself)
-        return {"backend": self.backend, "sim": self.sim.get_state().cpu(), "elapsed": self.elapsed.to("cpu", copy=True),
-                "com_before": self._com_before.to("cpu", copy=True), "rng": self.rng.get_state()}
+        return {"backend": self.backend, "sim": self.sim.get_state().cpu(),
+                "elapsed": self.elapsed.to("cpu", copy=True), "com_before": self._com_before.to("cpu", copy=True),
+                "rng": self.rng.get_state()}
 
     def load_state_dict(self, sd: dict) -> None:
         rows = sd["sim"]
