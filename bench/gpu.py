@@ -46,7 +46,7 @@ OUT = ROOT / "bench" / "results" / "gpu"
 RUNS = ROOT / "bench" / "runs" / "gpu"
 ENV_SIZES = (1024, 4096, 16384)
 # the budgets: sized for about 5 minutes of training each at the target of 300k env-steps/s
-ANT = dict(steps=100_000_000, eval_every=2_097_152, num_envs=4096)
+ANT = dict(steps=100_000_000, eval_every=1_048_576, num_envs=4096)
 CARTPOLE = dict(steps=200_000_000, eval_every=8_388_608, num_envs=65536)
 ANT_TARGET, HUMANOID_TARGET, CARTPOLE_TARGET = 3000.0, 5000.0, 475.0
 # the ppo_vec parts: (task, envs, flags, the row's name)
