@@ -36,6 +36,7 @@ from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.errors import UserError
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
@@ -124,23 +125,23 @@ def default_args(env_id: str, num_envs: int | None = None, device: str = "auto")
 def check_args(args: Args, env) -> None:
     check_single_agent(env, args.env, ALGO, masks=True)
     if not isinstance(env.single_action_space, gym.spaces.Discrete):
-        raise ValueError(
+        raise UserError(
             f"dqn needs a Discrete action space; {args.env} has {env.single_action_space}. "
             f"Use a continuous-action algorithm (algos/ppo_vec.py, sac.py or td3.py) for this env."
         )
     if len(env.single_observation_space.shape) != 1:
-        raise ValueError(f"dqn's MLP needs flat observations, {args.env} has shape "
+        raise UserError(f"dqn's MLP needs flat observations, {args.env} has shape "
                          f"{env.single_observation_space.shape}; flatten them in the env")
     if args.batch_size <= 0 or args.gradient_steps <= 0 or args.target_every <= 0:
-        raise ValueError("--batch-size, --gradient-steps and --target-every must be positive")
+        raise UserError("--batch-size, --gradient-steps and --target-every must be positive")
     if args.buffer_size < args.num_envs:
-        raise ValueError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
+        raise UserError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
     if not 0.0 < args.tau <= 1.0:
-        raise ValueError(f"--tau must be in (0, 1], got {args.tau}")
+        raise UserError(f"--tau must be in (0, 1], got {args.tau}")
     if not 0.0 <= args.action_gap < 1.0:
-        raise ValueError(f"--action-gap must be in [0, 1) (0: plain Q-learning), got {args.action_gap}")
+        raise UserError(f"--action-gap must be in [0, 1) (0: plain Q-learning), got {args.action_gap}")
     if args.learning_starts >= args.total_steps:
-        raise ValueError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
+        raise UserError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
 
 
 MASKED_Q = -1e9  # the Q-value of a forbidden action (env's action mask): never the greedy action nor the target's max

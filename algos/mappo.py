@@ -51,6 +51,7 @@ from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.distributions import Categorical
 from common.ensemble import EnsembleLinear, EnsembleMLP
+from common.errors import UserError
 from common.evaluate import ma_evaluate
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
@@ -115,22 +116,22 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 def check_args(args: Args, env) -> None:
     batch = args.num_envs * args.num_steps
     if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0:
-        raise ValueError("--num-steps, --num-minibatches and --update-epochs must be positive")
+        raise UserError("--num-steps, --num-minibatches and --update-epochs must be positive")
     if batch % args.num_minibatches:
-        raise ValueError(
+        raise UserError(
             f"num_envs * num_steps = {batch} is not divisible by --num-minibatches {args.num_minibatches}; "
             f"pick a divisor of {batch}"
         )
     if args.total_steps < batch:
-        raise ValueError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
+        raise UserError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
     if not hasattr(env, "n_agents") or not hasattr(env, "state_dim"):
-        raise ValueError(f"mappo needs a multi-agent env (n_agents, info['state']); {args.env} is single-agent: "
+        raise UserError(f"mappo needs a multi-agent env (n_agents, info['state']); {args.env} is single-agent: "
                          f"use algos/ppo_vec.py for it")
     if not isinstance(env.single_action_space, gym.spaces.Discrete):
-        raise ValueError(f"mappo needs a Discrete action space per agent, {args.env} has "
+        raise UserError(f"mappo needs a Discrete action space per agent, {args.env} has "
                          f"{env.single_action_space}; make the env with discrete actions")
     if len(env.single_observation_space.shape) != 1:
-        raise ValueError(f"mappo's MLPs need flat per-agent observations, {args.env} has shape "
+        raise UserError(f"mappo's MLPs need flat per-agent observations, {args.env} has shape "
                          f"{env.single_observation_space.shape}")
 
 

@@ -37,6 +37,7 @@ from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.ensemble import EnsembleMLP
+from common.errors import UserError
 from common.evaluate import PolicyFn, ma_evaluate
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
@@ -98,15 +99,15 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 
 def check_args(args: Args, env) -> None:
     if not isinstance(env.single_action_space, gym.spaces.Box):
-        raise ValueError(f"{ALGO} needs a continuous (Box) action space; {args.env} has {env.single_action_space}")
+        raise UserError(f"{ALGO} needs a continuous (Box) action space; {args.env} has {env.single_action_space}")
     if args.batch_size <= 0 or args.gradient_steps <= 0 or args.policy_delay <= 0:
-        raise ValueError("--batch-size, --gradient-steps and --policy-delay must be positive")
+        raise UserError("--batch-size, --gradient-steps and --policy-delay must be positive")
     if args.buffer_size < args.num_envs:
-        raise ValueError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
+        raise UserError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
     if not 0.0 < args.tau <= 1.0:
-        raise ValueError(f"--tau must be in (0, 1], got {args.tau}")
+        raise UserError(f"--tau must be in (0, 1], got {args.tau}")
     if args.learning_starts >= args.total_steps:
-        raise ValueError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
+        raise UserError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
 
 
 class Actors(nn.Module):
@@ -172,7 +173,7 @@ def actor_loss(actors: Actors, critics: Critics, b, n_agents: int, state_dim: in
 
 def make_env(args: Args, device, seed: int):
     if args.env not in envs.MULTI_AGENT:
-        raise ValueError(f"{ALGO} needs a multi-agent env ({', '.join(envs.MULTI_AGENT)}); {args.env!r} is not one "
+        raise UserError(f"{ALGO} needs a multi-agent env ({', '.join(envs.MULTI_AGENT)}); {args.env!r} is not one "
                          f"(single-agent continuous control: algos/ddpg.py, algos/td3.py)")
     return MAEpisodeStatistics(envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed,
                                          continuous_actions=True))

@@ -33,6 +33,7 @@ from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.distributions import Categoricals, Normal, action_nvec
+from common.errors import UserError
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.graphs import Captured
 from common.guard import NumericGuard
@@ -152,25 +153,25 @@ def check_args(args: Args, envs_) -> None:
     check_single_agent(envs_, args.env, ALGO, groups=True, masks=True)
     batch = args.num_envs * args.num_steps
     if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0 or args.desired_kl <= 0:
-        raise ValueError("--num-steps, --num-minibatches, --update-epochs and --desired-kl must be positive")
+        raise UserError("--num-steps, --num-minibatches, --update-epochs and --desired-kl must be positive")
     if batch % args.num_minibatches:
-        raise ValueError(f"num_envs * num_steps = {batch} is not divisible by --num-minibatches "
+        raise UserError(f"num_envs * num_steps = {batch} is not divisible by --num-minibatches "
                          f"{args.num_minibatches}; pick a divisor of {batch}")
     if batch < args.num_minibatches:
-        raise ValueError(f"batch {batch} is smaller than --num-minibatches {args.num_minibatches}")
+        raise UserError(f"batch {batch} is smaller than --num-minibatches {args.num_minibatches}")
     if args.h_term_k_step <= 0 or args.h_term_batch <= 0 or args.h_term_update_gap <= 0:
-        raise ValueError("--h-term-k-step, --h-term-batch and --h-term-update-gap must be positive")
+        raise UserError("--h-term-k-step, --h-term-batch and --h-term-update-gap must be positive")
     if not 0.0 <= args.h_term_drop_rate < 1.0:
-        raise ValueError(f"--h-term-drop-rate must be in [0, 1), got {args.h_term_drop_rate}")
+        raise UserError(f"--h-term-drop-rate must be in [0, 1), got {args.h_term_drop_rate}")
     if args.h_term_horizon < args.h_term_k_step:
-        raise ValueError(f"--h-term-horizon {args.h_term_horizon} must be at least --h-term-k-step {args.h_term_k_step}")
+        raise UserError(f"--h-term-horizon {args.h_term_horizon} must be at least --h-term-k-step {args.h_term_k_step}")
     if args.total_steps < batch:
-        raise ValueError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
+        raise UserError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
     if any(len(s.shape) != 1 for s in group_spaces(envs_.single_observation_space)):
-        raise ValueError(f"{ALGO}'s MLP needs flat observations, {args.env} has {envs_.single_observation_space}")
+        raise UserError(f"{ALGO}'s MLP needs flat observations, {args.env} has {envs_.single_observation_space}")
     space = envs_.single_action_space
     if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)):
-        raise ValueError(f"{ALGO} supports Discrete, MultiDiscrete and Box action spaces, got {space}")
+        raise UserError(f"{ALGO} supports Discrete, MultiDiscrete and Box action spaces, got {space}")
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias: float = 0.0) -> nn.Linear:

@@ -47,6 +47,7 @@ from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.distributions import Categoricals, Normal, action_nvec
+from common.errors import UserError
 from common.evaluate import RecurrentPolicyFn, evaluate, load_run
 from common.graphs import Captured
 from common.guard import NumericGuard
@@ -159,17 +160,17 @@ def check_args(args: Args, envs_) -> None:
     check_single_agent(envs_, args.env, ALGO, groups=True, masks=True)
     batch = args.num_envs * args.num_steps
     if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0 or args.desired_kl <= 0:
-        raise ValueError("--num-steps, --num-minibatches, --update-epochs and --desired-kl must be positive")
+        raise UserError("--num-steps, --num-minibatches, --update-epochs and --desired-kl must be positive")
     if args.num_envs % args.num_minibatches:  # minibatches are whole sub-env sequences
-        raise ValueError(f"--num-envs {args.num_envs} is not divisible by --num-minibatches {args.num_minibatches}; "
+        raise UserError(f"--num-envs {args.num_envs} is not divisible by --num-minibatches {args.num_minibatches}; "
                          f"pick a divisor of {args.num_envs}")
     if args.total_steps < batch:
-        raise ValueError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
+        raise UserError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
     if any(len(s.shape) != 1 for s in group_spaces(envs_.single_observation_space)):
-        raise ValueError(f"{ALGO}'s MLP needs flat observations, {args.env} has {envs_.single_observation_space}")
+        raise UserError(f"{ALGO}'s MLP needs flat observations, {args.env} has {envs_.single_observation_space}")
     space = envs_.single_action_space
     if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)):
-        raise ValueError(f"{ALGO} supports Discrete, MultiDiscrete and Box action spaces, got {space}")
+        raise UserError(f"{ALGO} supports Discrete, MultiDiscrete and Box action spaces, got {space}")
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias: float = 0.0) -> nn.Linear:

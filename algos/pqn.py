@@ -40,6 +40,7 @@ import envs
 from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.errors import UserError
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
@@ -108,23 +109,23 @@ def default_args(env_id: str, num_envs: int | None = None, device: str = "auto")
 def check_args(args: Args, env) -> None:
     check_single_agent(env, args.env, ALGO, masks=True)
     if not isinstance(env.single_action_space, gym.spaces.Discrete):
-        raise ValueError(
+        raise UserError(
             f"pqn needs a Discrete action space; {args.env} has {env.single_action_space}. "
             f"Use a continuous-action algorithm (algos/ppo_vec.py, sac.py or td3.py) for this env."
         )
     if len(env.single_observation_space.shape) != 1:
-        raise ValueError(f"pqn's MLP needs flat observations, {args.env} has shape "
+        raise UserError(f"pqn's MLP needs flat observations, {args.env} has shape "
                          f"{env.single_observation_space.shape}; flatten them in the env")
     if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0:
-        raise ValueError("--num-steps, --num-minibatches and --update-epochs must be positive")
+        raise UserError("--num-steps, --num-minibatches and --update-epochs must be positive")
     batch = args.num_envs * args.num_steps
     if batch % args.num_minibatches:
-        raise ValueError(f"num_envs * num_steps = {batch} is not divisible by --num-minibatches "
+        raise UserError(f"num_envs * num_steps = {batch} is not divisible by --num-minibatches "
                          f"{args.num_minibatches}; pick a divisor of {batch}")
     if args.total_steps < batch:
-        raise ValueError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
+        raise UserError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
     if not 0.0 <= args.q_lambda <= 1.0:
-        raise ValueError(f"--q-lambda must be in [0, 1], got {args.q_lambda}")
+        raise UserError(f"--q-lambda must be in [0, 1], got {args.q_lambda}")
 
 
 MASKED_Q = -1e9  # the Q-value of a forbidden action (env's action mask): never the greedy action nor the target's max

@@ -54,6 +54,7 @@ from common.buffers import ReplayBuffer
 from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.errors import UserError
 from common.evaluate import ma_evaluate
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
@@ -118,22 +119,22 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 def check_args(args: Args, env) -> None:
     if not hasattr(env, "n_agents") or not getattr(env, "discrete", False):
         space = getattr(env, "single_action_space", None)
-        raise ValueError(
+        raise UserError(
             f"{ALGO} needs a multi-agent env with a Discrete action space per agent; {args.env} "
             f"{'is not multi-agent' if not hasattr(env, 'n_agents') else f'has {space}'}. "
             f"Use a multi-agent id such as simple_spread (discrete actions)."
         )
     if len(env.single_observation_space.shape) != 1:
-        raise ValueError(f"{ALGO}'s MLP needs flat observations, {args.env} has shape "
+        raise UserError(f"{ALGO}'s MLP needs flat observations, {args.env} has shape "
                          f"{env.single_observation_space.shape}")
     if args.batch_size <= 0 or args.gradient_steps <= 0 or args.target_every <= 0:
-        raise ValueError("--batch-size, --gradient-steps and --target-every must be positive")
+        raise UserError("--batch-size, --gradient-steps and --target-every must be positive")
     if args.buffer_size < args.num_envs:
-        raise ValueError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
+        raise UserError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
     if not 0.0 < args.tau <= 1.0:
-        raise ValueError(f"--tau must be in (0, 1], got {args.tau}")
+        raise UserError(f"--tau must be in (0, 1], got {args.tau}")
     if args.learning_starts >= args.total_steps:
-        raise ValueError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
+        raise UserError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
 
 
 class TeamReplayBuffer(ReplayBuffer):

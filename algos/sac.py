@@ -37,6 +37,7 @@ from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume
 from common.cli import RunArgs, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.ensemble import EnsembleMLP
+from common.errors import UserError
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
@@ -121,23 +122,23 @@ def default_args(env_id: str, num_envs: int | None = None, device: str = "auto")
 def check_args(args: Args, env) -> None:
     check_single_agent(env, args.env, ALGO)
     if not isinstance(env.single_action_space, gym.spaces.Box):
-        raise ValueError(
+        raise UserError(
             f"{ALGO} needs a continuous (Box) action space; {args.env} has {env.single_action_space}. "
             f"Use a discrete-action algorithm (algos/dqn.py, algos/ppo_vec.py) for this env."
         )
     if len(env.single_observation_space.shape) != 1:
-        raise ValueError(f"{ALGO}'s MLPs need flat observations, {args.env} has shape "
+        raise UserError(f"{ALGO}'s MLPs need flat observations, {args.env} has shape "
                          f"{env.single_observation_space.shape}; flatten them in the env")
     if args.batch_size <= 0 or args.gradient_steps <= 0:
-        raise ValueError("--batch-size and --gradient-steps must be positive")
+        raise UserError("--batch-size and --gradient-steps must be positive")
     if args.init_alpha <= 0:
-        raise ValueError(f"--init-alpha must be positive, got {args.init_alpha}")
+        raise UserError(f"--init-alpha must be positive, got {args.init_alpha}")
     if args.buffer_size < args.num_envs:
-        raise ValueError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
+        raise UserError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
     if not 0.0 < args.tau <= 1.0:
-        raise ValueError(f"--tau must be in (0, 1], got {args.tau}")
+        raise UserError(f"--tau must be in (0, 1], got {args.tau}")
     if args.learning_starts >= args.total_steps:
-        raise ValueError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
+        raise UserError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
 
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0

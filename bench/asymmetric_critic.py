@@ -66,6 +66,7 @@ if __name__ == "__main__":
     from common.cli import install_error_hook
 
     install_error_hook()  # a user error: one line naming the fix, exit status 2
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="seeds of each of the two settings")
     main(tuple(p.parse_args().seeds))

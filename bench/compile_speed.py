@@ -65,7 +65,8 @@ def one(algo: str, compile_: bool, scale: float) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--algos", nargs="+", default=list(CASES), choices=list(CASES))
     p.add_argument("--steps-scale", type=float, default=1.0, help="multiply every run's total steps")
     p.add_argument("--one", nargs=2, metavar=("ALGO", "COMPILE"), help=argparse.SUPPRESS)

@@ -43,7 +43,8 @@ def rate(step, seconds: float, sync) -> float:
 
 
 def main() -> str:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--critics", type=int, default=10)
     p.add_argument("--hidden", type=int, nargs="+", default=[256, 256])
     p.add_argument("--batch", type=int, default=256)

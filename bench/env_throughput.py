@@ -55,7 +55,8 @@ def gymnasium_sync(n: int, seconds: float) -> float:
 
 
 def main() -> str:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", type=int, nargs="+", default=[1, 64, 1024, 4096])
     p.add_argument("--ours-only", type=int, nargs="*", default=[65536], help="sizes measured for ours only")
     p.add_argument("--seconds", type=float, default=2.0)

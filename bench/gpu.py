@@ -393,7 +393,8 @@ def report() -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("part", nargs="?", default="all", choices=("all", *PARTS, "report"))
     p.add_argument("--seconds", type=float, default=5.0, help="env part: measuring time per cell")
     p.add_argument("--max-seconds", type=float, help="training parts: stop a run after this many seconds (Ctrl-C; the "

@@ -78,7 +78,8 @@ def plot(pair: str, results, path: Path) -> None:
 
 
 def main() -> str:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="Pendulum-v1")
     p.add_argument("--pairs", nargs="+", default=["ppo", "sac", "td3"], choices=list(FILES))
     p.add_argument("--seeds", type=int, nargs="+", default=list(range(1, 9)))

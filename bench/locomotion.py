@@ -389,7 +389,8 @@ def report() -> str:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "worker-ours":
         i = sys.argv.index("--")
-        p = argparse.ArgumentParser()
+        from common.cli import ArgumentParser
+        p = ArgumentParser()
         p.add_argument("--out", required=True)
         p.add_argument("--algo", default="ppo_vec")
         p.add_argument("--threads", type=int, default=1)
@@ -397,7 +398,8 @@ def main() -> None:
         a = p.parse_args(sys.argv[2:i])
         worker_ours(a.out, a.algo, sys.argv[i + 1:], a.threads, a.side)
         return
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run one task, both sides, its seeds")
     r.add_argument("task", type=lambda t: {k.lower(): k for k in TASKS}.get(t.lower().removesuffix("-v5"), t),

@@ -141,7 +141,8 @@ def table(task: str, results: dict) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="Ant", help="Ant, Humanoid, Hopper, HalfCheetah or Walker2d")
     p.add_argument("--steps", type=int, default=262_144, help="env steps per side")
     p.add_argument("--side", choices=("ours", "rsl_rl"), help=argparse.SUPPRESS)  # a worker

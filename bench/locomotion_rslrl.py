@@ -57,7 +57,8 @@ def isaaclab_classic_cfg(obs_norm: bool) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="Hopper-v5")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--steps", type=int, default=1_000_000)

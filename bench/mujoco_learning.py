@@ -41,7 +41,8 @@ def random_return(env_id: str, episodes: int, seed: int) -> tuple[float, float]:
 
 
 def main() -> str:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="Hopper-v5")
     p.add_argument("--steps", type=int, default=3_000_000)
     p.add_argument("--num-envs", type=int, default=256)

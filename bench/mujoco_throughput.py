@@ -59,7 +59,8 @@ def gymnasium_sync(env_id: str, n: int, seconds: float) -> float:
 
 
 def main() -> str:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="Ant-v5")
     p.add_argument("--sizes", type=int, nargs="+", default=[64, 1024, 4096])
     p.add_argument("--seconds", type=float, default=5.0, help="measuring time per cell")

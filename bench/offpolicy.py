@@ -47,7 +47,8 @@ def run_one(job):
 
 
 def main() -> str:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="Pendulum-v1")
     p.add_argument("--algos", nargs="+", default=["ddpg", "td3", "sac", "modsac", "redq"])
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])

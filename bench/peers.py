@@ -263,7 +263,8 @@ def median(xs):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", nargs="+", choices=list(COMPARISONS), default=list(COMPARISONS),
                    help="the comparisons to run (default: all five, ~30-40 min on 2 cores)")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="seeds of both sides (default: 1-5)")

@@ -67,7 +67,8 @@ def command(algo: str, setting: str, pipeline: bool, threads: int, seed: int, se
 
 
 def main() -> str:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--algos", nargs="+", default=["sac_podracer", "td3_podracer"])
     p.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     p.add_argument("--seed", type=int, default=1)

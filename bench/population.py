@@ -207,7 +207,8 @@ def fmt(values: list[float]) -> tuple[str, str]:
 
 
 def main() -> str:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="Pendulum-v1")
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 1 2 (--quick: 1)")
     p.add_argument("--population", type=int, default=4, help="members P")

@@ -21,7 +21,8 @@ from algos import ppo_vec
 
 
 def main() -> str:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--threshold", type=float, default=475.0)
     p.add_argument("--eval-every", type=int, default=16_384)

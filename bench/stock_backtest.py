@@ -21,6 +21,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from common.checkpoint import atomic_write  # noqa: E402
+from common.errors import UserError  # noqa: E402
 from common.evaluate import load_policy  # noqa: E402
 from envs.stock_trading import (StockTrading, backtest, default_data, performance, plot_account_values,  # noqa: E402
                                 report_markdown)
@@ -31,7 +32,7 @@ def backtest_checkpoint(checkpoint: str, out: str | None = None, device: str = "
     the checkpoint's folder) and return the metrics of the agent and of buy-and-hold."""
     policy, ckpt = load_policy(checkpoint, device)
     if ckpt.get("env_id") != StockTrading.env_id:
-        raise ValueError(f"{checkpoint} was trained on {ckpt.get('env_id')!r}, not {StockTrading.env_id!r}")
+        raise UserError(f"{checkpoint} was trained on {ckpt.get('env_id')!r}, not {StockTrading.env_id!r}")
     res = backtest(policy, device=device)
     dates, data = res["dates"], res["data"]
     rows = {f"agent ({ckpt['algo']})": performance(res["values"]),
@@ -50,7 +51,8 @@ def backtest_checkpoint(checkpoint: str, out: str | None = None, device: str = "
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python bench/stock_backtest.py", description=__doc__,
+    from common.cli import ArgumentParser
+    p = ArgumentParser(prog="python bench/stock_backtest.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checkpoint", nargs="?",
                    help="runs/<run>/checkpoint.pt written by an algorithm trained on StockTrading-v0")

@@ -41,7 +41,8 @@ REFERENCE = ("ElegantRL-Podracer (Liu et al. 2021, arXiv:2112.05923), NASDAQ-100
 
 
 def main() -> str:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--total-steps", type=int, default=PPO_STOCK["total_steps"])
     p.add_argument("--threads", type=int, default=1)

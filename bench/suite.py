@@ -367,7 +367,8 @@ def report(group: str) -> str:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=["run", "report", "list"])
     p.add_argument("group", choices=sorted(GROUPS))
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (each one torch thread)")

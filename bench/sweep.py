@@ -191,7 +191,8 @@ def _done(runs: list) -> list[dict]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from common.cli import ArgumentParser
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("algo", help="an algorithm file's name, e.g. ppo_vec (algos/ppo_vec.py)")
     p.add_argument("env", help="the env id every run trains on, e.g. CartPole-v1")
     p.add_argument("--steps", type=int, required=True, help="env steps of every run (with --clock: its budget)")

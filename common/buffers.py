@@ -12,6 +12,8 @@ from typing import NamedTuple
 
 import torch
 
+from common.errors import UserError
+
 
 class Batch(NamedTuple):
     obs: torch.Tensor
@@ -33,7 +35,7 @@ class ReplayBuffer:
     def __init__(self, capacity: int, obs_shape: tuple, action_shape: tuple = (), action_dtype=torch.float32,
                  device="cpu", obs_dtype=torch.float32, reward_shape: tuple = ()):
         if capacity <= 0:
-            raise ValueError(f"buffer capacity must be positive, got {capacity}")
+            raise UserError(f"buffer capacity must be positive, got {capacity}")
         self.capacity = int(capacity)
         self.device = torch.device(device)
         # uninitialized: only the rows below `size` are ever read or saved, and a large buffer is not written in
@@ -54,7 +56,7 @@ class ReplayBuffer:
         """Write a batch of n transitions; returns the row indices written (for priorities)."""
         n = obs.shape[0]
         if n > self.capacity:
-            raise ValueError(f"cannot add {n} transitions at once to a buffer of capacity {self.capacity}")
+            raise UserError(f"cannot add {n} transitions at once to a buffer of capacity {self.capacity}")
         idx = (self.pos + torch.arange(n, device=self.device)) % self.capacity
         self.obs[idx] = obs.to(self.obs.dtype)
         self.actions[idx] = actions.to(self.actions.dtype)
@@ -92,7 +94,7 @@ class ReplayBuffer:
 
     def load_state_dict(self, sd: dict) -> None:
         if sd["capacity"] != self.capacity or tuple(sd["obs"].shape[1:]) != tuple(self.obs.shape[1:]):
-            raise ValueError(
+            raise UserError(
                 f"saved replay buffer (capacity {sd['capacity']}, obs {tuple(sd['obs'].shape[1:])}) does not fit this one "
                 f"(capacity {self.capacity}, obs {tuple(self.obs.shape[1:])}): resume with the same --buffer-size and env"
             )
@@ -132,9 +134,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
                  device="cpu", obs_dtype=torch.float32, alpha: float = 0.6, eps: float = 1e-6):
         super().__init__(capacity, obs_shape, action_shape, action_dtype, device, obs_dtype)
         if alpha < 0:
-            raise ValueError(f"prioritized replay needs alpha >= 0 (0 = uniform), got {alpha}")
+            raise UserError(f"prioritized replay needs alpha >= 0 (0 = uniform), got {alpha}")
         if eps <= 0:
-            raise ValueError(f"prioritized replay needs eps > 0 so every row can be sampled, got {eps}")
+            raise UserError(f"prioritized replay needs eps > 0 so every row can be sampled, got {eps}")
         self.alpha = float(alpha)
         self.eps = float(eps)
         self.tree_dtype = torch.float32 if self.device.type == "mps" else torch.float64
@@ -199,7 +201,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     def sample(self, batch_size: int, beta: float | None = 0.4, generator: torch.Generator | None = None) -> Batch:
         """A prioritized batch; `weights` = (N P(i))^-beta / max over the batch (float32)."""
         if beta is None:
-            raise ValueError("PrioritizedReplayBuffer.sample needs the importance-sampling exponent beta "
+            raise UserError("PrioritizedReplayBuffer.sample needs the importance-sampling exponent beta "
                              "(a float in [0, 1], e.g. beta=0.4 annealed to 1.0 over training); got None")
         idx, probs = self.sample_indices_and_probs(batch_size, generator)
         weights = (self.size * probs) ** (-beta)  # beta: a float or a device scalar (no sync)
@@ -228,10 +230,10 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     def load_state_dict(self, sd: dict) -> None:
         if "priorities" not in sd:
-            raise ValueError("this replay-buffer state has no priorities (saved from a uniform ReplayBuffer): "
+            raise UserError("this replay-buffer state has no priorities (saved from a uniform ReplayBuffer): "
                              "resume with the same replay type (prioritized or not) as the saved run")
         if sd["alpha"] != self.alpha:
-            raise ValueError(f"saved prioritized buffer used alpha={sd['alpha']}, this one alpha={self.alpha}: "
+            raise UserError(f"saved prioritized buffer used alpha={sd['alpha']}, this one alpha={self.alpha}: "
                              "its stored priorities are p^alpha, so resume with the same alpha")
         super().load_state_dict(sd)
         self.tree.zero_()
@@ -259,7 +261,7 @@ class TrajectoryStore:
     def __init__(self, num_envs: int, horizon: int, obs_shape: tuple, action_shape: tuple = (),
                  action_dtype=torch.float32, max_episodes: int = 4096, device="cpu"):
         if horizon <= 0 or max_episodes <= 0:
-            raise ValueError("TrajectoryStore needs a positive horizon and max_episodes")
+            raise UserError("TrajectoryStore needs a positive horizon and max_episodes")
         self.N, self.H, self.E = num_envs, horizon, max_episodes
         self.device = dev = torch.device(device)
         self.obs = torch.zeros((num_envs, horizon, *obs_shape), device=dev)
@@ -302,7 +304,7 @@ class TrajectoryStore:
 
     def load_state_dict(self, sd: dict) -> None:
         if tuple(sd["obs"].shape) != tuple(self.obs.shape) or sd["tab_ret"].shape != self.tab_ret.shape:
-            raise ValueError(f"saved H-term store {tuple(sd['obs'].shape)} does not fit this one {tuple(self.obs.shape)}: "
+            raise UserError(f"saved H-term store {tuple(sd['obs'].shape)} does not fit this one {tuple(self.obs.shape)}: "
                              f"resume with the same --num-envs and --h-term-* sizes")
         self.t.fill_(int(sd["t"]))
         for k in self._STATE:

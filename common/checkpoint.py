@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from common.errors import UserError, UserFileNotFoundError, UserOSError
+
 CHECKPOINT_FORMAT = "rl-checkpoint/2"
 
 
@@ -80,7 +82,7 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
             os.unlink(tmp)
         if isinstance(e, OSError):  # a full disk, a read-only or vanished directory: the user's to fix
             kept = "the previous file is intact" if path.exists() else "nothing was written"
-            raise OSError(f"could not write {path} ({e.strerror or e}; {kept}): free disk space or "
+            raise UserOSError(f"could not write {path} ({e.strerror or e}; {kept}): free disk space or "
                           f"pass a writable --out-dir, then continue with --resume") from None
         raise
     try:  # make the rename durable too
@@ -105,27 +107,27 @@ def load_checkpoint(path: str | os.PathLike, algo: str | None = None, env_id: st
     """Load a checkpoint written by `save_checkpoint`, checking that it is one and whose it is."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path} (pass the .pt file a run wrote, e.g. runs/<run>/checkpoint.pt)")
+        raise UserFileNotFoundError(f"no checkpoint at {path} (pass the .pt file a run wrote, e.g. runs/<run>/checkpoint.pt)")
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=False)
     except Exception as e:
-        raise ValueError(f"{path} is not a readable checkpoint ({type(e).__name__}: {e}); "
+        raise UserError(f"{path} is not a readable checkpoint ({type(e).__name__}: {e}); "
                          f"it may be truncated or another kind of file") from None
     if not isinstance(ckpt, dict) or "format" not in ckpt:
         found = "a dict without a format entry" if isinstance(ckpt, dict) else f"a {type(ckpt).__name__}"
-        raise ValueError(f"{path} is not a checkpoint of this library (found {found}, expected format "
+        raise UserError(f"{path} is not a checkpoint of this library (found {found}, expected format "
                          f"{CHECKPOINT_FORMAT!r}); pass a checkpoint.pt written by one of algos/*.py")
     while ckpt["format"] in MIGRATIONS:
         ckpt = MIGRATIONS[ckpt["format"]](ckpt)
     if ckpt["format"] != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} has checkpoint format {ckpt['format']!r}; this version of the library reads "
+        raise UserError(f"{path} has checkpoint format {ckpt['format']!r}; this version of the library reads "
                          f"{CHECKPOINT_FORMAT!r} (and migrates {', '.join(map(repr, MIGRATIONS))}): load it with "
                          f"the version of the library that wrote it")
     if algo is not None and ckpt.get("algo") != algo:
-        raise ValueError(f"{path} was written by algos/{ckpt.get('algo')}.py, not algos/{algo}.py; "
+        raise UserError(f"{path} was written by algos/{ckpt.get('algo')}.py, not algos/{algo}.py; "
                          f"load it with algos/{ckpt.get('algo')}.py")
     if env_id is not None and ckpt.get("env_id") != env_id:
-        raise ValueError(f"{path} was trained on {ckpt.get('env_id')!r}, not {env_id!r}; pass --env {ckpt.get('env_id')}")
+        raise UserError(f"{path} was trained on {ckpt.get('env_id')!r}, not {env_id!r}; pass --env {ckpt.get('env_id')}")
     return ckpt
 
 
@@ -158,7 +160,7 @@ def check_spaces(ckpt: dict | None, env, path: str | None) -> None:
     for key in ("observation", "action", "agents"):
         if saved.get(key) != mine.get(key):
             what = "number of agents" if key == "agents" else f"{key} space"
-            raise ValueError(f"{path} was trained on {ckpt.get('env_id')!r} with {what} {saved.get(key)}, but this "
+            raise UserError(f"{path} was trained on {ckpt.get('env_id')!r} with {what} {saved.get(key)}, but this "
                              f"env has {mine.get(key)}: the env changed since the checkpoint was written; resume "
                              f"with the env it was trained on, or start a new run (without --resume)")
 
@@ -197,10 +199,10 @@ def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
         if (mine == plain.env) if f.name == "env" else left_out(f.name):
             changes[f.name] = theirs
         elif f.name == "env":
-            raise ValueError(f"{path} was trained on {theirs!r}, not {mine!r}; drop --env or pass --env {theirs}")
+            raise UserError(f"{path} was trained on {theirs!r}, not {mine!r}; drop --env or pass --env {theirs}")
         else:
             flag = "--" + f.name.replace("_", "-")
-            raise ValueError(f"{path} was trained with {flag} {theirs}, not {mine}: a resumed run keeps its "
+            raise UserError(f"{path} was trained with {flag} {theirs}, not {mine}: a resumed run keeps its "
                              f"settings (drop {flag}); only {', '.join(sorted(RESUME_MAY_CHANGE))} may change")
     return dataclasses.replace(args, **changes)
 

@@ -6,26 +6,23 @@
 
 tyro parses the flags (a misspelled flag: tyro names the right one and exits with status 2). After
 parsing, a user error ends the process with one line, `error: <message naming the fix>`, and exit
-status 2, without a traceback: a `ValueError`, `TypeError`, `OSError` (`FileNotFoundError`,
-`PermissionError`, a full disk), `ImportError` (a missing optional package) or `FloatingPointError`
-(common/guard.py stopped a run that diverged: it names the last good checkpoint and the flag to lower)
-raised by a `raise` statement of this repository's own files, i.e. a message we wrote for the user
-(unknown env, wrong action kind, impossible sizes, foreign checkpoint, unwritable directory, ...). Any other exception,
-including those raised inside libraries and Python's own errors in our code (a bug), keeps its
-traceback. An allocation that does not fit in memory (sizes the user chose) is one line too.
-`PODRACER_DEBUG=1` in the environment shows the traceback of user errors too.
+status 2, without a traceback: any `common.errors.UserError` (unknown env, wrong action kind,
+impossible sizes, foreign checkpoint, unwritable directory, a missing optional package, a run that
+diverged), and an allocation that does not fit in memory (sizes the user chose). Every other
+exception is a bug and keeps its traceback. `PODRACER_DEBUG=1` in the environment shows the
+traceback of user errors too.
 """
 
 from __future__ import annotations
 
-import linecache
+import argparse
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-USER_ERRORS = (ValueError, TypeError, OSError, ImportError, FloatingPointError)
+from common.errors import UserError
+
 
 
 @dataclass
@@ -96,22 +93,22 @@ def check_ranges(args) -> None:
         if isinstance(v, bool) or v is None:
             continue
         if isinstance(v, float) and math.isnan(v):
-            raise ValueError(f"{flag} is NaN; give it a number")
+            raise UserError(f"{flag} is NaN; give it a number")
         if name in AT_LEAST_ONE and isinstance(v, int) and v < 1:
-            raise ValueError(f"{flag} must be at least 1, got {v}")
+            raise UserError(f"{flag} must be at least 1, got {v}")
         if name in AT_LEAST_ZERO and isinstance(v, int) and v < 0:
-            raise ValueError(f"{flag} must be 0 or more, got {v}")
+            raise UserError(f"{flag} must be 0 or more, got {v}")
         if name in IN_UNIT and isinstance(v, (int, float)) and not 0 <= v <= 1:
-            raise ValueError(f"{flag} must be in [0, 1], got {v}")
+            raise UserError(f"{flag} must be in [0, 1], got {v}")
         if (name in POSITIVE or name.endswith("_lr")) and isinstance(v, (int, float)) and not v > 0:
-            raise ValueError(f"{flag} must be positive, got {v}")
+            raise UserError(f"{flag} must be positive, got {v}")
         if (name in POSITIVE and name != "max_grad_norm" or name.endswith("_lr")) and isinstance(v, float) \
                 and math.isinf(v):
-            raise ValueError(f"{flag} must be finite, got {v}")
+            raise UserError(f"{flag} must be finite, got {v}")
         if name in NON_NEGATIVE and isinstance(v, (int, float)) and not 0 <= v < math.inf:
-            raise ValueError(f"{flag} must be a finite number >= 0, got {v}")
+            raise UserError(f"{flag} must be a finite number >= 0, got {v}")
         if name == "hidden" and isinstance(v, tuple) and any(not isinstance(h, int) or h < 1 for h in v):
-            raise ValueError(f"--hidden {' '.join(map(str, v))}: every layer needs at least 1 unit")
+            raise UserError(f"--hidden {' '.join(map(str, v))}: every layer needs at least 1 unit")
 
 
 def cli(args_cls, description: str | None = None, defaults_for=None, argv: list[str] | None = None):
@@ -216,32 +213,21 @@ def _condense(panel: str) -> str:
     return f"error: {what}" + (f" — {fix}" if fix else "")
 
 
-def install_error_hook() -> None:
-    """Make this process's uncaught user errors one line and exit status 2 (`user_error_hook`), and so
-    argparse's errors (its usage block becomes `see PROG --help`); `cli` does this for the algorithm files,
-    the other entry points (bench/, population/) call it first thing."""
-    import argparse
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser for the other entry points (bench/): a parse error is one line naming the
+    fix, `error: <what> — see PROG --help`, exit status 2, not the usage block."""
 
-    def one_line(parser, message):
-        print(f"error: {message} — see {parser.prog} --help", file=sys.stderr, flush=True)
+    def error(self, message: str):
+        if os.environ.get("PODRACER_DEBUG", "") not in ("", "0"):
+            super().error(message)
+        print(f"error: {message} — see {self.prog} --help", file=sys.stderr, flush=True)
         raise SystemExit(2)
 
+
+def install_error_hook() -> None:
+    """Make this process's uncaught user errors one line and exit status 2 (`user_error_hook`); `cli`
+    does this for the algorithm files, the other entry points (bench/, population/) call it first thing."""
     sys.excepthook = user_error_hook
-    if os.environ.get("PODRACER_DEBUG", "") in ("", "0"):
-        argparse.ArgumentParser.error = one_line
-
-
-def _raised_by_us(tb) -> bool:
-    """Whether the innermost frame of traceback `tb` is a `raise` statement in this repository's own
-    files (not in an installed package, even one installed in a virtual environment inside it)."""
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    filename = tb.tb_frame.f_code.co_filename
-    path = Path(filename).resolve()
-    ours = ROOT in path.parents and not {"site-packages", "dist-packages", ".venv"} & set(path.parts)
-    return ours and linecache.getline(filename, tb.tb_lineno).lstrip().startswith("raise ")
 
 
 def out_of_memory(exc: BaseException) -> bool:
@@ -257,7 +243,7 @@ def user_error_message(exc_type, exc, tb) -> str | None:
     """The one line a user error gets (see the module docstring), or None for a bug (traceback)."""
     if os.environ.get("PODRACER_DEBUG", "") not in ("", "0"):
         return None
-    if issubclass(exc_type, USER_ERRORS) and _raised_by_us(tb):
+    if isinstance(exc, UserError):
         return f"error: {exc}"
     if out_of_memory(exc):
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc_type.__name__

@@ -8,6 +8,8 @@ import random
 import numpy as np
 import torch
 
+from common.errors import UserError
+
 
 def canonical(device) -> torch.device:
     """`device` as the tensors made on it report it: "cuda" -> cuda:<current> (`torch.device("cuda") !=
@@ -28,13 +30,13 @@ def resolve_device(spec: str) -> torch.device:
     try:
         dev = torch.device(spec)
     except (RuntimeError, TypeError) as e:
-        raise ValueError(f"--device {spec!r} is not a device: use auto, cpu, cuda or cuda:N ({e})") from None
+        raise UserError(f"--device {spec!r} is not a device: use auto, cpu, cuda or cuda:N ({e})") from None
     if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"--device {spec!r}: environments and learners run on cpu or cuda; use auto, cpu, cuda or cuda:N")
+        raise UserError(f"--device {spec!r}: environments and learners run on cpu or cuda; use auto, cpu, cuda or cuda:N")
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {spec} asked for CUDA but torch sees no GPU here; use --device auto or cpu")
+        raise UserError(f"--device {spec} asked for CUDA but torch sees no GPU here; use --device auto or cpu")
     if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise ValueError(f"--device {spec}: this machine has {torch.cuda.device_count()} GPU(s), cuda:0 to "
+        raise UserError(f"--device {spec}: this machine has {torch.cuda.device_count()} GPU(s), cuda:0 to "
                          f"cuda:{torch.cuda.device_count() - 1}")
     return canonical(dev)
 
@@ -42,7 +44,7 @@ def resolve_device(spec: str) -> torch.device:
 def check_seed(seed) -> int:
     """A seed torch, numpy and the environments all take: an int in [-2**63, 2**63)."""
     if not isinstance(seed, int) or isinstance(seed, bool) or not -2**63 <= seed < 2**63:
-        raise ValueError(f"--seed {seed!r}: a seed is an integer in [-2**63, 2**63)")
+        raise UserError(f"--seed {seed!r}: a seed is an integer in [-2**63, 2**63)")
     return seed
 
 

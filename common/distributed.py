@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from common.errors import UserError
+
 __all__ = ["Context", "init", "solo", "broadcast", "fuse", "fuse_statistics", "allreduce_gradients", "all_mean",
            "gather_to_main", "shutdown"]
 
@@ -206,6 +208,6 @@ def check_world_size(ckpt: dict, ctx: Context, path: str, script: str) -> None:
         return
     how = (f"torchrun --nproc-per-node {saved} {script} --resume {path} (or --nnodes x --nproc-per-node "
            f"= {saved} across nodes)" if saved > 1 else f"python {script} --resume {path} (without torchrun)")
-    raise ValueError(f"{path} was written by {saved} process{'es' if saved > 1 else ''} and this run has "
+    raise UserError(f"{path} was written by {saved} process{'es' if saved > 1 else ''} and this run has "
                      f"{ctx.world_size}: a checkpoint holds every rank's environments, RNG and optimizer state, "
                      f"so resume it with {saved}: {how}")

@@ -16,6 +16,8 @@ import gymnasium as gym
 import torch
 import torch.nn.functional as F
 
+from common.errors import UserError
+
 
 def action_nvec(space: gym.Space) -> tuple[int, ...] | None:
     """The sizes of a discrete action space's dimensions (`Discrete(n)`: `(n,)`), or None for continuous."""
@@ -23,7 +25,7 @@ def action_nvec(space: gym.Space) -> tuple[int, ...] | None:
         return (int(space.n),)
     if isinstance(space, gym.spaces.MultiDiscrete):
         if space.nvec.ndim != 1:
-            raise ValueError(f"MultiDiscrete action spaces must be flat, got nvec of shape {space.nvec.shape}")
+            raise UserError(f"MultiDiscrete action spaces must be flat, got nvec of shape {space.nvec.shape}")
         return tuple(int(n) for n in space.nvec)
     return None
 

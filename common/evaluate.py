@@ -34,6 +34,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from common.checkpoint import load_checkpoint  # noqa: E402
+from common.errors import UserFileNotFoundError  # noqa: E402
 from common.vec_env import group_spaces, policy_obs  # noqa: E402
 
 
@@ -185,7 +186,7 @@ def load_algo(name: str):
     """Import `algos/<name>.py` as a module."""
     path = ROOT / "algos" / f"{name}.py"
     if not path.is_file():
-        raise FileNotFoundError(f"the checkpoint names algorithm {name!r} but {path} does not exist")
+        raise UserFileNotFoundError(f"the checkpoint names algorithm {name!r} but {path} does not exist")
     return importlib.import_module(f"algos.{name}")
 
 

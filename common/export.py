@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from common.errors import MissingPackage, UserError  # noqa: E402
 from common.evaluate import load_policy  # noqa: E402
 
 
@@ -101,10 +102,10 @@ def policy_module(checkpoint: str) -> tuple[ExportedPolicy, object, dict]:
 
     policy, ckpt = load_policy(checkpoint, "cpu")
     if not isinstance(policy, PolicyFn):
-        raise ValueError(f"{checkpoint} was written by {ckpt.get('algo')}, a multi-agent file: export takes the "
+        raise UserError(f"{checkpoint} was written by {ckpt.get('algo')}, a multi-agent file: export takes the "
                          f"checkpoints of single-agent files (ppo_vec, sac, td3, dqn, ...)")
     if policy.obs_shape is None:
-        raise ValueError(f"{checkpoint}: its policy does not say its observation shape; cannot export it")
+        raise UserError(f"{checkpoint}: its policy does not say its observation shape; cannot export it")
     recurrent = isinstance(policy, RecurrentPolicyFn)
     core = policy.recurrent_core if recurrent else policy.core
     cls = {(False, False): ExportedPolicy, (True, False): ExportedRecurrentPolicy,
@@ -185,7 +186,7 @@ def to_pt2(module: ExportedPolicy, example: tuple, path: str) -> None:
 def to_onnx(module: ExportedPolicy, example: tuple, path: str) -> None:
     missing = [m for m in ("onnx", "onnxscript") if importlib.util.find_spec(m) is None]
     if missing:
-        raise ImportError(f"--onnx needs onnx and onnxscript ({', '.join(missing)} missing): pip install onnx onnxscript")
+        raise MissingPackage(f"--onnx needs onnx and onnxscript ({', '.join(missing)} missing): pip install onnx onnxscript")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     # the exporter logs each torchvision op it skips (torchvision is not used here) and warns of its own deprecations
     logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
@@ -253,7 +254,7 @@ class Args:
 
 def main(args: Args) -> dict:
     if not (args.onnx or args.torchscript or args.pt2):
-        raise ValueError("nothing to write: pass --onnx PATH, --torchscript PATH and/or --pt2 PATH")
+        raise UserError("nothing to write: pass --onnx PATH, --torchscript PATH and/or --pt2 PATH")
     module, policy, ckpt = policy_module(args.checkpoint)
     obs = sample_observations(policy, ckpt, max(args.check_samples, 2))
     inputs = example_inputs(module, policy, obs)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import torch
 
+from common.errors import Diverged
+
 
 class NumericGuard:
     """Stops a run at the first NaN/Inf in what it watches (observations, rewards, losses, parameters),
@@ -104,7 +106,7 @@ class NumericGuard:
             saved = torch.load(self.checkpoint, map_location="cpu", weights_only=False).get("global_step", "?")
             kept = (f"{self.checkpoint} (env step {saved}) is the last good checkpoint, kept as it was: resume "
                     f"from it with --resume {self.checkpoint} (a lower --learning-rate helps if the losses blew up)")
-        raise FloatingPointError(
+        raise Diverged(
             f"non-finite value (NaN or Inf) in the {self.names[code - 1]} {where}, the first of the watched "
             f"quantities ({', '.join(self.names)}) to go bad; the run stopped: {kept}. If the env produced "
             f"it, check its observations and rewards (a NaN there is a bug in the env or its inputs).")

@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from common.errors import MissingPackage, UserOSError, UserPermissionError
+
 
 def run_name(algo: str, env_id: str, seed: int) -> str:
     return f"{env_id}__{algo}__s{seed}__{time.strftime('%Y%m%d-%H%M%S')}"
@@ -36,11 +38,11 @@ def check_writable(directory: Path, what: str = "the run directory") -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise PermissionError(f"cannot write to {what} {directory} ({type(e).__name__}: {e.strerror or e}); "
+        raise UserPermissionError(f"cannot write to {what} {directory} ({type(e).__name__}: {e.strerror or e}); "
                               f"pass a writable --out-dir") from None
     free = shutil.disk_usage(directory).free
     if free < MIN_FREE_BYTES:
-        raise OSError(f"only {free / 2**20:.0f} MiB free on the disk of {what} {directory} (at least "
+        raise UserOSError(f"only {free / 2**20:.0f} MiB free on the disk of {what} {directory} (at least "
                       f"{MIN_FREE_BYTES // 2**20} MiB wanted for checkpoints and metrics): free some space or pass "
                       f"an --out-dir on another disk")
 
@@ -56,7 +58,7 @@ def make_run_dir(out_dir: str, algo: str, env_id: str, seed: int, resume: str | 
     try:
         base.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise PermissionError(f"cannot create --out-dir {out_dir} ({type(e).__name__}: {e.strerror or e}); "
+        raise UserPermissionError(f"cannot create --out-dir {out_dir} ({type(e).__name__}: {e.strerror or e}); "
                               f"pass a writable --out-dir") from None
     check_writable(base.parent, "--out-dir")
     path, k = base, 1
@@ -123,7 +125,7 @@ class Logger:
             try:
                 import wandb
             except ImportError:
-                raise ImportError("--track needs wandb: pip install wandb") from None
+                raise MissingPackage("--track needs wandb: pip install wandb") from None
             self.wandb = wandb.init(project=wandb_project, name=self.run_dir.name, dir=str(self.run_dir),
                                     config=_jsonable(args), resume="allow", id=self.run_dir.name.replace("/", "_"))
         # the clock starts once the writers are set up: importing TensorBoard and opening its event file (~0.1 s),

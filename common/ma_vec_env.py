@@ -44,6 +44,7 @@ import gymnasium as gym
 import torch
 from gymnasium.vector.utils import batch_space
 
+from common.errors import UserError
 from common.vec_env import TorchVecEnv
 from common.wrappers import EpisodeStatistics
 
@@ -80,7 +81,7 @@ class MultiAgentTorchVecEnv(TorchVecEnv):
         obs_dims: list[int] | None = None,
     ):
         if dtype not in (torch.float32, torch.float64):
-            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+            raise UserError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
         self.n_agents = self._batch_agents = int(n_agents)
         self.state_dim = int(state_dim)
         self.discrete = isinstance(single_action_space, gym.spaces.Discrete)

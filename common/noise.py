@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import torch
 
+from common.errors import UserError
+
 
 class ColoredNoise:
     def __init__(self, beta: float, shape: tuple[int, ...], length: int = 1000, device: torch.device | str = "cpu"):
         if beta < 0:
-            raise ValueError(f"--noise-color must be >= 0 (0 white, 1 pink, 2 red), got {beta}")
+            raise UserError(f"--noise-color must be >= 0 (0 white, 1 pink, 2 red), got {beta}")
         if length < 2:
-            raise ValueError(f"colored noise needs sequences of at least 2 steps, got length {length}")
+            raise UserError(f"colored noise needs sequences of at least 2 steps, got length {length}")
         self.beta, self.shape, self.length, self.device = float(beta), tuple(shape), int(length), torch.device(device)
         k = torch.arange(length // 2 + 1, dtype=torch.float64)
         f = (k / length).clamp(min=1.0 / length)  # the zero frequency takes the lowest one's power (a block's mean wanders)
@@ -68,7 +70,7 @@ class ColoredNoise:
         if state is None:  # a checkpoint from before the option: white noise, nothing to restore
             return
         if state["block"] is not None and tuple(state["block"].shape) != (self.length, *self.shape):
-            raise ValueError(f"the checkpoint's noise block has shape {tuple(state['block'].shape)}, this run needs "
+            raise UserError(f"the checkpoint's noise block has shape {tuple(state['block'].shape)}, this run needs "
                              f"{(self.length, *self.shape)}: resume with the checkpoint's --num-envs")
         self.block = None if state["block"] is None else state["block"].to(self.device)
         self.pos = int(state["pos"])

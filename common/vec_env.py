@@ -63,6 +63,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from common.device import canonical
+from common.errors import UserError, UserTypeError
 
 __all__ = ["ActionChecks", "TorchVecEnv", "VecEnvWrapper", "check_actions", "unwrap_chain", "AutoresetMode"]
 
@@ -89,33 +90,33 @@ def check_actions(
     lead = (num_envs,) if n_agents is None else (num_envs, n_agents)
     batch = f"{num_envs} sub-envs" if n_agents is None else f"{num_envs} sub-envs x {n_agents} agents"
     if not isinstance(actions, torch.Tensor):
-        raise TypeError(
+        raise UserTypeError(
             f"actions must be a torch.Tensor on {device}, got {type(actions).__name__}; "
             f"convert with torch.as_tensor(actions, device=env.device)"
         )
     if actions.device != canonical(device):
-        raise ValueError(
+        raise UserError(
             f"actions are on {actions.device} but the env runs on {device}; "
             f"move them with actions.to(env.device)"
         )
     if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
         expected = lead if isinstance(space, gym.spaces.Discrete) else (*lead, len(space.nvec))
         if actions.dtype.is_floating_point or actions.dtype.is_complex or actions.dtype == torch.bool:
-            raise TypeError(
+            raise UserTypeError(
                 f"{_describe_space(space)} actions must be an integer tensor of shape {expected}, "
                 f"got dtype {actions.dtype}; pass e.g. logits.argmax(-1) or actions.long()"
             )
     elif isinstance(space, gym.spaces.Box):
         expected = (*lead, *space.shape)
         if not actions.dtype.is_floating_point:
-            raise TypeError(
+            raise UserTypeError(
                 f"{_describe_space(space)} actions must be a floating-point tensor of shape "
                 f"{expected}, got dtype {actions.dtype}"
             )
     else:  # pragma: no cover - no such env yet
-        raise TypeError(f"unsupported action space {space}")
+        raise UserTypeError(f"unsupported action space {space}")
     if tuple(actions.shape) != expected:
-        raise ValueError(
+        raise UserError(
             f"actions have shape {tuple(actions.shape)} but this env ({batch}, "
             f"{_describe_space(space)} actions) expects shape {expected}"
         )
@@ -167,7 +168,7 @@ class ActionChecks(NormalTensors):
         if isinstance(self.single_action_space, gym.spaces.MultiDiscrete):  # each column below its nvec
             bad = ((actions < 0) | (actions >= torch.as_tensor(self.single_action_space.nvec, device=self.device))).any()
             if self.device.type == "cpu" and bad.item():
-                raise ValueError(self._invalid_message(actions))
+                raise UserError(self._invalid_message(actions))
             self._invalid_action |= bad
             return actions
         if self.device.type == "cpu":  # one reduction, read at once (there is no device to wait for)
@@ -177,7 +178,7 @@ class ActionChecks(NormalTensors):
             else:  # a finite sum means no NaN/Inf; a non-finite one may also be an overflow: check
                 bad = not math.isfinite(actions.sum().item()) and not bool(torch.isfinite(actions).all())
             if bad:
-                raise ValueError(self._invalid_message(actions))
+                raise UserError(self._invalid_message(actions))
         elif self._discrete:  # accumulate on the device; raised at the next logging tick
             self._invalid_action |= ((actions < 0) | (actions >= self.single_action_space.n)).any()
         else:
@@ -199,7 +200,7 @@ class ActionChecks(NormalTensors):
     def raise_deferred_errors(self) -> None:
         """Raise an invalid-action error recorded on the device (a host sync: logging ticks only)."""
         if bool(self._invalid_action):
-            raise ValueError(self._invalid_message())
+            raise UserError(self._invalid_message())
 
 
 class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
@@ -229,7 +230,7 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         validate_actions: bool = True,
     ):
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
-            raise ValueError(f"num_envs must be a positive integer (--num-envs), got {num_envs!r}")
+            raise UserError(f"num_envs must be a positive integer (--num-envs), got {num_envs!r}")
         self.num_envs = num_envs
         self.device = canonical(device)  # cuda -> cuda:N, the device its tensors report
         self.dtype = dtype
@@ -318,7 +319,7 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
 
     def load_state_dict(self, sd: dict) -> None:
         if tuple(sd["state"].shape) != tuple(self.state.shape):
-            raise ValueError(
+            raise UserError(
                 f"{self.env_id}: saved env state has shape {tuple(sd['state'].shape)}, this env has "
                 f"{tuple(self.state.shape)} (was it saved with another --num-envs?)"
             )
@@ -354,7 +355,7 @@ class VecEnvWrapper(NormalTensors, gym.vector.VectorWrapper):
 
     def load_state_dict(self, sd: dict) -> None:
         if sd.get("wrapper") != type(self).__name__:
-            raise ValueError(
+            raise UserError(
                 f"env state was saved with wrapper {sd.get('wrapper')!r} where this env has "
                 f"{type(self).__name__!r}: the wrapper stacks differ (different normalization flags?)"
             )
@@ -379,23 +380,23 @@ def check_env(env, num_envs: int, device: torch.device | str) -> None:
     name = type(env).__name__
     for attr in ("num_envs", "single_observation_space", "single_action_space", "device", "reset", "step"):
         if not hasattr(env, attr):
-            raise TypeError(f"{name} has no `{attr}`: a vec env needs num_envs, single_observation_space, "
+            raise UserTypeError(f"{name} has no `{attr}`: a vec env needs num_envs, single_observation_space, "
                             f"single_action_space, device, reset() and step() (see common/vec_env.py; "
                             f"subclassing common.vec_env.TorchVecEnv provides them)")
     if env.num_envs != num_envs:
-        raise ValueError(f"{name} was asked for num_envs={num_envs} and has num_envs={env.num_envs}: "
+        raise UserError(f"{name} was asked for num_envs={num_envs} and has num_envs={env.num_envs}: "
                          f"build it with the num_envs its factory is given")
     if torch.device(env.device).type != device.type:
-        raise ValueError(f"{name} runs on {env.device} but the run asked for {device}: build it on the device "
+        raise UserError(f"{name} runs on {env.device} but the run asked for {device}: build it on the device "
                          f"its factory is given")
     obs_space, act_space = env.single_observation_space, env.single_action_space
     out = env.reset(seed=0)
     if not (isinstance(out, tuple) and len(out) == 2):
-        raise TypeError(f"{name}.reset() must return (obs, info), got {type(out).__name__}")
+        raise UserTypeError(f"{name}.reset() must return (obs, info), got {type(out).__name__}")
     _check_obs(name, "reset() obs", out[0], obs_space, num_envs, env.device)
     masked = bool(getattr(env, "has_action_mask", False))
     if masked != ("action_mask" in out[1]):
-        raise ValueError(f"{name}: reset() info {'lacks' if masked else 'has'} 'action_mask' but has_action_mask is "
+        raise UserError(f"{name}: reset() info {'lacks' if masked else 'has'} 'action_mask' but has_action_mask is "
                          f"{masked}: an env that masks actions sets has_action_mask = True and gives the mask on "
                          f"reset and on every step")
     if isinstance(act_space, gym.spaces.Discrete):
@@ -408,10 +409,10 @@ def check_env(env, num_envs: int, device: torch.device | str) -> None:
         high = torch.as_tensor(np.nan_to_num(act_space.high, posinf=1.0, neginf=-1.0), dtype=torch.float32, device=env.device)
         actions = low + (high - low) * torch.rand((num_envs, *act_space.shape), device=env.device)
     else:
-        raise TypeError(f"{name}'s action space {act_space} is not supported: use Discrete, MultiDiscrete or Box")
+        raise UserTypeError(f"{name}'s action space {act_space} is not supported: use Discrete, MultiDiscrete or Box")
     out = env.step(actions)
     if not (isinstance(out, tuple) and len(out) == 5):
-        raise TypeError(f"{name}.step() must return (obs, reward, terminated, truncated, info), "
+        raise UserTypeError(f"{name}.step() must return (obs, reward, terminated, truncated, info), "
                         f"got {type(out).__name__}{f' of {len(out)}' if isinstance(out, tuple) else ''}")
     obs, reward, terminated, truncated, info = out
     _check_obs(name, "step() obs", obs, obs_space, num_envs, env.device)
@@ -419,7 +420,7 @@ def check_env(env, num_envs: int, device: torch.device | str) -> None:
     _check_tensor(name, "step() terminated", terminated, (num_envs,), env.device, bool)
     _check_tensor(name, "step() truncated", truncated, (num_envs,), env.device, bool)
     if not isinstance(info, dict) or "final_obs" not in info:
-        raise ValueError(f"{name}.step() info must hold 'final_obs' (the last observation of the episodes that "
+        raise UserError(f"{name}.step() info must hold 'final_obs' (the last observation of the episodes that "
                          f"ended, for same-step autoreset), got {sorted(info) if isinstance(info, dict) else info!r}")
     _check_obs(name, "step() info['final_obs']", info["final_obs"], obs_space, num_envs, env.device)
     for key in [k for k in ("action_mask", "final_action_mask") if masked and (k in info or k == "action_mask")]:
@@ -459,7 +460,7 @@ def group_spaces(space: gym.Space) -> tuple[gym.Space, gym.Space]:
     """(actor space, critic space) of an observation space (the same space twice when it has no groups)."""
     if isinstance(space, gym.spaces.Dict):
         if "policy" not in space.spaces:
-            raise ValueError(f"a dict observation space needs a 'policy' group, got groups {list(space.spaces)}")
+            raise UserError(f"a dict observation space needs a 'policy' group, got groups {list(space.spaces)}")
         return space["policy"], space.spaces.get("critic", space["policy"])
     return space, space
 
@@ -474,7 +475,7 @@ def group_dims(space: gym.Space) -> tuple[int, int]:
 def _check_obs(env_name: str, what: str, x, space: gym.Space, num_envs: int, device) -> None:
     if isinstance(space, gym.spaces.Dict):
         if not isinstance(x, dict) or set(x) != set(space.spaces):
-            raise TypeError(f"{env_name}.{what} must be a dict with the groups of its Dict observation space "
+            raise UserTypeError(f"{env_name}.{what} must be a dict with the groups of its Dict observation space "
                             f"{sorted(space.spaces)}, got {sorted(x) if isinstance(x, dict) else type(x).__name__}")
         for k, sub in space.spaces.items():
             _check_tensor(env_name, f"{what}[{k!r}]", x[k], (num_envs, *sub.shape), device, float)
@@ -484,17 +485,17 @@ def _check_obs(env_name: str, what: str, x, space: gym.Space, num_envs: int, dev
 
 def _check_tensor(env_name: str, what: str, x, shape: tuple, device, kind) -> None:
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{env_name}.{what} is a {type(x).__module__}.{type(x).__name__}, expected a torch.Tensor on "
+        raise UserTypeError(f"{env_name}.{what} is a {type(x).__module__}.{type(x).__name__}, expected a torch.Tensor on "
                         f"{device}: return torch.as_tensor(x, device=self.device)")
     if tuple(x.shape) != tuple(shape):
-        raise ValueError(f"{env_name}.{what} has shape {tuple(x.shape)}, expected {tuple(shape)} "
+        raise UserError(f"{env_name}.{what} has shape {tuple(x.shape)}, expected {tuple(shape)} "
                          f"(num_envs x the single space's shape)")
     if x.device != canonical(device):
-        raise ValueError(f"{env_name}.{what} is on {x.device}, expected the env's device {device}: create it there")
+        raise UserError(f"{env_name}.{what} is on {x.device}, expected the env's device {device}: create it there")
     if kind is float and not x.dtype.is_floating_point:
-        raise TypeError(f"{env_name}.{what} has dtype {x.dtype}, expected a floating-point tensor")
+        raise UserTypeError(f"{env_name}.{what} has dtype {x.dtype}, expected a floating-point tensor")
     if kind is bool and x.dtype != torch.bool:
-        raise TypeError(f"{env_name}.{what} has dtype {x.dtype}, expected torch.bool")
+        raise UserTypeError(f"{env_name}.{what} has dtype {x.dtype}, expected torch.bool")
 
 
 def check_single_agent(env, env_id: str, algo: str, groups: bool = False, masks: bool = False) -> None:
@@ -503,16 +504,16 @@ def check_single_agent(env, env_id: str, algo: str, groups: bool = False, masks:
     groups in a file that has no asymmetric critic (`groups=False`); an env with action masks in a file
     that cannot apply them (`masks=False`)."""
     if getattr(env, "has_action_mask", False) and not masks:
-        raise ValueError(f"{env_id} masks its actions (info['action_mask']) and algos/{algo}.py cannot apply a mask: "
+        raise UserError(f"{env_id} masks its actions (info['action_mask']) and algos/{algo}.py cannot apply a mask: "
                          f"train it with algos/ppo_vec.py (a2c, ppo_h, ppo_rnn, ppo_podracer) or algos/dqn.py "
                          f"(double_dqn, d3qn, pqn)")
     space = env.single_observation_space
     if isinstance(space, gym.spaces.Dict) and not groups:
-        raise ValueError(f"{env_id} has observation groups {sorted(space.spaces)} and algos/{algo}.py feeds one "
+        raise UserError(f"{env_id} has observation groups {sorted(space.spaces)} and algos/{algo}.py feeds one "
                          f"observation to all its networks: train it with algos/ppo_vec.py (a2c, ppo_h, ppo_rnn, ppo_podracer: "
                          f"the critic gets the 'critic' group), or make the env without groups (e.g. "
                          f"FromRslRl(..., critic_group=None))")
     n_agents = getattr(env, "n_agents", None)
     if n_agents is not None:
-        raise ValueError(f"{env_id} is a multi-agent env ({n_agents} agents) and algos/{algo}.py trains one agent: "
+        raise UserError(f"{env_id} is a multi-agent env ({n_agents} agents) and algos/{algo}.py trains one agent: "
                          f"use algos/mappo.py, algos/maddpg.py, algos/matd3.py, algos/qmix.py or algos/vdn.py")

@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from common.errors import UserError, UserTypeError
 from common.vec_env import VecEnvWrapper, unwrap_chain
 
 
@@ -54,7 +55,7 @@ class RunningMeanStd:
 
     def load_state_dict(self, sd: dict) -> None:
         if tuple(sd["mean"].shape) != tuple(self.mean.shape):
-            raise ValueError(f"normalizer statistics have shape {tuple(sd['mean'].shape)}, expected {tuple(self.mean.shape)}")
+            raise UserError(f"normalizer statistics have shape {tuple(sd['mean'].shape)}, expected {tuple(self.mean.shape)}")
         self.mean.copy_(sd["mean"])
         self.var.copy_(sd["var"])
         self.count.copy_(sd["count"])
@@ -136,7 +137,7 @@ class ActionScaler:
 
     def __init__(self, space: gym.spaces.Box, device="cpu"):
         if not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
-            raise ValueError(f"action rescaling needs finite bounds, got low={space.low}, high={space.high}")
+            raise UserError(f"action rescaling needs finite bounds, got low={space.low}, high={space.high}")
         self.low = torch.as_tensor(space.low, dtype=torch.float32, device=device)
         self.high = torch.as_tensor(space.high, dtype=torch.float32, device=device)
 
@@ -154,7 +155,7 @@ class RescaleAction(VecEnvWrapper):
         super().__init__(env)
         space = env.single_action_space
         if not isinstance(space, gym.spaces.Box):
-            raise TypeError(f"RescaleAction needs a Box action space, got {space}")
+            raise UserTypeError(f"RescaleAction needs a Box action space, got {space}")
         self.to_env = ActionScaler(space, env.device)
         self.single_action_space = gym.spaces.Box(-1.0, 1.0, shape=space.shape, dtype=np.float32)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, env.num_envs)

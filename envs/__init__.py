@@ -24,6 +24,8 @@ from envs.masked import GridReach, MaskedWalk, UnmaskedWalk
 from envs.mpe import SimpleSpread, SimpleTag
 from envs.partial import CARTPOLE_NOISE as NOISE, factory as _partial
 
+from common.errors import UserError, UserTypeError
+
 
 def _stock_trading(*args, **kwargs):
     """`envs.stock_trading.StockTrading`, imported on first use (so that `import envs` does not load the
@@ -89,9 +91,9 @@ def register(env_id: str, factory) -> None:
     A gymnasium env (numpy, one sub-env) needs no registration here: register it with gymnasium and
     pass its id. From the command line, `--env package.module:factory` imports and registers the factory."""
     if not callable(factory):
-        raise TypeError(f"register({env_id!r}, factory): factory must be callable, got {type(factory).__name__}")
+        raise UserTypeError(f"register({env_id!r}, factory): factory must be callable, got {type(factory).__name__}")
     if env_id in NATIVE or env_id in VARIANTS or env_id in EXTERNAL or env_id in MULTI_AGENT or mujoco_id(env_id) is not None:
-        raise ValueError(f"{env_id!r} is one of the library's own env ids: register yours under another id")
+        raise UserError(f"{env_id!r} is one of the library's own env ids: register yours under another id")
     CUSTOM[env_id] = factory
 
 
@@ -106,10 +108,10 @@ def _import_factory(spec: str):
     try:
         factory = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as e:
-        raise ValueError(f"--env {spec!r}: cannot load factory {attr!r} from module {module!r} ({e}); name an "
+        raise UserError(f"--env {spec!r}: cannot load factory {attr!r} from module {module!r} ({e}); name an "
                          f"importable module and a factory(num_envs, device, seed, **kw) in it, e.g. my_tasks:make_go2") from None
     if not callable(factory):
-        raise ValueError(f"--env {spec!r}: {module}.{attr} is a {type(factory).__name__}, not a factory")
+        raise UserError(f"--env {spec!r}: {module}.{attr} is a {type(factory).__name__}, not a factory")
     return factory
 
 
@@ -132,11 +134,11 @@ def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", see
     `local_ratio`, `num_good`, ...) and return a `MultiAgentTorchVecEnv`.
     """
     if not isinstance(env_id, str):
-        raise ValueError(f"an env id is a string (e.g. 'CartPole-v1'), got {type(env_id).__name__} {env_id!r}")
+        raise UserError(f"an env id is a string (e.g. 'CartPole-v1'), got {type(env_id).__name__} {env_id!r}")
     if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
-        raise ValueError(f"num_envs must be a positive integer (--num-envs), got {num_envs!r}")
+        raise UserError(f"num_envs must be a positive integer (--num-envs), got {num_envs!r}")
     if num_envs > MAX_NUM_ENVS:
-        raise ValueError(f"num_envs={num_envs:,} is more sub-envs than one process holds (at most {MAX_NUM_ENVS:,}); "
+        raise UserError(f"num_envs={num_envs:,} is more sub-envs than one process holds (at most {MAX_NUM_ENVS:,}); "
                          f"use fewer, or spread them over processes with torchrun")
     if seed is not None:
         from common.device import check_seed
@@ -149,7 +151,7 @@ def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", see
         name = str(e).rsplit("unexpected keyword argument", 1)[-1].strip(" '")
         if "unexpected keyword argument" not in str(e) or name not in kwargs:
             raise
-        raise ValueError(f"{env_id} takes no option {name!r} (envs.make({env_id!r}, {name}=...)); see the env's "
+        raise UserError(f"{env_id} takes no option {name!r} (envs.make({env_id!r}, {name}=...)); see the env's "
                          f"class for the options it takes") from None
 
 
@@ -159,7 +161,7 @@ MAX_NUM_ENVS = 2**26
 def _check_device(device) -> torch.device:
     """`device` as a torch.device on which envs run (cpu or an available cuda), or a one-line ValueError."""
     if not isinstance(device, (str, torch.device)):
-        raise ValueError(f"device is a string or torch.device ('cpu', 'cuda', 'cuda:N'), got {device!r}")
+        raise UserError(f"device is a string or torch.device ('cpu', 'cuda', 'cuda:N'), got {device!r}")
     from common.device import resolve_device
 
     return resolve_device(device)
@@ -168,7 +170,7 @@ def _check_device(device) -> torch.device:
 def _make(env_id: str, num_envs: int, device, seed, **kwargs):
     backend = kwargs.get("backend", "auto")
     if backend not in ("auto", "batch", "warp"):
-        raise ValueError(f"unknown MuJoCo backend {backend!r}: choose auto, batch or warp")
+        raise UserError(f"unknown MuJoCo backend {backend!r}: choose auto, batch or warp")
     if mujoco_id(env_id) is not None and env_id not in CUSTOM:
         kwargs.pop("vectorization_mode", None)
         from envs.mujoco_locomotion import make_mujoco
@@ -200,7 +202,7 @@ def _make(env_id: str, num_envs: int, device, seed, **kwargs):
         known = sorted(set(NATIVE) | set(VARIANTS) | set(EXTERNAL) | set(MULTI_AGENT) | set(MUJOCO_ALIASES) | set(CUSTOM) | {k for k in gym.registry if not k.startswith(("phys2d/", "tabular/"))})
         close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise ValueError(
+        raise UserError(
             f"unknown env id {env_id!r}.{hint} Torch-native ids: {', '.join(sorted(NATIVE))}; "
             f"batched MuJoCo: {', '.join(MUJOCO_IDS)} (or {', '.join(MUJOCO_ALIASES)}); "
             f"multi-agent (MPE): {', '.join(MULTI_AGENT)}; partially observed: {', '.join(VARIANTS)}; "

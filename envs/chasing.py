@@ -53,6 +53,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from common.errors import UserError
 from common.vec_env import TorchVecEnv
 
 __all__ = ["Chasing", "pursuit_policy"]
@@ -81,11 +82,11 @@ class Chasing(TorchVecEnv):
                  init_distance: float = 8.0, capture_radius: float = 1.0, capture_bonus: float | None = None,
                  target_low: float = -1.0, max_episode_steps: int | None = 512, **kw):
         if not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0:
-            raise ValueError(f"Chasing-v0: dim must be a positive integer, got {dim!r}")
+            raise UserError(f"Chasing-v0: dim must be a positive integer, got {dim!r}")
         if not init_distance > capture_radius > 0:
-            raise ValueError(f"Chasing-v0: need init_distance > capture_radius > 0, got {init_distance}, {capture_radius}")
+            raise UserError(f"Chasing-v0: need init_distance > capture_radius > 0, got {init_distance}, {capture_radius}")
         if not -1.0 <= target_low < 1.0:
-            raise ValueError(f"Chasing-v0: target_low must lie in [-1, 1), got {target_low}")
+            raise UserError(f"Chasing-v0: target_low must lie in [-1, 1), got {target_low}")
         self.dim = dim
         self.init_distance = float(init_distance)
         self.capture_radius = float(capture_radius)

@@ -49,6 +49,7 @@ import gymnasium as gym
 import torch
 from gymnasium.vector import AutoresetMode
 
+from common.errors import UserError, UserTypeError
 from common.vec_env import NormalTensors, check_actions
 
 
@@ -59,10 +60,10 @@ class FromRslRl(NormalTensors, gym.vector.VectorEnv):
                  critic_group: str | None = "critic", env_id: str | None = None):
         for attr in ("num_envs", "num_actions", "device", "get_observations", "step"):
             if not hasattr(env, attr):
-                raise TypeError(f"{type(env).__name__} has no `{attr}`: FromRslRl wraps an env with rsl_rl's VecEnv "
+                raise UserTypeError(f"{type(env).__name__} has no `{attr}`: FromRslRl wraps an env with rsl_rl's VecEnv "
                                 f"interface (num_envs, num_actions, device, get_observations(), step())")
         if not (isinstance(action_limit, (int, float)) and action_limit > 0 and math.isfinite(action_limit)):
-            raise ValueError(f"action_limit must be a positive finite number, got {action_limit!r}")
+            raise UserError(f"action_limit must be a positive finite number, got {action_limit!r}")
         self.env, self.policy_group, self.critic_group = env, policy_group, critic_group
         self.env_id = env_id or type(env).__name__
         self.num_envs = int(env.num_envs)
@@ -84,7 +85,7 @@ class FromRslRl(NormalTensors, gym.vector.VectorEnv):
             return obs.float()
         keys = list(obs.keys())
         if self.policy_group not in keys:
-            raise ValueError(f"{self.env_id}: no observation group {self.policy_group!r} (it has {keys}): "
+            raise UserError(f"{self.env_id}: no observation group {self.policy_group!r} (it has {keys}): "
                              f"pass policy_group= naming the actor's group")
         policy = obs[self.policy_group].float()
         if self.critic_group is None or self.critic_group not in keys:

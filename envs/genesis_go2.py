@@ -26,11 +26,12 @@ from __future__ import annotations
 import torch
 
 from common.device import canonical
+from common.errors import MissingPackage
 
 try:
     import genesis as gs
 except ImportError as e:  # pragma: no cover - depends on the environment
-    raise ImportError(f"GenesisGo2-v0 needs Genesis ({e}): pip install genesis-world") from None
+    raise MissingPackage(f"GenesisGo2-v0 needs Genesis ({e}): pip install genesis-world") from None
 
 LEGS = ("FR", "FL", "RR", "RL")
 JOINTS = [f"{leg}_{part}_joint" for leg in LEGS for part in ("hip", "thigh", "calf")]

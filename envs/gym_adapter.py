@@ -13,6 +13,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from common.device import canonical
+from common.errors import MissingPackage, UserError
 from common.vec_env import NormalTensors, check_actions
 
 
@@ -32,7 +33,7 @@ class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
         if vectorization_mode is None:
             vectorization_mode = "async" if num_envs >= 8 else "sync"
         if vectorization_mode not in ("sync", "async"):
-            raise ValueError(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")
+            raise UserError(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")
         self.env_id = env_id
         try:
             self.env = gym.make_vec(
@@ -43,7 +44,7 @@ class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
                 **env_kwargs,
             )
         except gym.error.DependencyNotInstalled as e:  # gymnasium's extras (box2d, atari, ...): the user's to add
-            raise ImportError(f"{env_id} needs a package that is not installed: {e}") from None
+            raise MissingPackage(f"{env_id} needs a package that is not installed: {e}") from None
         self.num_envs = num_envs
         self.device = canonical(device)
         self.dtype = dtype
@@ -52,7 +53,7 @@ class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
         self.observation_space = self.env.observation_space
         self.action_space = self.env.action_space
         if not isinstance(self.single_observation_space, gym.spaces.Box):
-            raise ValueError(
+            raise UserError(
                 f"{env_id}: only Box observation spaces are supported, got {self.single_observation_space}; "
                 f"flatten it with a gymnasium wrapper (e.g. FlattenObservation) in a custom env"
             )
@@ -76,9 +77,9 @@ class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
         if isinstance(self.single_action_space, gym.spaces.Discrete):
             a = a.astype(self.single_action_space.dtype)
             if ((a < 0) | (a >= self.single_action_space.n)).any():
-                raise ValueError(f"{self.env_id}: actions must be integers in [0, {self.single_action_space.n}), got {a[:8]}")
+                raise UserError(f"{self.env_id}: actions must be integers in [0, {self.single_action_space.n}), got {a[:8]}")
         elif not np.isfinite(a).all():
-            raise ValueError(f"{self.env_id}: actions contain NaN/Inf: {a[:4]}")
+            raise UserError(f"{self.env_id}: actions contain NaN/Inf: {a[:4]}")
         obs, reward, terminated, truncated, info = self.env.step(a)
         done = np.logical_or(terminated, truncated)
         final = np.array(obs, copy=True)

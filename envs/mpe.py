@@ -28,6 +28,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from common.errors import UserError
 from common.ma_vec_env import MultiAgentTorchVecEnv
 
 # discrete action -> unit force direction (mpe2's `_set_action`: 1 left, 2 right, 3 down, 4 up)
@@ -53,7 +54,7 @@ class MPEEnv(MultiAgentTorchVecEnv):
                  continuous_actions=False, max_cycles=25, terminate_on_success=False, device="cpu",
                  dtype=torch.float32, seed=None, validate_actions=True):
         if not isinstance(max_cycles, int) or isinstance(max_cycles, bool) or max_cycles <= 0:
-            raise ValueError(f"max_cycles must be a positive integer, got {max_cycles!r}")
+            raise UserError(f"max_cycles must be a positive integer, got {max_cycles!r}")
         A = len(agent_names)
         dev = torch.device(device)
         self.max_episode_steps = max_cycles
@@ -174,9 +175,9 @@ class SimpleSpread(MPEEnv):
                  local_ratio: float = 0.5, max_cycles: int = 25, continuous_actions: bool = False,
                  terminate_on_success: bool = False, validate_actions: bool = True):
         if not (isinstance(N, int) and N >= 2):
-            raise ValueError(f"N (agents = landmarks) must be an integer >= 2, got {N!r}")
+            raise UserError(f"N (agents = landmarks) must be an integer >= 2, got {N!r}")
         if not 0.0 <= local_ratio <= 1.0:
-            raise ValueError(f"local_ratio is a proportion in [0, 1], got {local_ratio!r}")
+            raise UserError(f"local_ratio is a proportion in [0, 1], got {local_ratio!r}")
         self.local_ratio = float(local_ratio)
         obs_dim = 4 + 2 * N + 2 * (N - 1) + self.dim_c * (N - 1)
         super().__init__(
@@ -235,7 +236,7 @@ class SimpleTag(MPEEnv):
         for name, v, lo in (("num_good", num_good, 1), ("num_adversaries", num_adversaries, 1),
                             ("num_obstacles", num_obstacles, 0)):
             if not (isinstance(v, int) and v >= lo):
-                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+                raise UserError(f"{name} must be an integer >= {lo}, got {v!r}")
         G, Ad, L = num_good, num_adversaries, num_obstacles
         A = G + Ad
         self.num_good, self.num_adversaries = G, Ad

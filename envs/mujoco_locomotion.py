@@ -37,6 +37,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from common.device import canonical
+from common.errors import UserError, MissingPackage, UserTypeError
 from common.vec_env import ActionChecks
 
 __all__ = ["MUJOCO_TASKS", "ALIASES", "make_mujoco", "Locomotion", "canonical_id", "BACKENDS"]
@@ -54,10 +55,10 @@ def _require_mujoco():
     try:
         import mujoco
     except ImportError as e:  # pragma: no cover - mujoco is in requirements.txt
-        raise ImportError("MuJoCo tasks need the `mujoco` package (>= 4.0): pip install 'mujoco>=4.0'") from e
+        raise MissingPackage("MuJoCo tasks need the `mujoco` package (>= 4.0): pip install 'mujoco>=4.0'") from e
     major = int(mujoco.__version__.split(".")[0])
     if major < 4:
-        raise ImportError(f"MuJoCo tasks need mujoco >= 4.0 (for mujoco.batch), found {mujoco.__version__}: "
+        raise MissingPackage(f"MuJoCo tasks need mujoco >= 4.0 (for mujoco.batch), found {mujoco.__version__}: "
                           f"pip install -U 'mujoco>=4.0'")
     return mujoco
 
@@ -69,7 +70,7 @@ def _require_warp():
         warp.config.quiet = True  # no per-module compile/load messages
         import mujoco_warp
     except ImportError as e:
-        raise ImportError(
+        raise MissingPackage(
             "the `warp` MuJoCo backend needs MuJoCo Warp: pip install mujoco-warp warp-lang "
             "(or pass --mujoco-backend batch to simulate on the CPU)"
         ) from e
@@ -352,16 +353,16 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
                  nthread: int | None = None, dtype: torch.dtype = torch.float32, validate_actions: bool = True,
                  **kwargs):
         if kwargs:
-            raise TypeError(f"{self.env_id}: unexpected options {sorted(kwargs)}")
+            raise UserTypeError(f"{self.env_id}: unexpected options {sorted(kwargs)}")
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
-            raise ValueError(f"num_envs must be a positive integer (--num-envs), got {num_envs!r}")
+            raise UserError(f"num_envs must be a positive integer (--num-envs), got {num_envs!r}")
         mujoco = _require_mujoco()
         self.num_envs = num_envs
         self.device = canonical(device)
         self.dtype = dtype
         self.validate_actions = validate_actions
         if backend not in BACKENDS:
-            raise ValueError(f"unknown MuJoCo backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+            raise UserError(f"unknown MuJoCo backend {backend!r}: choose one of {', '.join(BACKENDS)}")
         if backend == "auto":
             backend = "warp" if self.device.type == "cuda" else "batch"
         model = self._load_model(mujoco, backend)
@@ -371,12 +372,12 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
         if backend == "batch":
             nthread = available_cores() if nthread is None else nthread
             if nthread <= 0:
-                raise ValueError(f"nthread must be positive, got {nthread}")
+                raise UserError(f"nthread must be positive, got {nthread}")
             self._check_memory(_BatchBackend.bytes_per_world(model), "RAM", _mem_available_bytes())
             self.sim = _BatchBackend(model, num_envs, fields, nthread, self.contact_forces)
         elif backend == "warp":
             if self.device.type not in ("cuda", "cpu"):
-                raise ValueError(f"the warp backend runs on CUDA or CPU devices, not {self.device}")
+                raise UserError(f"the warp backend runs on CUDA or CPU devices, not {self.device}")
             if self.device.type == "cuda":
                 free = torch.cuda.mem_get_info(self.device)[0]
                 self._check_memory(self._warp_bytes_per_world(model), "GPU memory", free)
@@ -524,10 +525,10 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
     def load_state_dict(self, sd: dict) -> None:
         rows = sd["sim"]
         if sd.get("backend") != self.backend:
-            raise ValueError(f"{self.env_id}: saved env state comes from the {sd.get('backend')!r} MuJoCo backend, "
+            raise UserError(f"{self.env_id}: saved env state comes from the {sd.get('backend')!r} MuJoCo backend, "
                              f"this env runs {self.backend!r}; resume with --mujoco-backend {sd.get('backend')}")
         if rows.shape[0] != self.num_envs:
-            raise ValueError(f"{self.env_id}: saved env state has {rows.shape[0]} worlds, this env has "
+            raise UserError(f"{self.env_id}: saved env state has {rows.shape[0]} worlds, this env has "
                              f"{self.num_envs} (was it saved with another --num-envs?)")
         self.sim.set_state(rows.to(self.sim.sim_device))
         self.elapsed.copy_(sd["elapsed"])

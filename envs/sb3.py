@@ -32,10 +32,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from common.errors import MissingPackage, UserError
+
 try:
     from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 except ImportError as e:  # pragma: no cover - depends on the environment
-    raise ImportError(f"envs.sb3 needs stable-baselines3 ({e}): pip install stable-baselines3") from None
+    raise MissingPackage(f"envs.sb3 needs stable-baselines3 ({e}): pip install stable-baselines3") from None
 
 
 class Sb3VecEnv(VecEnv):
@@ -44,7 +46,7 @@ class Sb3VecEnv(VecEnv):
 
     def __init__(self, env):
         if isinstance(env.single_observation_space, gym.spaces.Dict):
-            raise ValueError("Sb3VecEnv passes flat observations; this env has observation groups: make it without "
+            raise UserError("Sb3VecEnv passes flat observations; this env has observation groups: make it without "
                              "them (SB3's policies have no asymmetric critic)")
         super().__init__(env.num_envs, env.single_observation_space, env.single_action_space)
         self.env = env

@@ -51,6 +51,8 @@ from pathlib import Path
 
 import numpy as np
 
+from common.errors import UserError, MissingPackage, UserFileNotFoundError
+
 __all__ = ["StockData", "load_sp500", "load_csv", "build", "compute_indicators", "FEATURE_NAMES", "WARMUP",
            "SP500_TRAIN", "SP500_BACKTEST"]
 
@@ -89,7 +91,7 @@ class StockData:
     def split_range(self, split: str) -> tuple[int, int]:
         """Inclusive (first, last) day indices of `split` ("train" or "backtest")."""
         if split not in self.splits:
-            raise ValueError(f"unknown split {split!r}: choose one of {', '.join(self.splits)}")
+            raise UserError(f"unknown split {split!r}: choose one of {', '.join(self.splits)}")
         return self.splits[split]
 
     def split_dates(self, split: str) -> np.ndarray:
@@ -194,9 +196,9 @@ def build(dates, tickers, close, high=None, low=None, *, source="", dropped_date
     dates = np.asarray(dates).astype("datetime64[D]") if np.asarray(dates).dtype.kind != "M" else np.asarray(dates)
     close = np.asarray(close, dtype=np.float64)
     if close.ndim != 2 or close.shape[0] != len(dates) or close.shape[1] != len(tickers):
-        raise ValueError(f"close must be [dates, tickers] = [{len(dates)}, {len(tickers)}], got {close.shape}")
+        raise UserError(f"close must be [dates, tickers] = [{len(dates)}, {len(tickers)}], got {close.shape}")
     if len(dates) < MIN_DATES:
-        raise ValueError(f"{source or 'the data'} has {len(dates)} aligned dates; at least {MIN_DATES} are needed "
+        raise UserError(f"{source or 'the data'} has {len(dates)} aligned dates; at least {MIN_DATES} are needed "
                          f"({WARMUP} days of indicator warm-up + 20 trading days): supply a longer price history")
     order = np.argsort(dates, kind="stable")
     if np.any(order != np.arange(len(dates))):
@@ -205,14 +207,14 @@ def build(dates, tickers, close, high=None, low=None, *, source="", dropped_date
         low = None if low is None else np.asarray(low, np.float64)[order]
     if np.any(dates[1:] == dates[:-1]):
         d = dates[1:][dates[1:] == dates[:-1]][0]
-        raise ValueError(f"{source or 'the data'}: date {d} appears twice for the same ticker; remove duplicate rows")
+        raise UserError(f"{source or 'the data'}: date {d} appears twice for the same ticker; remove duplicate rows")
     for name, arr in (("close", close), ("high", high), ("low", low)):
         if arr is None:
             continue
         bad = ~(np.isfinite(arr) & (arr > 0))
         if bad.any():
             t, s = np.argwhere(bad)[0]
-            raise ValueError(f"{source or 'the data'}: non-positive or missing {name} price {arr[t, s]} for {tickers[s]} "
+            raise UserError(f"{source or 'the data'}: non-positive or missing {name} price {arr[t, s]} for {tickers[s]} "
                              f"on {dates[t]}; prices must be > 0 (fix or drop those rows)")
     features = compute_indicators(close, high, low)
     if train is not None or backtest is not None:
@@ -226,7 +228,7 @@ def build(dates, tickers, close, high=None, low=None, *, source="", dropped_date
         splits = {"train": (WARMUP, b - 1), "backtest": (b, len(dates) - 1)}
     for name, (lo, hi) in splits.items():
         if hi - lo < 1:
-            raise ValueError(f"{source or 'the data'}: the {name} split has {max(hi - lo + 1, 0)} trading days "
+            raise UserError(f"{source or 'the data'}: the {name} split has {max(hi - lo + 1, 0)} trading days "
                              f"(dates {dates[0]}..{dates[-1]}, first {WARMUP} are indicator warm-up); "
                              f"choose split dates inside the data")
     return StockData(dates=dates, tickers=list(tickers), close=close, features=features, splits=splits, high=high,
@@ -237,12 +239,12 @@ def skfolio_sp500_path() -> Path:
     """Path of skfolio's bundled `sp500_dataset.csv.gz`, found without importing skfolio."""
     spec = importlib.util.find_spec("skfolio")
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(f"StockTrading-v0's default data (skfolio's S&P 500 dataset) needs the skfolio "
+        raise MissingPackage(f"StockTrading-v0's default data (skfolio's S&P 500 dataset) needs the skfolio "
                                   f"package: pip install {SKFOLIO_PIN} (or pass data=load_csv(...) / set "
                                   f"STOCK_TRADING_CSV to your own CSV)")
     path = Path(list(spec.submodule_search_locations)[0]) / "datasets" / "data" / "sp500_dataset.csv.gz"
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing from the installed skfolio; reinstall it: pip install {SKFOLIO_PIN}")
+        raise UserFileNotFoundError(f"{path} is missing from the installed skfolio; reinstall it: pip install {SKFOLIO_PIN}")
     return path
 
 
@@ -268,7 +270,7 @@ def load_csv(path: str | os.PathLike, tickers: list[str] | None = None, backtest
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no CSV at {path}")
+        raise UserFileNotFoundError(f"no CSV at {path}")
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", newline="") as f:
         text = f.read()
@@ -285,25 +287,25 @@ def _float(s: str, where: str) -> float:
     try:
         return float(s)
     except ValueError:
-        raise ValueError(f"{where}: {s!r} is not a number") from None
+        raise UserError(f"{where}: {s!r} is not a number") from None
 
 
 def _parse(text: str, source: str, tickers=None, **split) -> StockData:
     rows = list(csv.reader(io.StringIO(text)))
     rows = [r for r in rows if r and any(c.strip() for c in r)]
     if len(rows) < 2:
-        raise ValueError(f"{source}: empty CSV; expected a header `date,tic,close,...` (long) or `date,<TICKER>,...` (wide)")
+        raise UserError(f"{source}: empty CSV; expected a header `date,tic,close,...` (long) or `date,<TICKER>,...` (wide)")
     header = [h.strip() for h in rows[0]]
     lower = [h.lower() for h in header]
     tic_col = next((lower.index(c) for c in _TIC_COLS if c in lower), None)
     date_col = next((lower.index(c) for c in _DATE_COLS if c in lower), None)
     if date_col is None:
-        raise ValueError(f"{source}: no date column in the header {header}; name it `date` (long format "
+        raise UserError(f"{source}: no date column in the header {header}; name it `date` (long format "
                          f"`date,tic,open,high,low,close,volume` or wide format `date,<TICKER1>,<TICKER2>,...`)")
     if tic_col is not None or "close" in lower:  # long format
         missing = [n for n, c in (("tic", tic_col), ("close", "close" in lower or None)) if c is None]
         if missing:
-            raise ValueError(f"{source}: long-format CSV is missing column(s) {', '.join(missing)} (header {header}); "
+            raise UserError(f"{source}: long-format CSV is missing column(s) {', '.join(missing)} (header {header}); "
                              f"the long format needs `date,tic,close` (plus optional open,high,low,volume); "
                              f"`ticker` or `symbol` also work for `tic`")
         return _parse_long(rows[1:], lower, date_col, tic_col, source, tickers, **split)
@@ -315,7 +317,7 @@ def _select(all_tickers: list[str], tickers, source: str) -> list[int]:
         return list(range(len(all_tickers)))
     unknown = [t for t in tickers if t not in all_tickers]
     if unknown:
-        raise ValueError(f"{source}: unknown ticker(s) {', '.join(unknown)}; the file has {', '.join(all_tickers)}")
+        raise UserError(f"{source}: unknown ticker(s) {', '.join(unknown)}; the file has {', '.join(all_tickers)}")
     return [all_tickers.index(t) for t in tickers]
 
 
@@ -338,14 +340,14 @@ def _parse_dates(strings, source) -> np.ndarray:
         try:
             out.append(np.datetime64(s.strip()[:10], "D"))
         except ValueError:
-            raise ValueError(f"{source}: cannot read date {s!r}; use YYYY-MM-DD") from None
+            raise UserError(f"{source}: cannot read date {s!r}; use YYYY-MM-DD") from None
     return np.array(out, dtype="datetime64[D]")
 
 
 def _parse_wide(rows, header, date_col, source, tickers, **split) -> StockData:
     names = [h for i, h in enumerate(header) if i != date_col]
     if not names:
-        raise ValueError(f"{source}: wide-format CSV has no ticker columns (header {header}); expected `date,<TICKER1>,...`")
+        raise UserError(f"{source}: wide-format CSV has no ticker columns (header {header}); expected `date,<TICKER1>,...`")
     cols = [i for i in range(len(header)) if i != date_col]
     keep = _select(names, tickers, source)
     dates = _parse_dates([r[date_col] for r in rows], source)
@@ -377,7 +379,7 @@ def _parse_long(rows, lower, date_col, tic_col, source, tickers, **split) -> Sto
         i = row_of[r[date_col].strip()[:10]]
         where = f"{source} row {n + 2}"
         if not np.isnan(close[i, j]):
-            raise ValueError(f"{where}: a second row for {names[j]} on {date_strs[i]}; remove duplicate rows")
+            raise UserError(f"{where}: a second row for {names[j]} on {date_strs[i]}; remove duplicate rows")
         close[i, j] = _float(r[ci], where)
         if use_hl:
             high[i, j], low[i, j] = _float(r[hi_i], where), _float(r[lo_i], where)
@@ -390,7 +392,7 @@ def from_env_var() -> StockData | None:
     if not path:
         return None
     if not Path(path).is_file():
-        raise FileNotFoundError(f"STOCK_TRADING_CSV={path} is not a file: point it at a CSV of daily prices "
+        raise UserFileNotFoundError(f"STOCK_TRADING_CSV={path} is not a file: point it at a CSV of daily prices "
                                 f"(see envs/stock_data.py) or unset it to use the default S&P 500 data")
     return _load_csv_cached(str(Path(path).resolve()), Path(path).stat().st_mtime,
                             os.environ.get("STOCK_TRADING_BACKTEST_START") or None)

@@ -47,6 +47,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from common.errors import UserError
 from common.vec_env import TorchVecEnv
 from envs.stock_data import StockData, from_env_var, load_sp500
 
@@ -69,13 +70,13 @@ class StockTrading(TorchVecEnv):
                  transaction_cost: float = 0.001, max_trade: float = 0.1, episode_days: int | None | str = "auto",
                  reward_scale: float = 100.0, **kw):
         if split not in ("train", "backtest"):
-            raise ValueError(f"split must be 'train' or 'backtest', got {split!r}")
+            raise UserError(f"split must be 'train' or 'backtest', got {split!r}")
         if initial_cash <= 0 or not 0 <= transaction_cost < 1 or max_trade <= 0:
-            raise ValueError("need initial_cash > 0, 0 <= transaction_cost < 1 and max_trade > 0")
+            raise UserError("need initial_cash > 0, 0 <= transaction_cost < 1 and max_trade > 0")
         if episode_days == "auto":  # a year of trading days in training; the whole split in the backtest
             episode_days = 252 if split == "train" else None
         if episode_days is not None and (not isinstance(episode_days, int) or episode_days < 1):
-            raise ValueError(f"episode_days must be >= 1 or None, got {episode_days}")
+            raise UserError(f"episode_days must be >= 1 or None, got {episode_days}")
         self.data = data if data is not None else default_data()
         self.split = split
         self.initial_cash, self.transaction_cost = float(initial_cash), float(transaction_cost)
@@ -90,7 +91,7 @@ class StockTrading(TorchVecEnv):
         obs_space = gym.spaces.Box(-np.inf, np.inf, (1 + S + S * F,), np.float32)
         act_space = gym.spaces.Box(-1.0, 1.0, (S,), np.float32)
         if dtype != torch.float64:
-            raise ValueError("StockTrading keeps cash and shares in float64 (dtype=torch.float64)")
+            raise UserError("StockTrading keeps cash and shares in float64 (dtype=torch.float64)")
         super().__init__(num_envs, obs_space, act_space, dev, dtype, seed, **kw)
 
     # state columns: 0 cash | 1..S shares | S+1 day | S+2 start day | S+3 last day of the episode
@@ -205,7 +206,7 @@ def performance(account_values, periods_per_year: int = 252) -> dict:
     """
     v = np.asarray(account_values, dtype=np.float64).ravel()
     if len(v) < 2 or not np.all(np.isfinite(v)) or np.any(v <= 0):
-        raise ValueError("performance needs at least 2 positive, finite account values")
+        raise UserError("performance needs at least 2 positive, finite account values")
     n = len(v) - 1
     r = v[1:] / v[:-1] - 1
     growth = v[-1] / v[0]
@@ -255,7 +256,7 @@ def backtest(policy, data: StockData | None = None, device="cpu", **env_kwargs) 
     obs_dim = env.single_observation_space.shape[0]
     expected = getattr(policy, "obs_shape", None)
     if expected is not None and tuple(expected) != (obs_dim,):
-        raise ValueError(f"the policy takes observations of shape {tuple(expected)} but this data gives ({obs_dim},) "
+        raise UserError(f"the policy takes observations of shape {tuple(expected)} but this data gives ({obs_dim},) "
                          f"({env.n_stocks} stocks): backtest on the data it was trained on (STOCK_TRADING_CSV?)")
     obs, _ = env.reset(seed=0)
     values = [env.portfolio_value()]

@@ -75,6 +75,7 @@ from common import distributed
 from common.checkpoint import RESUME_MAY_CHANGE, atomic_write, load_checkpoint, save_checkpoint
 from common.cli import cli
 from common.device import rng_state, seed_everything, set_rng_state
+from common.errors import UserError, UserFileNotFoundError
 from common.evaluate import evaluate
 
 STORE_PREFIX = "podracer-population/"
@@ -138,14 +139,14 @@ def load_algo(path: str):
     path = str(Path(path).resolve())
     if path not in _MODULES:
         if not Path(path).is_file():
-            raise FileNotFoundError(f"--algo {path}: no such file (e.g. --algo algos/ppo_vec.py)")
+            raise UserFileNotFoundError(f"--algo {path}: no such file (e.g. --algo algos/ppo_vec.py)")
         spec = importlib.util.spec_from_file_location(f"population_algo_{Path(path).stem}", path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod  # dataclasses look their module up while the file executes
         spec.loader.exec_module(mod)
         for name in ("Args", "main", "load_policy", "ALGO"):
             if not hasattr(mod, name):
-                raise ValueError(f"--algo {path} is not an algorithm file: it has no `{name}`")
+                raise UserError(f"--algo {path} is not an algorithm file: it has no `{name}`")
         _MODULES[path] = mod
     return _MODULES[path]
 
@@ -157,7 +158,7 @@ def _defaults(mod, env_id: str):
 def _convert(value: str, like):
     if isinstance(like, bool):
         if value.lower() not in ("true", "false", "1", "0"):
-            raise ValueError(f"expected true/false, got {value!r}")
+            raise UserError(f"expected true/false, got {value!r}")
         return value.lower() in ("true", "1")
     if isinstance(like, int):
         return int(float(value))
@@ -171,7 +172,7 @@ def parse_vary(vary: tuple[str, ...]) -> dict[str, list[str]]:
     for item in vary:
         key, sep, values = item.partition("=")
         if not sep or not values:
-            raise ValueError(f"--vary {item!r}: write KEY=V1,V2,... (e.g. --vary learning_rate=3e-4,1e-3)")
+            raise UserError(f"--vary {item!r}: write KEY=V1,V2,... (e.g. --vary learning_rate=3e-4,1e-3)")
         out[key.strip().replace("-", "_")] = [v.strip() for v in values.split(",")]
     return out
 
@@ -186,7 +187,7 @@ def member_args(pop: PopArgs, algo_argv: list[str], member: int):
     for key, values in parse_vary(pop.vary).items():
         if not hasattr(args, key):
             fields = ", ".join(f.name for f in dataclasses.fields(args))
-            raise ValueError(f"--vary {key}: {path} has no such flag; its flags are: {fields}")
+            raise UserError(f"--vary {key}: {path} has no such flag; its flags are: {fields}")
         changes[key] = _convert(values[member % len(values)], getattr(args, key))
     return path, mod, dataclasses.replace(args, **changes)
 
@@ -196,7 +197,7 @@ def mutable_keys(pop: PopArgs, args) -> list[str]:
         keys = [k.replace("-", "_") for k in pop.mutate]
         bad = [k for k in keys if not isinstance(getattr(args, k, None), (int, float)) or isinstance(getattr(args, k), bool)]
         if bad:
-            raise ValueError(f"--mutate {' '.join(bad)}: not numeric flags of {type(args).__module__}'s Args")
+            raise UserError(f"--mutate {' '.join(bad)}: not numeric flags of {type(args).__module__}'s Args")
         return keys
     return [f.name for f in dataclasses.fields(args) if (f.name == "learning_rate" or f.name.endswith("_lr"))
             and type(getattr(args, f.name)) is float]
@@ -576,9 +577,9 @@ def default_dir(pop: PopArgs, algo_argv: list[str]) -> str:
 def check(pop: PopArgs, algo_argv: list[str]) -> None:
     """Fail before any process starts: bad numbers, unknown flags, unknown env ids."""
     if pop.population < 1 or pop.rounds < 1 or pop.steps_per_round < 1:
-        raise ValueError("--population, --rounds and --steps-per-round must be positive")
+        raise UserError("--population, --rounds and --steps-per-round must be positive")
     if pop.perturb <= 0 or pop.temperature <= 0 or not 0 < pop.replace_fraction <= 0.5:
-        raise ValueError("--perturb and --temperature must be > 0 and --replace-fraction in (0, 0.5]")
+        raise UserError("--perturb and --temperature must be > 0 and --replace-fraction in (0, 0.5]")
     import envs
 
     checked = set()
@@ -693,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
     pop = cli(PopArgs, description=__doc__, argv=pop_argv)
     if "WORLD_SIZE" in os.environ:  # a torchrun worker: one member
         if pop.dir is None:
-            raise ValueError("under torchrun pass --dir (a directory every worker can reach)")
+            raise UserError("under torchrun pass --dir (a directory every worker can reach)")
         worker(pop, algo_argv)
         return 0
     pop_argv = [a for i, a in enumerate(pop_argv) if a != "--dir" and (i == 0 or pop_argv[i - 1] != "--dir")

@@ -161,3 +161,20 @@ def test_a_bug_keeps_its_traceback(tmp_path):
             "numpy.zeros(2).reshape(3)\n") % str(ROOT)
     out = _run(["-c", code], tmp_path)
     assert out.returncode == 1 and "Traceback" in out.stderr, out.stderr
+
+
+def test_the_class_decides_not_the_source_line():
+    """A `UserError` (and each of its kinds, still the built-in a caller would catch) is one line; a plain
+    `ValueError` raised by our own code is a bug like any other and keeps its traceback."""
+    from common.cli import user_error_message
+    from common.errors import Diverged, MissingPackage, UserError, UserFileNotFoundError, UserTypeError
+
+    for exc, base in [(UserError("x"), ValueError), (UserTypeError("x"), TypeError),
+                      (UserFileNotFoundError("x"), FileNotFoundError), (MissingPackage("x"), ImportError),
+                      (Diverged("x"), FloatingPointError)]:
+        assert isinstance(exc, base)
+        assert user_error_message(type(exc), exc, None) == "error: x"
+    try:
+        raise ValueError("an invariant of ours broke")
+    except ValueError as e:
+        assert user_error_message(ValueError, e, e.__traceback__) is None
