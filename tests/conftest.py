@@ -212,11 +212,7 @@ PPO_CARTPOLE = dict(env="CartPole-v1", seed=1, total_steps=400_000, eval_every=0
 PPO_PENDULUM = dict(env="Pendulum-v1", seed=1, num_envs=64, num_steps=64, num_minibatches=32, update_epochs=5,
                     learning_rate=1e-3, gamma=0.9, norm_reward=True, total_steps=100_000, eval_every=0,
                     save_every=0, quiet=True)
-# DQN with the file's CartPole-v1 defaults (`dqn.default_args`: advantage learning, alpha 0.9; 4 updates of batch
-# 256 per vector step) for 50k of its 100k steps, evaluated every 5k: solved by 50k and holding it. Seeds 1-5 of this
-# run (2026-11-27, ~40 s each), evaluations at 20k-50k: seed 1 230, 497, then 500 from 30k; seed 2 224, 360, then 500;
-# seed 3 220, 458, 500, 500, 492, 500, 500; seed 4 308, then 500 from 25k; seed 5 383, 414, 500, 500, 500, 500, 476.
-# (The dataclass defaults, 8 updates of batch 128, took ~100 s and dipped below 475 from 35k on seed 1.)
+# DQN with the file's CartPole-v1 defaults (`dqn.default_args`) for 50k of its 100k steps, evaluated every 5k
 DQN_CARTPOLE = dict(env="CartPole-v1", seed=1, total_steps=50_000, eval_every=5_000, save_every=0, quiet=True)
 # the off-policy learning tests' Pendulum-v1 setting (test_learning_offpolicy.py, the H-term variants, the pipeline):
 # each file's own Pendulum-v1 row (`pendulum_row`: its TASK_DEFAULTS, what `--env Pendulum-v1` gives a user: 64x64
