@@ -95,21 +95,17 @@ MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, learning_rate=3e-4,
 # on a CPU (fewer than 1024 envs): ppo_vec's CPU shape, 64 envs x 64 steps (not tuned on MuJoCo either)
 MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, num_envs=64, num_steps=64, total_steps=5_000_000, eval_every=250_000,
                            save_every=1_000_000)
-# Initial std 0.37, not 1 (CPU defaults; eval at 1M-4M steps): Ant 3553 vs < 50, HalfCheetah 9383 vs 1942, Walker2d 5910
-# vs 4323 (Hopper: 1). Per-task rows over those (`--env X --help` lists them); classic control's from bench/sweep.py.
+# Initial std 0.37, not 1: far better returns on the CPU defaults. Per-task rows over those (`--env X --help` lists
+# them); classic control's from bench/sweep.py. (bench/README.md#defaults-the-evidence)
 TASK_DEFAULTS: dict[str, dict] = {
     **{t: dict(init_log_std=-1.0) for t in ("Ant-v5", "HalfCheetah-v5", "Walker2d-v5")},
-    # lr 3e-3 (was 7e-4): an eval of 475 in a median 0.9 s of training on tuning seeds 101-105 (7e-4: 3.3 s), 1.8 s
-    # on held-out 1-5 (the same), and 500 at the end of the 300k steps on 5/5 held-out seeds (7e-4: 4/5; seed 4 at
-    # 165); a2c_CartPole-v1_{clock1,final1}.md
+    # lr 3e-3 (was 7e-4): sooner to 475, as well held at the end (bench/README.md#defaults-the-evidence)
     "CartPole-v1": dict(learning_rate=3e-3),
-    # 16 envs x 8 steps, lr 3e-3, gamma 0.9, GAE 0.95, scaled rewards, normalized advantages: final eval at 400k steps
-    # -125 to -558 on held-out seeds 1-5 (-200 on one; the dataclass defaults -1036 to -1457), the best of 8 + 6 points
-    # on tuning seeds 101-103 (a2c_Pendulum-v1_row{,2}.md); PPO's row solves it in a quarter of the steps
+    # 16 envs x 8 steps, lr 3e-3, gamma 0.9, GAE 0.95, scaled rewards, normalized
+    # advantages (bench/README.md#defaults-the-evidence)
     "Pendulum-v1": dict(num_envs=16, num_steps=8, learning_rate=3e-3, gamma=0.9, gae_lambda=0.95, norm_reward=True,
                         norm_adv=True, total_steps=400_000),
-    # 16 x 64 steps, normalized observations and rewards: >= 90 by 31k-92k steps, finals 92-95 on 5/5 held-out seeds
-    # (the dataclass defaults stand still, ~0, on 5/5; 8-step rollouts 1-2/3 tuning seeds; a2c_<task>_row.md)
+    # 16 x 64 steps, normalized observations and rewards (bench/README.md#defaults-the-evidence)
     "MountainCarContinuous-v0": dict(num_envs=16, num_steps=64, learning_rate=1e-3, norm_obs=True, norm_reward=True,
                                      total_steps=300_000),
 }

@@ -119,12 +119,11 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 # Per-task defaults over the ones above: the settings a held-out sweep chose for a task (bench/sweep.py: tuned on
 # seeds 101-103, reported on seeds 1-5; bench/results/sweeps/). `--env X --help` lists the task's defaults.
 TASK_DEFAULTS: dict[str, dict] = {
-    # td3's Pendulum-v1 row, checked on this file: median 2.4 s of training to an eval of -200 on the held-out
-    # seeds (the above: 25.8 s; ddpg_h_Pendulum-v1_clock1.md)
+    # td3's Pendulum-v1 row, checked on this file (bench/README.md#defaults-the-evidence)
     "Pendulum-v1": dict(hidden=(64, 64), learning_starts=1_000, total_steps=20_000, tau=0.05, actor_lr=3e-3,
                         critic_lr=3e-3),
-    # td3's MountainCarContinuous-v0 row (pink exploration noise), checked on this file: an eval >= 90 by 15k-20k
-    # steps, final 92.9-93.7 on 5/5 held-out seeds (ddpg_h_MountainCarContinuous-v0_td3row.md)
+    # td3's MountainCarContinuous-v0 row (pink exploration noise), checked on this
+    # file (bench/README.md#defaults-the-evidence)
     "MountainCarContinuous-v0": dict(hidden=(64, 64), noise_color=1.0, exploration_noise=0.5, total_steps=50_000),
 }
 

@@ -93,8 +93,8 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     max_grad_norm: float = 10.0
     """global gradient-norm clip"""
     hidden: tuple[int, ...] = (64, 64)
-    """hidden layer sizes of the Q-network (64x64 won a sweep against 128x128 on CartPole-v1: final eval >= 475 at
-    100k steps on 3/3 tuning and 5/5 held-out seeds vs 1/3 and 2/5, and ~20% less time per update)"""
+    """hidden layer sizes of the Q-network (64x64 won a sweep against 128x128 on CartPole-v1, and costs less per
+    update: bench/README.md#defaults-the-evidence)"""
     norm_obs: bool = False
     """normalize observations with running statistics (saved in the checkpoint)"""
     per: bool = False
@@ -215,7 +215,7 @@ def main(args: Args) -> dict:
     target_net.load_state_dict(q_net.state_dict())
     # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
     # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device; fused on
-    # the CPU: one kernel for the step, not a loop of small ops (~60 us per update at 128x128, was ~200)
+    # the CPU: one kernel for the step, not a loop of small ops
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
     adam_kw = dict(capturable=True) if device.type == "cuda" else dict(fused=device.type == "cpu")
     optimizer = Adam(q_net.parameters(), lr=lr, **adam_kw)

@@ -109,15 +109,12 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 # Per-task defaults over the ones above: the settings a held-out sweep chose for a task (bench/sweep.py: tuned on
 # seeds 101-103, reported on seeds 1-5; bench/results/sweeps/). `--env X --help` lists the task's defaults.
 TASK_DEFAULTS: dict[str, dict] = {
-    # td3's Pendulum-v1 row with batch 256 and raw observations, checked on this file: median 2.2 s of training to
-    # an eval of -200 on the held-out seeds (the above, sized for MuJoCo: 0 of 5 seeds within 20k steps;
-    # fast_td3_Pendulum-v1_clock1.md)
+    # td3's Pendulum-v1 row with batch 256 and raw observations, checked on this
+    # file (bench/README.md#defaults-the-evidence)
     "Pendulum-v1": dict(hidden=(64, 64), learning_starts=1_000, total_steps=20_000, tau=0.05, actor_lr=3e-3,
                         critic_lr=3e-3, batch_size=256, norm_obs=False),
     # td3's pink noise with one std (0.5) for every sub-env, 4 envs x 4 updates (1 update per env step), batch 256,
-    # 64x64: an eval >= 90 by 5k-15k steps on 5/5 held-out seeds. A mixed std range (0.001-0.5, 0.25-0.5) left 2 of 3
-    # tuning seeds in the valley, and 32 envs x 4 updates are too few updates in 50k steps (1/5 held-out);
-    # fast_td3_MountainCarContinuous-v0_round{2,3}.md
+    # 64x64 (bench/README.md#defaults-the-evidence)
     "MountainCarContinuous-v0": dict(hidden=(64, 64), noise_color=1.0, noise_min=0.5, noise_max=0.5, num_envs=4,
                                      gradient_steps=4, batch_size=256, learning_starts=1_000, total_steps=50_000),
 }

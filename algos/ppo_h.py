@@ -123,15 +123,15 @@ MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, num_minibatches=4, update_ep
                        max_grad_norm=1.0, hidden=(256, 128, 64), norm_obs=True, norm_reward=True,
                        total_steps=50_000_000, eval_every=5_000_000, save_every=5_000_000)
 
-# On a CPU (fewer than 1024 envs): 64 envs x 64 steps, 8 minibatches of 512. Hopper-v5, one core, 1M steps: 1.25x
-# the env-steps/s of the 4096-env shape cut to 64 envs, 1.7x that of 16 minibatches x 10 epochs (no faster by time).
+# On a CPU (fewer than 1024 envs): the shape that ran the most env steps a second on one
+# core (bench/README.md#defaults-the-evidence)
 MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, num_envs=64, num_steps=64, num_minibatches=8, total_steps=5_000_000,
                            eval_every=250_000, save_every=1_000_000)
-# Initial std 0.37, not 1 (CPU defaults; eval at 1M-4M steps): Ant 3553 vs < 50, HalfCheetah 9383 vs 1942, Walker2d 5910
-# vs 4323 (Hopper: 1). Per-task rows over those (`--env X --help` lists them); classic control's from bench/sweep.py.
+# Initial std 0.37, not 1: far better returns on the CPU defaults. Per-task rows over those (`--env X --help` lists
+# them); classic control's from bench/sweep.py. (bench/README.md#defaults-the-evidence)
 TASK_DEFAULTS: dict[str, dict] = {
     **{t: dict(init_log_std=-1.0) for t in ("Ant-v5", "HalfCheetah-v5", "Walker2d-v5")},
-    # ppo_vec's rows (ppo_h_<task>_row.md), held-out seeds: >= -200 at 100k on 4/5, >= 90 from 31k on 5/5
+    # the settings a held-out sweep chose (bench/README.md#defaults-the-evidence)
     "Pendulum-v1": dict(num_envs=64, num_steps=64, num_minibatches=32, update_epochs=5, learning_rate=1e-3, gamma=0.9,
                         norm_reward=True, total_steps=100_000),
     "MountainCarContinuous-v0": dict(num_envs=16, num_steps=64, num_minibatches=4, update_epochs=5, learning_rate=1e-3,

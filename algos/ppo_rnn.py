@@ -14,7 +14,7 @@ reading the output of its own GRU (Cho et al., 2014, arXiv:1406.1078) instead of
 Why a GRU and not an LSTM: one state tensor instead of two (simpler to carry, reset and save), fewer
 parameters, and on par with the LSTM in Chung et al.'s comparison (2014, arXiv:1412.3555).
 
-    # CartPole without velocities: ~480 in 200k steps, where ppo_vec stays near 40 (tests/test_ppo_rnn.py)
+    # CartPole without velocities (bench/README.md#defaults-the-evidence)
     python algos/ppo_rnn.py --env CartPoleNoVel-v0 --num-envs 64 --num-steps 32 --num-minibatches 4 \
         --learning-rate 1e-3 --norm-obs --total-steps 200000
 
@@ -121,24 +121,22 @@ MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, num_minibatches=4, update_ep
                        max_grad_norm=1.0, hidden=(256, 128, 64), norm_obs=True, norm_reward=True,
                        total_steps=50_000_000, eval_every=5_000_000, save_every=5_000_000)
 
-# On a CPU (fewer than 1024 envs): 64 envs x 64 steps, 8 minibatches of 512. Hopper-v5, one core, 1M steps: 1.25x
-# the env-steps/s of the 4096-env shape cut to 64 envs, 1.7x that of 16 minibatches x 10 epochs (no faster by time).
+# On a CPU (fewer than 1024 envs): the shape that ran the most env steps a second on one
+# core (bench/README.md#defaults-the-evidence)
 MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, num_envs=64, num_steps=64, num_minibatches=8, total_steps=5_000_000,
                            eval_every=250_000, save_every=1_000_000)
-# Initial std 0.37, not 1 (CPU defaults; eval at 1M-4M steps): Ant 3553 vs < 50, HalfCheetah 9383 vs 1942, Walker2d 5910
-# vs 4323 (Hopper: 1). Per-task rows over those (`--env X --help` lists them); classic control's from bench/sweep.py.
+# Initial std 0.37, not 1: far better returns on the CPU defaults. Per-task rows over those (`--env X --help` lists
+# them); classic control's from bench/sweep.py. (bench/README.md#defaults-the-evidence)
 TASK_DEFAULTS: dict[str, dict] = {
     **{t: dict(init_log_std=-1.0) for t in ("Ant-v5", "HalfCheetah-v5", "Walker2d-v5")},
-    # ppo_vec's row (bench/results/sweeps/ppo_rnn_CartPole-v1_row.md; 8- and 16-step rollouts slower): 475 on 5/5
-    # held-out seeds, median 2.7 s of training (without: 2/5 within 300k steps)
+    # ppo_vec's row (bench/results/sweeps/ppo_rnn_CartPole-v1_row.md; 8- and 16-step rollouts
+    # slower) (bench/README.md#defaults-the-evidence)
     "CartPole-v1": dict(num_envs=64, num_steps=4, num_minibatches=1, learning_rate=5e-3, norm_obs=True, total_steps=300_000),
-    # 32 envs (dataclass: 1024, whose 500-step episodes ended none in 200k steps on a seed: no signal), lr 1e-3 and an
-    # entropy bonus of 0.01 (without, the policy collapses to a deterministic one that never swings up): final eval
-    # >= -100 at 300k on 4/4 tuning and 4/5 held-out seeds, -100 first at 151k-242k (dataclass: 0/5 finals)
-    # (bench/results/sweeps/ppo_rnn_Acrobot-v1_{ent,lr}.md)
+    # 32 envs: the dataclass's 1024 finish no episode of this task in a useful number of
+    # steps (bench/README.md#defaults-the-evidence)
     "Acrobot-v1": dict(num_envs=32, num_steps=16, num_minibatches=1, learning_rate=1e-3, ent_coef=0.01,
                        total_steps=300_000),
-    # ppo_vec's rows, Pendulum at 8 minibatches x 10 epochs (-200 in 20-21 s; 32 x 5: 56-148 s): 4/5 held-out each
+    # the settings a held-out sweep chose (bench/README.md#defaults-the-evidence)
     "Pendulum-v1": dict(num_envs=64, num_steps=64, num_minibatches=8, update_epochs=10, learning_rate=1e-3, gamma=0.9,
                         norm_reward=True, total_steps=100_000),
     "MountainCarContinuous-v0": dict(num_envs=16, num_steps=64, num_minibatches=4, update_epochs=5, learning_rate=1e-3,

@@ -13,14 +13,13 @@ with G_t+1 replaced by max_a Q(s_t+1, a) at the rollout's end and where an episo
 episode bootstraps from its true final observation, a terminated one from nothing). Epsilon-greedy
 exploration annealed linearly, as DQN's; Q-values of the targets come from the network of the rollout.
 
-    python algos/pqn.py --env CartPole-v1     # its row: 475 in ~1 s of training (median), the 200k steps ~20 s
-    python algos/pqn.py --env Acrobot-v1      # about -85 at 200k steps
+    python algos/pqn.py --env CartPole-v1     # its row in TASK_DEFAULTS
+    python algos/pqn.py --env Acrobot-v1      # the dataclass defaults
 
 The dataclass defaults (16 envs x 32 steps, 4 epochs x 4 minibatches, lambda 0.8, epsilon to 0.05 over half the
-run; what Acrobot-v1 gets) were chosen on CartPole-v1 and Acrobot-v1, seeds 1-3; CartPole-v1's row in TASK_DEFAULTS
-(32 envs, epsilon over 5%, lr 2.5e-3) came from a later sweep. Against the dataclass defaults, 64 envs (a quarter
-of the updates per env step) left Acrobot at -500 on 2 of 3 seeds, as did epsilon decaying over the first 20% only
-on seed 3.
+run; what Acrobot-v1 gets) were chosen on CartPole-v1 and Acrobot-v1; CartPole-v1's row in TASK_DEFAULTS (32 envs,
+epsilon over 5%, lr 2.5e-3) came from a later sweep (bench/README.md#defaults-the-evidence). Fewer envs per update
+matter here: each env step is one row of every update.
 """
 
 from __future__ import annotations
@@ -95,8 +94,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 # Per-task defaults over the ones above: the settings a held-out sweep chose for a task (bench/sweep.py: tuned on
 # seeds 101-103, reported on seeds 1-5; bench/results/sweeps/). `--env X --help` lists the task's defaults.
 TASK_DEFAULTS: dict[str, dict] = {
-    # exploration over the first 5% of the run, lr 2.5e-3, 32 envs (2 rounds, 14 points on seeds 101-115):
-    # held-out median 0.95 s of training to an eval of 475 vs 3.42 s with the defaults above (49k-53k steps)
+    # the settings a held-out sweep chose (bench/README.md#defaults-the-evidence)
     "CartPole-v1": dict(exploration_fraction=0.05, learning_rate=2.5e-3, num_envs=32),
 }
 
@@ -206,7 +204,7 @@ def main(args: Args) -> dict:
     width = obs_dim + q_net.mask_dim  # stored columns: the observation, the action mask
     # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
     # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device; fused on
-    # the CPU: one kernel for the step, not a loop of small ops (~60 us per update at 128x128, was ~200)
+    # the CPU: one kernel for the step, not a loop of small ops
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
     adam_kw = dict(capturable=True) if device.type == "cuda" else dict(fused=device.type == "cpu")
     optimizer = Adam(q_net.parameters(), lr=lr, **adam_kw)

@@ -112,14 +112,11 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 # Per-task defaults over the ones above: the settings a held-out sweep chose for a task (bench/sweep.py: tuned on
 # seeds 101-103, reported on seeds 1-5; bench/results/sweeps/). `--env X --help` lists the task's defaults.
 TASK_DEFAULTS: dict[str, dict] = {
-    # 64x64 nets, 8 envs, tau 0.02, learning rates 3e-3, utd 1 (utd 2 tied on the tuning seeds: 8.3 s vs 8.1 s):
-    # median 7.8 s of training to an eval of -200 on the held-out seeds (redq_Pendulum-v1_clock1.md; the above
-    # runs its 6k steps in 2-3 minutes; the whole 20k-step default run: 74 s, final eval -141 on seed 1)
+    # 64x64 nets, 8 envs, tau 0.02, learning rates 3e-3, utd 1 (bench/README.md#defaults-the-evidence)
     "Pendulum-v1": dict(hidden=(64, 64), num_envs=8, learning_starts=1_000, total_steps=20_000, tau=0.02, actor_lr=3e-3,
                         critic_lr=3e-3, utd=1),
-    # sac's MountainCarContinuous-v0 row (pink noise, fixed temperature 0.5) with utd 1, checked on this file: an eval
-    # >= 90 by 25k-35k steps on 5/5 held-out seeds, final 96.1-96.5 on 4/5 and 67 on seed 5 (a 50k run ~5-8 min on
-    # one thread; redq_MountainCarContinuous-v0_sacrow.md); the white noise above left sac and td3 in the valley
+    # sac's MountainCarContinuous-v0 row (pink noise, fixed temperature 0.5) with utd 1, checked on this
+    # file (bench/README.md#defaults-the-evidence)
     "MountainCarContinuous-v0": dict(hidden=(64, 64), noise_color=1.0, autotune=False, init_alpha=0.5, utd=1,
                                      total_steps=50_000),
 }

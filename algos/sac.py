@@ -103,12 +103,12 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 # Per-task defaults over the ones above: the settings a held-out sweep chose for a task (bench/sweep.py: tuned on
 # seeds 101-103, reported on seeds 1-5; bench/results/sweeps/). `--env X --help` lists the task's defaults.
 TASK_DEFAULTS: dict[str, dict] = {
-    # 64x64 nets, 8 envs, 4 updates per vector step, a faster target (tau 0.02) and larger learning rates: median
-    # 3.3 s of training to an eval of -200 (the above: 9.3 s; sac_Pendulum-v1_clock{1,2,3,4}.md)
+    # 64x64 nets, 8 envs, 4 updates per vector step, a faster target (tau 0.02) and larger learning
+    # rates (bench/README.md#defaults-the-evidence)
     "Pendulum-v1": dict(hidden=(64, 64), num_envs=8, gradient_steps=4, learning_starts=1_000, total_steps=20_000,
                         tau=0.02, actor_lr=3e-3, critic_lr=1e-2),
     # pink exploration noise and a fixed temperature 0.5 (a tuned one shrinks the policy's std before some seeds
-    # find the flag): an eval >= 90 by 25k-45k steps on 5/5 held-out seeds (sac_MountainCarContinuous-v0_round2.md)
+    # find the flag) (bench/README.md#defaults-the-evidence)
     "MountainCarContinuous-v0": dict(hidden=(64, 64), noise_color=1.0, autotune=False, init_alpha=0.5,
                                      total_steps=50_000),
 }

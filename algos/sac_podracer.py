@@ -121,12 +121,11 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 # Per-task defaults over the ones above: the settings a held-out sweep chose for a task (bench/sweep.py: tuned on
 # seeds 101-103, reported on seeds 1-5; bench/results/sweeps/). `--env X --help` lists the task's defaults.
 TASK_DEFAULTS: dict[str, dict] = {
-    # sac's Pendulum-v1 row, checked on this file: median 4.0 s of training to an eval of -200 on the held-out
-    # seeds (the above: 39.3 s; sac_podracer_Pendulum-v1_clock1.md)
+    # sac's Pendulum-v1 row, checked on this file (bench/README.md#defaults-the-evidence)
     "Pendulum-v1": dict(hidden=(64, 64), num_envs=8, gradient_steps=4, learning_starts=1_000, total_steps=20_000,
                         tau=0.02, actor_lr=3e-3, critic_lr=1e-2),
-    # sac's MountainCarContinuous-v0 row (pink noise, fixed temperature 0.5), checked on this file: an eval >= 90 by
-    # 25k-45k steps, final 96.0-96.5 on 5/5 held-out seeds (sac_podracer_MountainCarContinuous-v0_sacrow.md)
+    # sac's MountainCarContinuous-v0 row (pink noise, fixed temperature 0.5), checked on this
+    # file (bench/README.md#defaults-the-evidence)
     "MountainCarContinuous-v0": dict(hidden=(64, 64), noise_color=1.0, autotune=False, init_alpha=0.5,
                                      total_steps=50_000),
 }

@@ -103,12 +103,10 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 # Per-task defaults over the ones above: the settings a held-out sweep chose for a task (bench/sweep.py: tuned on
 # seeds 101-103, reported on seeds 1-5; bench/results/sweeps/). `--env X --help` lists the task's defaults.
 TASK_DEFAULTS: dict[str, dict] = {
-    # 64x64 nets, learning from 1k steps, a faster target (tau 0.05), learning rates 3e-3: median 2.2 s of training
-    # to an eval of -200 (the above: 11.7 s; td3_Pendulum-v1_clock{1,2}.md)
+    # the settings a held-out sweep chose (bench/README.md#defaults-the-evidence)
     "Pendulum-v1": dict(hidden=(64, 64), learning_starts=1_000, total_steps=20_000, tau=0.05, actor_lr=3e-3,
                         critic_lr=3e-3),
-    # pink exploration noise with std 0.5 and 64x64 nets: an eval >= 90 by 25k-30k steps on 5/5 held-out seeds; white
-    # noise (either std) never left the valley on any tuning seed (td3_MountainCarContinuous-v0_round1.md)
+    # pink exploration noise with std 0.5 and 64x64 nets (bench/README.md#defaults-the-evidence)
     "MountainCarContinuous-v0": dict(hidden=(64, 64), noise_color=1.0, exploration_noise=0.5, total_steps=50_000),
 }
 

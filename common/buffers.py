@@ -39,7 +39,7 @@ class ReplayBuffer:
         self.capacity = int(capacity)
         self.device = torch.device(device)
         # uninitialized: only the rows below `size` are ever read or saved, and a large buffer is not written in
-        # full up front (MADDPG's 1M rows of joint observations: ~0.4 GB, 0.65 s of zero-filling at start-up; the
+        # full up front (a million rows of joint observations would be zero-filled at start-up for nothing; the
         # pages are touched as transitions arrive)
         self.obs = torch.empty((capacity, *obs_shape), dtype=obs_dtype, device=self.device)
         self.next_obs = torch.empty((capacity, *obs_shape), dtype=obs_dtype, device=self.device)

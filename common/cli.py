@@ -52,7 +52,7 @@ class RunArgs:
     tensorboard: bool = True
     """also write the logged scalars as TensorBoard events in the run directory (`tensorboard --logdir runs`)"""
     plots: bool = True
-    """redraw `curves.png` at every evaluation and at the end (~0.2 s each); `--no-plots` for many short runs"""
+    """redraw `curves.png` at every evaluation and at the end; `--no-plots` for many short runs"""
     eval_every: int = 100_000
     """evaluate the deterministic policy every this many environment steps (0: only at the end)"""
     eval_episodes: int = 10

@@ -90,9 +90,8 @@ def compile_fn(fn, device, graphs: bool = True):
     backward and nothing else compiled: the optimizer step's graph started a new one and freed the gradients,
     and `ppo_vec --env Ant --compile` stopped at its first step ("accessing tensor output of CUDAGraphs that has
     been overwritten"). A graph of the optimizer step holds the gradients' addresses, which change from backward
-    to backward (`zero_grad(set_to_none=True)`): ppo_vec's failed its static-address check. Both on an H200,
-    2026-11-26. The steps without a graph ran on an H100 (2026-11-27): ppo_vec and sac's `--compile` tests
-    passed, and Ant x4096 ran at 114-116k env-steps/s once compiled against eager's 103-108k."""
+    to backward (`zero_grad(set_to_none=True)`): ppo_vec's failed its static-address check. (What ran where and
+    how fast: bench/results/gpu/lease.md.)"""
     if torch.device(device).type != "cuda" or not graphs:
         return torch.compile(fn)
     return torch.compile(fn, options={"triton.cudagraphs": True, "triton.cudagraph_trees": False})

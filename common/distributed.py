@@ -85,7 +85,7 @@ def init(device: torch.device) -> tuple[Context, torch.device]:
         # ten functions at import time, so imported after init_process_group it holds the process group past
         # destroy_process_group, and gloo's worker threads then outlive the interpreter; one freeing a
         # finished collective's tensors at exit needs the GIL of an interpreter that is shutting down, and the
-        # process aborts (SIGABRT, "terminate called without an active exception"; ~4% of 2-process runs).
+        # process aborts (SIGABRT, "terminate called without an active exception"; now and then).
         importlib.import_module("torch._dynamo")
 
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")

@@ -19,7 +19,7 @@ tensors was rebound, none of its Python numbers changed and no torch op read a v
 host tensor (`check`); from its third on CUDA it records `fn` once
 and replays it. A check that fails leaves the loop eager, with one warning naming the cause; a capture that raises
 stops the run with one line naming the cause and the flag that runs it eagerly (a failed capture can leave CUDA's
-state broken: an H200 run's eager retry then failed in its random-number generator). On a CPU (or with
+state broken: an eager retry after one failed in its random-number generator). On a CPU (or with
 `enabled=False`) every call is eager: nothing else changes, bit for bit.
 
 MuJoCo Warp's own graphs join the capture (`envs/mujoco_locomotion.py`: Warp records into torch's capture as an

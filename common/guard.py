@@ -52,7 +52,7 @@ class NumericGuard:
         if not floats:
             return
         if self.device.type == "cpu":  # a NaN/Inf makes the sum non-finite (a finite overflow is re-checked)
-            # several tensors: one sum over their concatenation (one kernel: a sum each cost 3x as much for small nets)
+            # several tensors: one sum over their concatenation (one kernel, not one per tensor)
             total = floats[0].sum() if len(floats) == 1 else torch.cat([t.flatten() for t in floats]).sum()
             if not math.isfinite(total.item()) and not all(bool(torch.isfinite(t).all()) for t in floats):
                 self._raise(code, None)

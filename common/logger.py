@@ -128,8 +128,8 @@ class Logger:
                 raise MissingPackage("--track needs wandb: pip install wandb") from None
             self.wandb = wandb.init(project=wandb_project, name=self.run_dir.name, dir=str(self.run_dir),
                                     config=_jsonable(args), resume="allow", id=self.run_dir.name.replace("/", "_"))
-        # the clock starts once the writers are set up: importing TensorBoard and opening its event file (~0.1 s),
-        # or starting wandb, is set-up, not training (a CartPole PPO run trains to 475 in under a second)
+        # the clock starts once the writers are set up: importing TensorBoard and opening its event file, or
+        # starting wandb, is set-up, not training (a short CartPole run would count it as much as its training)
         self.t0 = time.perf_counter() - elapsed
         self._last = (time.perf_counter(), None)
 
@@ -263,8 +263,8 @@ def plot_curves(rows: list[dict], path: Path, title: str = "") -> None:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="best")
     fig.suptitle(title)
-    # fixed margins for this one layout: `tight_layout` measures every label's extent on each call (~10% of a
-    # plot's ~0.2 s here; the rest is matplotlib's drawing, which `--no-plots` skips)
+    # fixed margins for this one layout: `tight_layout` measures every label's extent on each call (the rest is
+    # matplotlib's drawing, which `--no-plots` skips)
     fig.subplots_adjust(left=0.08, right=0.985, bottom=0.13, top=0.88, wspace=0.22)
     tmp = Path(path).with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=90)

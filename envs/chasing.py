@@ -32,15 +32,15 @@ Design choices:
   top speed is 1 / (1 - 0.75) = 4, i.e. 0.04 per step, so it needs about 175 steps to close the 7
   units between the start and the capture radius; `pursuit_policy` captures in 179 steps on
   average (at most ~191 over 1000 episodes) against the isotropic target, in 200 (at most ~280)
-  against the drifting one, which a 256-step limit would cut. 512 leaves a learner ~2.5x the
+  against the drifting one, which a 256-step limit would cut. 512 leaves a learner a few times the
   scripted time to capture, while an episode that never captures costs half the steps of the
   tutorial's 1024.
 * Return scale: the distance terms telescope to `init_distance - final distance`, so a capture
   is worth about 7 + 8 (bonus) minus the action cost. The action cost per unit of distance
   travelled at constant throttle is 0.02 / 0.04 = 0.5 whatever the throttle, so about 3.5 for a
   direct chase: `pursuit_policy` scores about 11.45, a zero action about 0.0, a uniformly random
-  action about -7.6 (it wanders and pays ~0.015 per step). ppo_vec learns it to ~11.3 in 200k steps
-  (settings: `CHASING_PPO` in tests/test_chasing.py).
+  action about -7.6 (it wanders and pays ~0.015 per step). tests/test_chasing.py holds what ppo_vec learns
+  (`CHASING_PPO`).
 
 `pursuit_policy(obs)` is a scripted baseline: full throttle towards the target with the
 agent's own velocity damped towards the direct line (a velocity controller), for benchmarks to

@@ -109,7 +109,7 @@ class _BatchBackend:
     integrator's last intermediate state X3): the step is split as (frame_skip - 1) + 1 substeps
     to keep the solver warm start of the last one, X3 is recovered from the derived fields the step
     leaves behind (`envs.mujoco_stage`), one `mj_forward` runs there (the model's extra sensor makes
-    it compute `cfrc_ext`), and the new state is put back. Cost: about 10% of a step.
+    it compute `cfrc_ext`), and the new state is put back, at a fraction of a step's cost.
     """
 
     name = "batch"

@@ -275,3 +275,34 @@ if __name__ == "__main__":
     print("\n### Feature matrix\n")
     print(feature_table())
     print("\n" + "\n".join(f"- {c}: {d}" for c, (d, _) in FEATURES.items()))
+
+
+# a measurement in prose: a speed-up ("1.7x"), a time of a run ("3.3 s of training", "~60 us per update"), a rate
+# ("250,715 env-steps/s"), a machine ("H200"); numbers that define a task or a rule ("5 x 5 grid", "lr / 1.5") pass
+MEASUREMENT = re.compile(r"(?<![(\w.])\d+(\.\d+)?x\b(?! ?\d)|\d[\d,.]* ?(ms|us|µs|s|seconds|minutes) (of training|a run|"
+                         r"each|per|a call)\b|\d[\d,]* env-steps/s|\bH[12]00\b")
+
+
+def _prose(path: Path):
+    """(line number, text) of every comment and docstring line of a Python file."""
+    import io
+    import tokenize
+
+    src = path.read_text()
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type == tokenize.COMMENT:
+            yield tok.start[0], tok.string
+    lines = src.splitlines()
+    for node in ast.walk(ast.parse(src)):
+        body = getattr(node, "body", None)
+        for stmt in body if isinstance(body, list) else []:
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
+                yield from ((i, lines[i - 1]) for i in range(stmt.lineno, stmt.end_lineno + 1))
+
+
+def test_measurements_live_in_bench_not_in_the_code():
+    """Issue 56: comments and docstrings of algos/, common/ and envs/ say why, not how much; measured numbers rot
+    there, so they live in bench/ (a comment may point to bench/README.md#defaults-the-evidence)."""
+    found = [f"{p.relative_to(ROOT)}:{i}: {text.strip()}" for d in ("algos", "common", "envs")
+             for p in sorted((ROOT / d).rglob("*.py")) for i, text in _prose(p) if MEASUREMENT.search(text)]
+    assert not found, "measurements in the code (move them to bench/README.md):\n" + "\n".join(found)
