@@ -37,7 +37,6 @@ from common.evaluate import PolicyFn, evaluate, load_run
 from common.graphs import Captured
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
-from common.optim import Adam, clip_grad_norm_
 from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces, mask_columns
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -254,7 +253,7 @@ def main(args: Args) -> dict:
     # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
     # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
-    optimizer = Adam(agent.parameters(), lr=lr, eps=1e-5, capturable=device.type == "cuda")
+    optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, capturable=device.type == "cuda")
     raw_space = env.unwrapped.single_action_space  # the env's own bounds, before RescaleAction
     to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
 
@@ -267,7 +266,7 @@ def main(args: Args) -> dict:
     rewards_buf, dones_buf, trunc_buf, values_buf = torch.zeros((4, T, N), device=device)
 
     def opt_step():  # gradient clipping and the Adam step
-        clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+        nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
 
     act_fn, loss_fn, gae_fn, step_fn = agent.act, a2c_loss, compute_gae, opt_step

@@ -43,7 +43,6 @@ from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.noise import ColoredNoise
-from common.optim import Adam, clip_grad_norm_
 from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -241,8 +240,8 @@ def main(args: Args) -> dict:
     critic_t.load_state_dict(critic.state_dict())
     capturable = args.compile and device.type == "cuda"  # Adam's step counter on the device (CUDA graphs)
     adam_kw = dict(capturable=True) if capturable else dict(fused=device.type == "cpu")  # CPU: one fused kernel, not a loop of small ops
-    actor_opt = Adam(actor.parameters(), lr=args.actor_lr, **adam_kw)
-    critic_opt = Adam(critic.parameters(), lr=args.critic_lr, **adam_kw)
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, **adam_kw)
+    critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr, **adam_kw)
     to_env = ActionScaler(env.unwrapped.single_action_space, device)
     if args.per:
         rb = PrioritizedReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device, alpha=args.per_alpha)
@@ -261,7 +260,7 @@ def main(args: Args) -> dict:
     store = TrajectoryStore(N, args.h_term_horizon, (obs_dim,), (act_dim,), torch.float32, args.h_term_max_episodes, device)
     # its own Adam: log-probabilities of old actions can have large gradients that would distort
     # the actor optimizer's moment estimates
-    h_opt = Adam(actor.parameters(), lr=args.actor_lr, **adam_kw)
+    h_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, **adam_kw)
     h_time = loop_time = 0.0
     num_iterations = args.total_steps // N
     start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
@@ -358,7 +357,7 @@ def main(args: Args) -> dict:
                 guard.watch("H-term loss", h_loss)
                 h_opt.zero_grad(set_to_none=True)
                 h_loss.backward()
-                clip_grad_norm_(actor.parameters(), args.h_term_max_grad_norm)
+                nn.utils.clip_grad_norm_(actor.parameters(), args.h_term_max_grad_norm)
                 h_opt.step()
                 guard.watch_params("parameters", actor)
                 guard.check(global_step)

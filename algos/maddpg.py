@@ -58,7 +58,6 @@ from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.ma_vec_env import MAEpisodeStatistics
 from common.noise import ColoredNoise
-from common.optim import Adam
 from common.wrappers import ActionScaler
 
 ALGO = "maddpg"
@@ -211,8 +210,8 @@ def main(args: Args) -> dict:
     critics_t = Critics(A, state_dim, act_dim, args.hidden).to(device)
     actors_t.load_state_dict(actors.state_dict())
     critics_t.load_state_dict(critics.state_dict())
-    actor_opt = Adam(actors.parameters(), lr=args.actor_lr)
-    critic_opt = Adam(critics.parameters(), lr=args.critic_lr)
+    actor_opt = torch.optim.Adam(actors.parameters(), lr=args.actor_lr)
+    critic_opt = torch.optim.Adam(critics.parameters(), lr=args.critic_lr)
     to_env = ActionScaler(env.single_action_space, device)
     # common.buffers.ReplayBuffer with a row = (all agents' observations, global state) and one reward per agent
     rb = ReplayBuffer(args.buffer_size, (A * obs_dim + state_dim,), (A, act_dim), torch.float32, device,

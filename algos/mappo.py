@@ -56,7 +56,6 @@ from common.evaluate import ma_evaluate
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.ma_vec_env import MAEpisodeStatistics
-from common.optim import Adam, clip_grad_norm_
 from common.wrappers import RunningMeanStd
 
 ALGO = "mappo"
@@ -293,7 +292,7 @@ def main(args: Args) -> dict:
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, state_dim, A, n_actions = int(obs_space.shape[0]), int(env.state_dim), int(env.n_agents), int(act_space.n)
     agent = Agent(obs_dim, state_dim, A, n_actions, args.hidden, args.share_actor).to(device)
-    optimizer = Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     value_norm = ValueNorm(args.value_norm, device)
 
     batch_size = args.num_envs * args.num_steps  # world steps per rollout
@@ -395,7 +394,7 @@ def main(args: Args) -> dict:
                     guard.watch("PPO loss", loss)
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
-                    clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                     optimizer.step()
                     guard.watch_params("parameters", agent)
                     guard.check(global_step)

@@ -45,7 +45,7 @@ from common.evaluate import PolicyFn, evaluate, load_run
 from common.graphs import Captured
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
-from common.optim import Adam, adapt_lr, clip_grad_norm_
+from common.optim import adapt_lr
 from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces, mask_columns
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -292,7 +292,7 @@ def main(args: Args) -> dict:
     # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
     adam_kw = dict(capturable=True) if device.type == "cuda" else dict(fused=device.type == "cpu")  # CPU: one fused kernel
-    optimizer = Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_kw)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_kw)
     raw_space = env.unwrapped.single_action_space  # the env's own bounds, before RescaleAction
     to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
 
@@ -306,7 +306,7 @@ def main(args: Args) -> dict:
     logp_buf, rewards_buf, dones_buf, trunc_buf, values_buf = torch.zeros((5, T, N), device=device)
 
     def opt_step():  # gradient clipping and the Adam step
-        clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+        nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
 
     act_fn, loss_fn, gae_fn, step_fn = agent.act, ppo_loss, compute_gae, opt_step

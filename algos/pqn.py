@@ -43,7 +43,6 @@ from common.errors import UserError
 from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
-from common.optim import Adam, clip_grad_norm_
 from common.vec_env import check_single_agent, concat_groups, mask_columns
 from common.wrappers import EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -207,7 +206,7 @@ def main(args: Args) -> dict:
     # the CPU: one kernel for the step, not a loop of small ops
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
     adam_kw = dict(capturable=True) if device.type == "cuda" else dict(fused=device.type == "cpu")
-    optimizer = Adam(q_net.parameters(), lr=lr, **adam_kw)
+    optimizer = torch.optim.Adam(q_net.parameters(), lr=lr, **adam_kw)
     T, N = args.num_steps, args.num_envs
     batch_size, minibatch_size = T * N, T * N // args.num_minibatches
     obs_buf, next_obs_buf = torch.zeros((2, T, N, width), device=device)  # rollout storage on the device
@@ -215,7 +214,7 @@ def main(args: Args) -> dict:
     rewards_buf, term_buf, dones_buf = torch.zeros((3, T, N), device=device)
 
     def opt_step():  # gradient clipping and the Adam step
-        clip_grad_norm_(q_net.parameters(), args.max_grad_norm)
+        nn.utils.clip_grad_norm_(q_net.parameters(), args.max_grad_norm)
         optimizer.step()
 
     loss_fn, q_fn, step_fn = td_loss, q_net, opt_step

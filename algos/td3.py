@@ -41,7 +41,6 @@ from common.evaluate import PolicyFn, evaluate, load_run
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.noise import ColoredNoise
-from common.optim import Adam
 from common.vec_env import check_single_agent
 from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
 
@@ -213,8 +212,8 @@ def main(args: Args) -> dict:
     critic_t.load_state_dict(critic.state_dict())
     capturable = args.compile and device.type == "cuda"  # Adam's step counter on the device (CUDA graphs)
     adam_kw = dict(capturable=True) if capturable else dict(fused=device.type == "cpu")  # CPU: one fused kernel, not a loop of small ops
-    actor_opt = Adam(actor.parameters(), lr=args.actor_lr, **adam_kw)
-    critic_opt = Adam(critic.parameters(), lr=args.critic_lr, **adam_kw)
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, **adam_kw)
+    critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr, **adam_kw)
     to_env = ActionScaler(env.unwrapped.single_action_space, device)
     if args.per:
         rb = PrioritizedReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device, alpha=args.per_alpha)

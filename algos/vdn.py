@@ -55,7 +55,6 @@ from common.evaluate import ma_evaluate
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.ma_vec_env import MAEpisodeStatistics
-from common.optim import Adam, clip_grad_norm_
 from common.wrappers import RunningMeanStd
 
 ALGO = "vdn"
@@ -261,7 +260,7 @@ def main(args: Args) -> dict:
     model = QLearner(obs_dim, A, n_actions, state_dim, args).to(device)
     target = QLearner(obs_dim, A, n_actions, state_dim, args).to(device)
     target.load_state_dict(model.state_dict())
-    optimizer = Adam(model.parameters(), lr=args.learning_rate)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate)
     rb = TeamReplayBuffer(args.buffer_size, A, obs_dim, state_dim, n_actions, device)
     reward_rms = RunningMeanStd((), device)
     loss_fn = compile_fn(td_loss, device) if args.compile else td_loss
@@ -341,7 +340,7 @@ def main(args: Args) -> dict:
                     guard.watch("TD loss", loss)
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
-                    clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                    nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
                     optimizer.step()
                     updates += 1
                     if updates % args.target_every == 0:

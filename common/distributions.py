@@ -4,13 +4,10 @@ the logits), with the actions an action mask forbids given probability zero (Hua
 arXiv:2006.14171: the masked logits are what the policy gradient flows through, so a forbidden action
 takes no probability mass and no share of the entropy); and the Gaussian of the continuous-action ones.
 
-`Categorical` and `Normal` compute what `torch.distributions` computes, the same ops in the same order, without
-its Python bookkeeping: a small PPO update is bound by per-op overhead on a CPU, where that bookkeeping cost as
-much as the kernels (tests/test_action_masks.py checks both against torch to the last bit, gradients included)."""
+`Categorical` and `Normal` are torch's (`torch.distributions`), without argument validation: its checks read
+tensors, a host sync on an accelerator each time a distribution is built."""
 
 from __future__ import annotations
-
-import math
 
 import gymnasium as gym
 import torch
@@ -30,64 +27,25 @@ def action_nvec(space: gym.Space) -> tuple[int, ...] | None:
     return None
 
 
-class Categorical:
-    """`torch.distributions.Categorical(logits=...)`'s arithmetic, op for op (the same numbers bit for bit), without
-    its Python machinery (shape bookkeeping, argument checks, the broadcast in `log_prob`): a PPO iteration builds
-    one per minibatch and per rollout step, and on a CPU that machinery cost as much as the small kernels."""
-
-    __slots__ = ("logits", "_probs")
+class Categorical(torch.distributions.Categorical):
+    """`torch.distributions.Categorical(logits=...)` without validation. On an accelerator NaN probabilities (from a
+    NaN observation) are drawn from as uniform: CUDA's multinomial would stop on a device-side assert, which kills
+    the process's CUDA context before NumericGuard names the NaN at its next check (finite probabilities: torch's
+    draws). On CPU multinomial raises at once."""
 
     def __init__(self, logits: torch.Tensor):
-        self.logits = logits - logits.logsumexp(dim=-1, keepdim=True)  # normalized log-probabilities
-        self._probs = None
+        super().__init__(logits=logits, validate_args=False)
 
-    @property
-    def probs(self) -> torch.Tensor:
-        if self._probs is None:
-            self._probs = F.softmax(self.logits, dim=-1)
-        return self._probs
-
-    def sample(self) -> torch.Tensor:
-        """torch's draws; on an accelerator NaN probabilities (from a NaN observation) are drawn from as uniform:
-        CUDA's multinomial would stop on a device-side assert, which kills the process's CUDA context before
-        NumericGuard names the NaN at its next check (finite probabilities: the same draws). On CPU multinomial
-        raises at once."""
-        p = self.probs if self.probs.device.type == "cpu" else torch.nan_to_num(self.probs, nan=1.0, posinf=1.0)
-        return torch.multinomial(p.reshape(-1, self.logits.shape[-1]), 1, True).T.reshape(self.logits.shape[:-1])
-
-    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        value = value.long().unsqueeze(-1)
-        logits = self.logits
-        if value.shape[:-1] != logits.shape[:-1]:  # torch's broadcast of actions against the batch
-            value, logits = torch.broadcast_tensors(value, logits)
-            value = value[..., :1]
-        return logits.gather(-1, value).squeeze(-1)
-
-    def entropy(self) -> torch.Tensor:
-        p_log_p = torch.clamp(self.logits, min=torch.finfo(self.logits.dtype).min) * self.probs
-        return -p_log_p.sum(-1)
+    def sample(self, sample_shape=torch.Size()) -> torch.Tensor:
+        if self.probs.device.type == "cpu" or sample_shape != torch.Size():
+            return super().sample(sample_shape)
+        p = torch.nan_to_num(self.probs, nan=1.0, posinf=1.0)
+        return torch.multinomial(p.reshape(-1, self._num_events), 1, True).T.reshape(self.batch_shape)
 
 
-class Normal:
-    """`torch.distributions.Normal(loc, scale)`'s arithmetic for the Gaussian PPO files, op for op (bit for bit),
-    without its broadcasting of `loc` against `scale` (give `scale` in `loc`'s shape: the files expand their
-    log-std) and its argument checks."""
-
-    __slots__ = ("loc", "scale")
-
-    def __init__(self, loc: torch.Tensor, scale: torch.Tensor):
-        self.loc, self.scale = loc, scale
-
-    def rsample(self) -> torch.Tensor:
-        eps = torch.empty(self.loc.shape, dtype=self.loc.dtype, device=self.loc.device).normal_()
-        return self.loc + eps * self.scale
-
-    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        var = self.scale**2
-        return -((value - self.loc) ** 2) / (2 * var) - self.scale.log() - math.log(math.sqrt(2 * math.pi))
-
-    def entropy(self) -> torch.Tensor:
-        return 0.5 + 0.5 * math.log(2 * math.pi) + torch.log(self.scale)
+def Normal(loc: torch.Tensor, scale: torch.Tensor) -> torch.distributions.Normal:
+    """`torch.distributions.Normal(loc, scale)` without validation (a host sync on an accelerator)."""
+    return torch.distributions.Normal(loc, scale, validate_args=False)
 
 
 class Categoricals:

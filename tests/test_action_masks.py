@@ -33,57 +33,6 @@ def _small(name: str) -> dict:
 
 
 # ---- the distribution ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("shape", [(5,), (64, 2), (4, 16, 3)])
-def test_the_lean_categorical_is_torchs_bit_for_bit(shape):
-    """common.distributions.Categorical stands in for torch.distributions.Categorical(logits=...): the same
-    normalized logits, probabilities, draws from the same generator state, log-probabilities (of its own draws
-    and of actions given with extra leading dimensions, which torch broadcasts) and entropies, to the last bit."""
-    from common.distributions import Categorical
-
-    torch.manual_seed(1)
-    logits = torch.randn(*shape) * 4
-    logits[..., 0] = torch.finfo(torch.float32).min  # a masked action, as Categoricals masks them
-    ours, theirs = Categorical(logits), torch.distributions.Categorical(logits=logits, validate_args=False)
-    assert torch.equal(ours.logits, theirs.logits) and torch.equal(ours.probs, theirs.probs)
-    torch.manual_seed(2)
-    a = ours.sample()
-    torch.manual_seed(2)
-    assert torch.equal(a, theirs.sample()) and a.shape == shape[:-1]
-    wide = torch.randint(0, shape[-1], (3, *shape[:-1]))  # actions with a leading sample dimension
-    for acts in (a, wide):
-        assert torch.equal(ours.log_prob(acts), theirs.log_prob(acts))
-    assert torch.equal(ours.entropy(), theirs.entropy())
-    grads = []  # and the same gradients through both
-    for make in (Categorical, lambda x: torch.distributions.Categorical(logits=x, validate_args=False)):
-        x = logits.clone().requires_grad_()
-        d = make(x)
-        (d.log_prob(a).sum() + 0.1 * d.entropy().sum()).backward()
-        grads.append(x.grad)
-    assert torch.equal(*grads)
-
-
-@pytest.mark.parametrize("shape", [(3,), (64, 1), (8, 16, 6)])
-def test_the_lean_normal_is_torchs_bit_for_bit(shape):
-    """common.distributions.Normal stands in for torch.distributions.Normal with `scale` in `loc`'s shape (the PPO
-    files' expanded log-std): the same reparameterized draws from the same generator state, log-probabilities and
-    entropies to the last bit, and the same gradients into the mean and the log-std through all three."""
-    from common.distributions import Normal
-
-    torch.manual_seed(3)
-    loc0, log_std0 = torch.randn(*shape) * 2, torch.randn(shape[-1]) - 0.5
-    outs = []
-    for make in (Normal, lambda m, s: torch.distributions.Normal(m, s, validate_args=False)):
-        loc, log_std = loc0.clone().requires_grad_(), log_std0.clone().requires_grad_()
-        d = make(loc, log_std.exp().expand_as(loc))
-        torch.manual_seed(4)
-        a = d.rsample()
-        logp, ent = d.log_prob(a.detach() + 0.1), d.entropy()
-        (a.sum() + logp.sum() + 0.01 * ent.sum()).backward()
-        outs.append((a, logp, ent, loc.grad, log_std.grad))
-    for ours, theirs in zip(*outs):
-        assert ours.shape == theirs.shape and torch.equal(ours, theirs)
-
-
 def test_masked_categorical_never_samples_a_forbidden_action():
     torch.manual_seed(0)
     logits = torch.randn(1000, 5) * 3

@@ -26,7 +26,6 @@ from pathlib import Path
 import pytest
 import torch
 
-import common.optim
 import envs
 from conftest import (MADDPG_TINY, MAPPO_TINY, ROOT, SMALL_PPO_HOPPER, SMALL_PPO_PENDULUM_NORMALIZED, SMALL_RUNS,
                       SMALL_SAC_HOPPER, VD_TINY, assert_same, assert_user_error)
@@ -92,8 +91,8 @@ def _poison_env(monkeypatch, what: str, at_call: int, num_envs: int) -> None:
 
 def _poison_params(monkeypatch, after_env_calls: int, num_envs: int) -> None:
     """The first optimizer step (over every Adam) after the training env's `after_env_calls`-th step leaves a NaN
-    in its first parameter. The files' Adam is `common.optim.Adam` (torch's, with a lean CPU step)."""
-    step, env_calls, done = common.optim.Adam.step, [0], [False]
+    in its first parameter. The files' Adam is `torch.optim.Adam`."""
+    step, env_calls, done = torch.optim.Adam.step, [0], [False]
 
     def counting(env_step):
         def counted(actions):
@@ -110,7 +109,7 @@ def _poison_params(monkeypatch, after_env_calls: int, num_envs: int) -> None:
         return out
 
     _wrap_training_env(monkeypatch, num_envs, counting)
-    monkeypatch.setattr(common.optim.Adam, "step", bad_step)
+    monkeypatch.setattr(torch.optim.Adam, "step", bad_step)
 
 
 def _all_finite(obj) -> bool:
