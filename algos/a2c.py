@@ -29,7 +29,7 @@ import torch.nn as nn
 
 import envs
 from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
-from common.cli import RunArgs, cli
+from common.cli import Clip, Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.distributions import Categoricals, Normal, action_nvec
 from common.errors import UserError
@@ -46,9 +46,9 @@ ALGO = "a2c"
 @dataclass
 class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
     num_envs: int = 8
-    total_steps: int = 300_000
-    eval_every: int = 50_000
-    save_every: int = 100_000
+    total_steps: Count = 300_000
+    eval_every: Count0 = 50_000
+    save_every: Count0 = 100_000
     compile: bool = False
     """torch.compile the policy step, GAE, the A2C loss (forward and backward) and the
     optimizer step, learning-rate annealing included (on CUDA: CUDA graphs, the optimizer step's excepted)"""
@@ -57,25 +57,25 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     not with --compile, and eager wherever the env does not allow it (a warning says why)"""
 
     # A2C
-    num_steps: int = 5
+    num_steps: Count = 5
     """rollout horizon per sub-env per iteration"""
-    learning_rate: float = 7e-4
+    learning_rate: Rate = 7e-4
     """Adam learning rate"""
     anneal_lr: bool = True
     """anneal the learning rate linearly to 0"""
-    gamma: float = 0.99
+    gamma: Unit = 0.99
     """discount factor"""
-    gae_lambda: float = 1.0
+    gae_lambda: Unit = 1.0
     """GAE lambda"""
     norm_adv: bool = False
     """normalize advantages over the batch"""
-    ent_coef: float = 0.0
+    ent_coef: NonNeg = 0.0
     """entropy bonus coefficient"""
-    vf_coef: float = 0.5
+    vf_coef: NonNeg = 0.5
     """value loss coefficient"""
-    max_grad_norm: float = 0.5
+    max_grad_norm: Clip = 0.5
     """global gradient-norm clip"""
-    hidden: tuple[int, ...] = (64, 64)
+    hidden: Layers = (64, 64)
     """hidden layer sizes of actor and critic"""
     norm_obs: bool = False
     """normalize observations with running statistics (saved in the checkpoint)"""

@@ -28,7 +28,7 @@ import torch.nn as nn
 import envs
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
-from common.cli import RunArgs, cli
+from common.cli import Clip, Count, Count0, Layers, Rate, RunArgs, Unit, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.errors import UserError
 from common.evaluate import PolicyFn, evaluate, load_run
@@ -45,37 +45,37 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     env: str = "CartPole-v1"
     """environment id with a Discrete action space (torch-native or any gymnasium id)"""
     num_envs: int = 10
-    total_steps: int = 100_000
-    eval_every: int = 10_000
-    save_every: int = 50_000
+    total_steps: Count = 100_000
+    eval_every: Count0 = 10_000
+    save_every: Count0 = 50_000
     compile: bool = False
     """torch.compile the TD loss (forward and backward), the optimizer step
     (learning-rate annealing included) and the greedy policy step (on CUDA: CUDA graphs, the optimizer step's excepted)"""
 
     # DQN
-    buffer_size: int = 10_000
+    buffer_size: Count = 10_000
     """replay buffer capacity (transitions)"""
-    learning_rate: float = 1e-3
+    learning_rate: Rate = 1e-3
     """Adam learning rate"""
     anneal_lr: bool = False
     """anneal the learning rate linearly to 0 over the run"""
-    batch_size: int = 128
+    batch_size: Count = 128
     """minibatch size of each TD update"""
-    gamma: float = 0.99
+    gamma: Unit = 0.99
     """discount factor"""
-    tau: float = 1.0
+    tau: Unit = 1.0
     """target network Polyak rate (1.0: hard copy)"""
-    target_every: int = 50
+    target_every: Count = 50
     """update the target network every this many gradient steps"""
-    start_e: float = 1.0
+    start_e: Unit = 1.0
     """initial exploration epsilon"""
-    end_e: float = 0.05
+    end_e: Unit = 0.05
     """final exploration epsilon"""
-    exploration_fraction: float = 0.1
+    exploration_fraction: Unit = 0.1
     """fraction of total_steps over which epsilon decays linearly"""
-    learning_starts: int = 1_000
+    learning_starts: Count0 = 1_000
     """environment steps of random play before learning"""
-    gradient_steps: int = 8
+    gradient_steps: Count = 8
     """gradient updates after each vectorized step (replay ratio = gradient_steps * batch / num_envs); these
     defaults won a held-out sweep on CartPole-v1 (bench/README.md, "dqn")"""
     action_gap: float = 0.0
@@ -83,17 +83,17 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     target subtracts alpha * (max_b Q_target(s, b) - Q_target(s, a)) to widen the gap between the greedy action
     and the others, so that a solved task stays solved more often (bench/README.md, "advantage learning");
     0 is the paper's Q-learning"""
-    max_grad_norm: float = 10.0
+    max_grad_norm: Clip = 10.0
     """global gradient-norm clip"""
-    hidden: tuple[int, ...] = (128, 128)
+    hidden: Layers = (128, 128)
     """hidden layer sizes of the Q-network"""
     norm_obs: bool = False
     """normalize observations with running statistics (saved in the checkpoint)"""
     per: bool = False
     """proportional prioritized experience replay"""
-    per_alpha: float = 0.6
+    per_alpha: Unit = 0.6
     """PER priority exponent"""
-    per_beta: float = 0.4
+    per_beta: Unit = 0.4
     """PER initial importance-sampling exponent (annealed to 1)"""
 
 

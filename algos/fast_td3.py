@@ -34,7 +34,7 @@ import torch.nn as nn
 import envs
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
-from common.cli import RunArgs, cli
+from common.cli import Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.ensemble import EnsembleMLP
 from common.errors import UserError
@@ -53,25 +53,25 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     env: str = "Pendulum-v1"
     """environment id with a Box action space (torch-native or any gymnasium id)"""
     num_envs: int = 32
-    total_steps: int = 1_000_000
-    eval_every: int = 50_000
-    save_every: int = 200_000
+    total_steps: Count = 1_000_000
+    eval_every: Count0 = 50_000
+    save_every: Count0 = 200_000
     compile: bool = False
     """torch.compile the critic and actor losses (forward and backward) and the policy step (on CUDA: CUDA graphs,
     the optimizer steps' excepted)"""
 
     # FastTD3
-    buffer_size: int = 1_000_000
+    buffer_size: Count = 1_000_000
     """replay buffer capacity (transitions)"""
-    batch_size: int = 1024
+    batch_size: Count = 1024
     """minibatch size of each update"""
-    actor_lr: float = 3e-4
+    actor_lr: Rate = 3e-4
     """Adam learning rate of the actor"""
-    critic_lr: float = 3e-4
+    critic_lr: Rate = 3e-4
     """Adam learning rate of the critic"""
-    gamma: float = 0.99
+    gamma: Unit = 0.99
     """discount factor"""
-    tau: float = 0.005
+    tau: Unit = 0.005
     """target networks' Polyak rate"""
     noise_min: float = 0.001
     """smallest per-sub-env std of the Gaussian exploration noise (actions in [-1, 1])"""
@@ -80,28 +80,28 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     noise_color: float = 0.0
     """exploration noise color beta (common/noise.py): 0 white (i.i.d. each step), 1 pink, 2 red; correlated
     noise wanders further, which tasks with a distant reward need (MountainCarContinuous)"""
-    n_step: int = 3
+    n_step: Count = 3
     """rewards summed per stored transition (n-step return)"""
-    policy_delay: int = 2
+    policy_delay: Count = 2
     """critic updates per actor (and target) update"""
-    target_noise: float = 0.2
+    target_noise: NonNeg = 0.2
     """std of the target policy smoothing noise"""
-    noise_clip: float = 0.5
+    noise_clip: NonNeg = 0.5
     """clip of the target policy smoothing noise"""
-    learning_starts: int = 10_000
+    learning_starts: Count0 = 10_000
     """environment steps of uniformly random actions before learning"""
-    gradient_steps: int = 4
+    gradient_steps: Count = 4
     """updates after each vectorized step (update-to-data ratio = gradient_steps / num_envs)"""
-    hidden: tuple[int, ...] = (256, 256)
+    hidden: Layers = (256, 256)
     """hidden layer sizes of actor and critic"""
     norm_obs: bool = True
     """normalize observations with running statistics (saved in the checkpoint); the buffer keeps raw
     observations and each sampled batch is normalized with the current statistics"""
     per: bool = False
     """proportional prioritized experience replay"""
-    per_alpha: float = 0.6
+    per_alpha: Unit = 0.6
     """PER priority exponent"""
-    per_beta: float = 0.4
+    per_beta: Unit = 0.4
     """PER initial importance-sampling exponent (annealed to 1)"""
 
 

@@ -49,7 +49,7 @@ import torch.nn as nn
 import envs
 from common.buffers import ReplayBuffer
 from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
-from common.cli import RunArgs, cli
+from common.cli import Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.ensemble import EnsembleMLP
 from common.errors import UserError
@@ -69,37 +69,37 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     """multi-agent environment id (made with continuous actions)"""
     num_envs: int = 16
     """number of parallel worlds"""
-    total_steps: int = 200_000
+    total_steps: Count = 200_000
     """total environment steps (vectorized steps x worlds; one step moves every agent of a world)"""
-    eval_every: int = 50_000
-    eval_episodes: int = 32
-    save_every: int = 100_000
+    eval_every: Count0 = 50_000
+    eval_episodes: Count = 32
+    save_every: Count0 = 100_000
     compile: bool = False
     """torch.compile the critic and actor updates"""
 
     # MADDPG
-    buffer_size: int = 1_000_000
+    buffer_size: Count = 1_000_000
     """replay buffer capacity (joint transitions: one per world and step)"""
-    batch_size: int = 1024
+    batch_size: Count = 1024
     """minibatch size of each update"""
-    actor_lr: float = 1e-3
+    actor_lr: Rate = 1e-3
     """Adam learning rate of the actors"""
-    critic_lr: float = 1e-3
+    critic_lr: Rate = 1e-3
     """Adam learning rate of the critics"""
-    gamma: float = 0.95
+    gamma: Unit = 0.95
     """discount factor"""
-    tau: float = 0.01
+    tau: Unit = 0.01
     """target networks' Polyak rate"""
-    exploration_noise: float = 0.1
+    exploration_noise: NonNeg = 0.1
     """std of the Gaussian exploration noise (actions in [-1, 1])"""
     noise_color: float = 0.0
     """exploration noise color beta (common/noise.py): 0 white (i.i.d. each step), 1 pink, 2 red; one correlated
     sequence per world, agent and action dimension, as in algos/ddpg.py"""
-    learning_starts: int = 5_000
+    learning_starts: Count0 = 5_000
     """environment steps of uniformly random actions before learning"""
-    gradient_steps: int = 1
+    gradient_steps: Count = 1
     """updates after each vectorized step (update-to-data ratio = gradient_steps / num_envs)"""
-    hidden: tuple[int, ...] = (64, 64)
+    hidden: Layers = (64, 64)
     """hidden layer sizes of every actor and critic"""
     others_from_policy: bool = False
     """actor update: other agents' actions from their current policies instead of the buffer (paper)"""

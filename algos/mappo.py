@@ -47,7 +47,7 @@ import torch.nn as nn
 
 import envs
 from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
-from common.cli import RunArgs, cli
+from common.cli import Clip, Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.distributions import Categorical
 from common.ensemble import EnsembleLinear, EnsembleMLP
@@ -67,44 +67,44 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     """multi-agent environment id (torch-native, discrete actions)"""
     num_envs: int = 128
     """number of parallel worlds (each holds all agents)"""
-    total_steps: int = 2_000_000
+    total_steps: Count = 2_000_000
     """total environment steps (world steps, summed over worlds)"""
-    eval_every: int = 200_000
-    eval_episodes: int = 32
-    save_every: int = 500_000
+    eval_every: Count0 = 200_000
+    eval_episodes: Count = 32
+    save_every: Count0 = 500_000
     compile: bool = False
     """torch.compile the policy step and the PPO loss"""
 
     # MAPPO
-    num_steps: int = 25
+    num_steps: Count = 25
     """rollout horizon per world per iteration"""
-    learning_rate: float = 1e-3
+    learning_rate: Rate = 1e-3
     """Adam learning rate (actor and critic)"""
     anneal_lr: bool = True
     """anneal the learning rate linearly to 0"""
-    gamma: float = 0.99
+    gamma: Unit = 0.99
     """discount factor"""
-    gae_lambda: float = 0.95
+    gae_lambda: Unit = 0.95
     """GAE lambda"""
-    num_minibatches: int = 4
+    num_minibatches: Count = 4
     """minibatches per epoch (a minibatch holds whole world steps, all agents of each)"""
-    update_epochs: int = 10
+    update_epochs: Count = 10
     """epochs over each rollout"""
     norm_adv: bool = True
     """normalize advantages per minibatch"""
-    clip_coef: float = 0.2
+    clip_coef: Rate = 0.2
     """policy ratio clip"""
     clip_vloss: bool = False
     """clip the (normalized) value loss around the old values"""
-    ent_coef: float = 0.01
+    ent_coef: NonNeg = 0.01
     """entropy bonus coefficient"""
-    vf_coef: float = 0.5
+    vf_coef: NonNeg = 0.5
     """value loss coefficient"""
-    max_grad_norm: float = 10.0
+    max_grad_norm: Clip = 10.0
     """global gradient-norm clip"""
     target_kl: float | None = None
     """stop the epochs early when the approximate KL exceeds this (one host sync per epoch)"""
-    hidden: tuple[int, ...] = (64, 64)
+    hidden: Layers = (64, 64)
     """hidden layer sizes of actor and critic"""
     share_actor: bool = True
     """one actor for all agents (agent id one-hot appended to its input); off: one actor per agent"""

@@ -30,7 +30,7 @@ import torch.nn as nn
 import envs
 from common.buffers import TrajectoryStore
 from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
-from common.cli import RunArgs, cli
+from common.cli import Clip, Count, Layers, NonNeg, Rate, RunArgs, Unit, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.distributions import Categoricals, Normal, action_nvec
 from common.errors import UserError
@@ -56,39 +56,39 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     not with --compile or --target-kl, and eager wherever the env does not allow it (a warning says why)"""
 
     # PPO
-    num_steps: int = 16
+    num_steps: Count = 16
     """rollout horizon per sub-env per iteration"""
-    learning_rate: float = 2.5e-3
+    learning_rate: Rate = 2.5e-3
     """Adam learning rate"""
     anneal_lr: bool = True
     """anneal the learning rate linearly to 0 (with --lr-schedule linear)"""
     lr_schedule: Literal["linear", "adaptive"] = "linear"
     """linear: --anneal-lr or constant; adaptive: rsl_rl's KL rule after each minibatch (common/optim.py)"""
-    desired_kl: float = 0.01
+    desired_kl: Rate = 0.01
     """the KL per minibatch that --lr-schedule adaptive steers the learning rate to"""
-    gamma: float = 0.99
+    gamma: Unit = 0.99
     """discount factor"""
-    gae_lambda: float = 0.95
+    gae_lambda: Unit = 0.95
     """GAE lambda"""
-    num_minibatches: int = 8
+    num_minibatches: Count = 8
     """minibatches per epoch"""
-    update_epochs: int = 4
+    update_epochs: Count = 4
     """epochs over each rollout"""
     norm_adv: bool = True
     """normalize advantages per minibatch"""
-    clip_coef: float = 0.2
+    clip_coef: Rate = 0.2
     """policy ratio clip"""
     clip_vloss: bool = False
     """clip the value loss around the old values"""
-    ent_coef: float = 0.0
+    ent_coef: NonNeg = 0.0
     """entropy bonus coefficient"""
-    vf_coef: float = 0.5
+    vf_coef: NonNeg = 0.5
     """value loss coefficient"""
-    max_grad_norm: float = 0.5
+    max_grad_norm: Clip = 0.5
     """global gradient-norm clip"""
     target_kl: float | None = None
     """stop the epochs early when the approximate KL exceeds this (one host sync per epoch)"""
-    hidden: tuple[int, ...] = (64, 64)
+    hidden: Layers = (64, 64)
     """hidden layer sizes of actor and critic"""
     norm_obs: bool = False
     """normalize observations with running statistics (saved in the checkpoint)"""
@@ -98,13 +98,13 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     """initial log-std of the Gaussian policy (continuous actions)"""
 
     # H-term
-    h_term_lambda: float = 0.01
+    h_term_lambda: Unit = 0.01
     """weight of the H-term loss"""
-    h_term_gamma: float = 0.99
+    h_term_gamma: Unit = 0.99
     """discount of the log-probabilities accumulated along a window"""
     h_term_k_step: int = 16
     """window length K"""
-    h_term_drop_rate: float = 0.125
+    h_term_drop_rate: Unit = 0.125
     """fraction of the stored episodes (lowest returns) left out"""
     h_term_batch: int = 256
     """windows per H-term update"""

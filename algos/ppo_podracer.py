@@ -32,7 +32,7 @@ import torch.nn as nn
 import envs
 from common import distributed
 from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
-from common.cli import RunArgs, cli
+from common.cli import Clip, Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.distributions import Categoricals, Normal, action_nvec
 from common.errors import UserError
@@ -62,40 +62,40 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     not with --compile or --target-kl, and eager wherever the env does not allow it (a warning says why)"""
 
     # PPO
-    num_steps: int = 16
+    num_steps: Count = 16
     """rollout horizon per sub-env per iteration"""
-    learning_rate: float = 2.5e-3
+    learning_rate: Rate = 2.5e-3
     """Adam learning rate"""
     anneal_lr: bool = True
     """anneal the learning rate linearly to 0 (with --lr-schedule linear)"""
     lr_schedule: Literal["linear", "adaptive"] = "linear"
     """linear: --anneal-lr or constant; adaptive: rsl_rl's KL rule after each minibatch (common/optim.py)"""
-    desired_kl: float = 0.01
+    desired_kl: Rate = 0.01
     """the KL per minibatch that --lr-schedule adaptive steers the learning rate to"""
-    gamma: float = 0.99
+    gamma: Unit = 0.99
     """discount factor"""
-    gae_lambda: float = 0.95
+    gae_lambda: Unit = 0.95
     """GAE lambda"""
-    num_minibatches: int = 8
+    num_minibatches: Count = 8
     """minibatches per epoch"""
-    update_epochs: int = 4
+    update_epochs: Count = 4
     """epochs over each rollout"""
     norm_adv: bool = True
     """normalize advantages per minibatch"""
-    clip_coef: float = 0.2
+    clip_coef: Rate = 0.2
     """policy ratio clip"""
     clip_vloss: bool = False
     """clip the value loss around the old values"""
-    ent_coef: float = 0.0
+    ent_coef: NonNeg = 0.0
     """entropy bonus coefficient"""
-    vf_coef: float = 0.5
+    vf_coef: NonNeg = 0.5
     """value loss coefficient"""
-    max_grad_norm: float = 0.5
+    max_grad_norm: Clip = 0.5
     """global gradient-norm clip"""
     target_kl: float | None = None
     """stop the epochs early when the approximate KL exceeds this (one host sync per epoch; under
     torchrun the KL is averaged over ranks first, so all ranks stop together)"""
-    hidden: tuple[int, ...] = (64, 64)
+    hidden: Layers = (64, 64)
     """hidden layer sizes of actor and critic"""
     norm_obs: bool = False
     """normalize observations with running statistics (saved in the checkpoint; pooled across ranks under torchrun)"""
@@ -103,7 +103,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     """scale rewards by the running std of the discounted return (pooled across ranks under torchrun)"""
     init_log_std: float = 0.0
     """initial log-std of the Gaussian policy (continuous actions)"""
-    fuse_every: int = 1
+    fuse_every: Count0 = 1
     """under torchrun: average parameters and Adam moments across ranks every this many updates
     (model fusion, normalizer statistics pooled at the first fusion after each rollout); 0: average
     gradients before every step instead (statistics pooled once per iteration)"""

@@ -37,7 +37,7 @@ import torch.nn as nn
 
 import envs
 from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
-from common.cli import RunArgs, cli
+from common.cli import Clip, Count, Count0, Layers, Rate, RunArgs, Unit, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.errors import UserError
 from common.evaluate import PolicyFn, evaluate, load_run
@@ -54,37 +54,37 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     env: str = "CartPole-v1"
     """environment id with a Discrete action space (torch-native or any gymnasium id)"""
     num_envs: int = 16
-    total_steps: int = 200_000
-    eval_every: int = 20_000
-    save_every: int = 50_000
+    total_steps: Count = 200_000
+    eval_every: Count0 = 20_000
+    save_every: Count0 = 50_000
     compile: bool = False
     """torch.compile the TD loss (forward and backward), the optimizer step
     (learning-rate annealing included) and the greedy policy step (on CUDA: CUDA graphs, the optimizer step's excepted)"""
 
     # PQN
-    num_steps: int = 32
+    num_steps: Count = 32
     """rollout horizon per sub-env per iteration"""
-    learning_rate: float = 1e-3
+    learning_rate: Rate = 1e-3
     """Adam learning rate"""
     anneal_lr: bool = True
     """anneal the learning rate linearly to 0 over the run"""
-    num_minibatches: int = 4
+    num_minibatches: Count = 4
     """minibatches per epoch over a rollout"""
-    update_epochs: int = 4
+    update_epochs: Count = 4
     """epochs over each rollout"""
-    gamma: float = 0.99
+    gamma: Unit = 0.99
     """discount factor"""
-    q_lambda: float = 0.8
+    q_lambda: Unit = 0.8
     """lambda of the Q(lambda) returns (0: one-step targets)"""
-    start_e: float = 1.0
+    start_e: Unit = 1.0
     """initial exploration epsilon"""
-    end_e: float = 0.05
+    end_e: Unit = 0.05
     """final exploration epsilon"""
-    exploration_fraction: float = 0.5
+    exploration_fraction: Unit = 0.5
     """fraction of total_steps over which epsilon decays linearly"""
-    max_grad_norm: float = 10.0
+    max_grad_norm: Clip = 10.0
     """global gradient-norm clip"""
-    hidden: tuple[int, ...] = (128, 128)
+    hidden: Layers = (128, 128)
     """hidden layer sizes of the Q-network (each followed by LayerNorm and ReLU)"""
     norm_obs: bool = False
     """normalize observations with running statistics (saved in the checkpoint)"""

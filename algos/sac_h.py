@@ -36,7 +36,7 @@ import torch.nn.functional as F
 import envs
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer, TrajectoryStore
 from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
-from common.cli import RunArgs, cli
+from common.cli import Count, Count0, Layers, Rate, RunArgs, Unit, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.ensemble import EnsembleMLP
 from common.errors import UserError
@@ -55,58 +55,58 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     env: str = "Pendulum-v1"
     """environment id with a Box action space (torch-native or any gymnasium id)"""
     num_envs: int = 4
-    total_steps: int = 40_000
-    eval_every: int = 10_000
-    save_every: int = 20_000
+    total_steps: Count = 40_000
+    eval_every: Count0 = 10_000
+    save_every: Count0 = 20_000
     compile: bool = False
     """torch.compile the critic and actor losses (forward and backward) and the policy step (on CUDA: CUDA graphs,
     the optimizer steps' excepted)"""
 
     # SAC
-    buffer_size: int = 1_000_000
+    buffer_size: Count = 1_000_000
     """replay buffer capacity (transitions)"""
-    batch_size: int = 256
+    batch_size: Count = 256
     """minibatch size of each update"""
-    actor_lr: float = 1e-3
+    actor_lr: Rate = 1e-3
     """Adam learning rate of the actor"""
-    critic_lr: float = 1e-3
+    critic_lr: Rate = 1e-3
     """Adam learning rate of the critic"""
-    gamma: float = 0.99
+    gamma: Unit = 0.99
     """discount factor"""
-    tau: float = 0.005
+    tau: Unit = 0.005
     """target networks' Polyak rate"""
-    alpha_lr: float = 1e-3
+    alpha_lr: Rate = 1e-3
     """Adam learning rate of the temperature"""
-    init_alpha: float = 1.0
+    init_alpha: Rate = 1.0
     """initial temperature"""
     autotune: bool = True
     """learn the temperature (target entropy -action_dim); otherwise keep init_alpha"""
     noise_color: float = 0.0
     """color beta of the Gaussian draw in the policy's exploration samples (common/noise.py): 0 white (i.i.d.
     each step), 1 pink, 2 red; correlated noise wanders further, which tasks with a distant reward need"""
-    learning_starts: int = 2_000
+    learning_starts: Count0 = 2_000
     """environment steps of uniformly random actions before learning"""
-    gradient_steps: int = 4
+    gradient_steps: Count = 4
     """updates after each vectorized step (update-to-data ratio = gradient_steps / num_envs)"""
-    hidden: tuple[int, ...] = (256, 256)
+    hidden: Layers = (256, 256)
     """hidden layer sizes of actor and critic"""
     norm_obs: bool = False
     """normalize observations with running statistics (saved in the checkpoint)"""
     per: bool = False
     """proportional prioritized experience replay"""
-    per_alpha: float = 0.6
+    per_alpha: Unit = 0.6
     """PER priority exponent"""
-    per_beta: float = 0.4
+    per_beta: Unit = 0.4
     """PER initial importance-sampling exponent (annealed to 1)"""
 
     # H-term
-    h_term_lambda: float = 0.01
+    h_term_lambda: Unit = 0.01
     """weight of the H-term loss"""
-    h_term_gamma: float = 0.99
+    h_term_gamma: Unit = 0.99
     """discount of the log-probabilities accumulated along a window"""
     h_term_k_step: int = 16
     """window length K"""
-    h_term_drop_rate: float = 0.125
+    h_term_drop_rate: Unit = 0.125
     """fraction of the stored episodes (lowest returns) left out"""
     h_term_batch: int = 256
     """windows per H-term update"""

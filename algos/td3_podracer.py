@@ -40,7 +40,7 @@ import envs
 from common import distributed
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
-from common.cli import RunArgs, cli
+from common.cli import Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.ensemble import EnsembleMLP
 from common.errors import UserError
@@ -60,51 +60,51 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     env: str = "Pendulum-v1"
     """environment id with a Box action space (torch-native or any gymnasium id)"""
     num_envs: int = 4
-    total_steps: int = 40_000
+    total_steps: Count = 40_000
     """total environment steps (summed over sub-envs and, under torchrun, over ranks)"""
-    eval_every: int = 10_000
-    save_every: int = 20_000
+    eval_every: Count0 = 10_000
+    save_every: Count0 = 20_000
     compile: bool = False
     """torch.compile the critic and actor losses (forward and backward) and the policy step (on CUDA: CUDA graphs,
     the optimizer steps' excepted)"""
 
     # TD3
-    buffer_size: int = 1_000_000
+    buffer_size: Count = 1_000_000
     """replay buffer capacity (transitions)"""
-    batch_size: int = 256
+    batch_size: Count = 256
     """minibatch size of each update"""
-    actor_lr: float = 1e-3
+    actor_lr: Rate = 1e-3
     """Adam learning rate of the actor"""
-    critic_lr: float = 1e-3
+    critic_lr: Rate = 1e-3
     """Adam learning rate of the critic"""
-    gamma: float = 0.99
+    gamma: Unit = 0.99
     """discount factor"""
-    tau: float = 0.005
+    tau: Unit = 0.005
     """target networks' Polyak rate"""
-    exploration_noise: float = 0.1
+    exploration_noise: NonNeg = 0.1
     """std of the Gaussian exploration noise (actions in [-1, 1])"""
     noise_color: float = 0.0
     """exploration noise color beta (common/noise.py): 0 white (i.i.d. each step), 1 pink, 2 red; correlated
     noise wanders further, which tasks with a distant reward need (MountainCarContinuous)"""
-    policy_delay: int = 2
+    policy_delay: Count = 2
     """critic updates per actor (and target) update"""
-    target_noise: float = 0.2
+    target_noise: NonNeg = 0.2
     """std of the target policy smoothing noise"""
-    noise_clip: float = 0.5
+    noise_clip: NonNeg = 0.5
     """clip of the target policy smoothing noise"""
-    learning_starts: int = 2_000
+    learning_starts: Count0 = 2_000
     """environment steps (all ranks) of uniformly random actions before learning"""
-    gradient_steps: int = 4
+    gradient_steps: Count = 4
     """updates after each vectorized step (update-to-data ratio = gradient_steps / num_envs)"""
-    hidden: tuple[int, ...] = (256, 256)
+    hidden: Layers = (256, 256)
     """hidden layer sizes of actor and critic"""
     norm_obs: bool = False
     """normalize observations with running statistics (saved in the checkpoint)"""
     per: bool = False
     """proportional prioritized experience replay"""
-    per_alpha: float = 0.6
+    per_alpha: Unit = 0.6
     """PER priority exponent"""
-    per_beta: float = 0.4
+    per_beta: Unit = 0.4
     """PER initial importance-sampling exponent (annealed to 1)"""
 
     # parallelism
@@ -112,7 +112,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     """pipeline parallelism: explore the next segment in a thread while learning from the previous one"""
     pipeline_segment: int = 16
     """vectorized steps per pipeline segment; the explorer's actor is refreshed after each"""
-    fuse_every: int = 1
+    fuse_every: Count0 = 1
     """under torchrun: average actors, critics and their Adam moments across ranks every this many
     updates (model fusion); 0: average the gradients before every optimizer step instead"""
 

@@ -48,7 +48,7 @@ import torch.nn as nn
 import envs
 from common.buffers import ReplayBuffer
 from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
-from common.cli import RunArgs, cli
+from common.cli import Clip, Count, Count0, Layers, Rate, RunArgs, Unit, cli
 from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
 from common.errors import UserError
 from common.evaluate import ma_evaluate
@@ -66,42 +66,42 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     """multi-agent environment id with Discrete per-agent actions"""
     num_envs: int = 16
     """number of parallel worlds"""
-    total_steps: int = 300_000
+    total_steps: Count = 300_000
     """total environment steps (world steps, summed over worlds; every agent acts in each)"""
-    eval_every: int = 50_000
-    eval_episodes: int = 20
-    save_every: int = 100_000
+    eval_every: Count0 = 50_000
+    eval_episodes: Count = 20
+    save_every: Count0 = 100_000
     compile: bool = False
     """torch.compile the TD update"""
 
     # VDN
-    buffer_size: int = 100_000
+    buffer_size: Count = 100_000
     """replay buffer capacity (world transitions)"""
-    learning_rate: float = 5e-4
+    learning_rate: Rate = 5e-4
     """Adam learning rate"""
-    batch_size: int = 256
+    batch_size: Count = 256
     """minibatch size of each TD update (world transitions)"""
-    gamma: float = 0.99
+    gamma: Unit = 0.99
     """discount factor"""
-    tau: float = 1.0
+    tau: Unit = 1.0
     """target network Polyak rate (1.0: hard copy)"""
-    target_every: int = 200
+    target_every: Count = 200
     """update the target network every this many gradient steps"""
     double_q: bool = True
     """pick the bootstrap action with the online network, evaluate it with the target (double Q-learning)"""
-    start_e: float = 1.0
+    start_e: Unit = 1.0
     """initial exploration epsilon"""
-    end_e: float = 0.05
+    end_e: Unit = 0.05
     """final exploration epsilon"""
-    exploration_fraction: float = 0.3
+    exploration_fraction: Unit = 0.3
     """fraction of total_steps over which epsilon decays linearly"""
-    learning_starts: int = 5_000
+    learning_starts: Count0 = 5_000
     """environment steps of random play before learning"""
-    gradient_steps: int = 1
+    gradient_steps: Count = 1
     """gradient updates after each vectorized step (replay ratio = gradient_steps * batch / num_envs)"""
-    max_grad_norm: float = 10.0
+    max_grad_norm: Clip = 10.0
     """global gradient-norm clip"""
-    hidden: tuple[int, ...] = (128, 128)
+    hidden: Layers = (128, 128)
     """hidden layer sizes of the shared agent network"""
     standardise_rewards: bool = True
     """train on (r - mean) / std of the team rewards seen so far (running statistics, checkpointed)"""

@@ -19,6 +19,7 @@ import argparse
 import os
 import sys
 from dataclasses import dataclass
+from typing import Annotated
 from pathlib import Path
 
 from common.errors import UserError
@@ -41,7 +42,7 @@ class RunArgs:
     """`auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`"""
     mujoco_backend: str = "auto"
     """MuJoCo tasks: `auto` (MuJoCo Warp on CUDA, else the CPU batch), `batch` or `warp`"""
-    total_steps: int = 1_000_000
+    total_steps: Count = 1_000_000
     """total environment steps (summed over sub-envs)"""
     track: bool = False
     """log to Weights & Biases (works with WANDB_MODE=offline)"""
@@ -53,11 +54,11 @@ class RunArgs:
     """also write the logged scalars as TensorBoard events in the run directory (`tensorboard --logdir runs`)"""
     plots: bool = True
     """redraw `curves.png` at every evaluation and at the end; `--no-plots` for many short runs"""
-    eval_every: int = 100_000
+    eval_every: Count0 = 100_000
     """evaluate the deterministic policy every this many environment steps (0: only at the end)"""
-    eval_episodes: int = 10
+    eval_episodes: Count = 10
     """episodes per evaluation (run in parallel on a separate env)"""
-    save_every: int = 200_000
+    save_every: Count0 = 200_000
     """write the checkpoint every this many environment steps (0: only at the end)"""
     resume: str | None = None
     """path of a checkpoint.pt to continue from"""
@@ -70,45 +71,64 @@ class RunArgs:
         check_ranges(self)
 
 
-# range checks by field name, for whichever of these fields an algorithm's Args has (`check_ranges`)
-AT_LEAST_ONE = {"total_steps", "batch_size", "buffer_size", "num_steps", "num_minibatches", "update_epochs",
-                "eval_episodes", "target_every", "gradient_steps", "policy_delay", "num_critics", "num_min", "utd",
-                "n_step", "rnn_hidden"}
-AT_LEAST_ZERO = {"eval_every", "save_every", "learning_starts", "fuse_every"}
-IN_UNIT = {"gamma", "tau", "gae_lambda", "q_lambda", "start_e", "end_e", "exploration_fraction", "per_alpha",
-           "per_beta", "h_term_gamma", "h_term_lambda", "h_term_drop_rate"}
-POSITIVE = {"learning_rate", "init_alpha", "clip_coef", "desired_kl", "max_grad_norm"}  # and every *_lr
-NON_NEGATIVE = {"ent_coef", "vf_coef", "exploration_noise", "target_noise", "noise_clip"}
+@dataclass(frozen=True)
+class Range:
+    """The values a field of an `Args` admits, declared with its type (`gamma: Unit = 0.99`) and checked by
+    `check_ranges` when the `Args` is built: at least `lo` (above it with `open_lo`), at most `hi` if given, finite
+    unless `finite=False`; for a tuple, each element."""
+
+    lo: float
+    hi: float | None = None
+    open_lo: bool = False
+    finite: bool = True
+
+
+Count = Annotated[int, Range(1)]  # a number of things or steps: at least 1
+Count0 = Annotated[int, Range(0)]  # an interval or a warm-up: 0 or more (0: off)
+Unit = Annotated[float, Range(0, 1)]  # a discount, a mixing weight, a probability
+Rate = Annotated[float, Range(0, open_lo=True)]  # a learning rate or a coefficient that must be positive
+NonNeg = Annotated[float, Range(0)]  # a coefficient or a noise scale: 0 or more
+Clip = Annotated[float, Range(0, open_lo=True, finite=False)]  # a clipping bound: positive, `inf` for none
+Layers = Annotated[tuple[int, ...], Range(1)]  # hidden layer sizes: every layer at least 1 unit
 
 
 def check_ranges(args) -> None:
-    """Refuse, naming the flag, a value no run can use: a count below its minimum, a NaN, a learning rate that
-    is not a positive number, a discount or a mixing weight outside [0, 1], a layer without units. (The
-    algorithm files check what depends on other settings or on the env, in their `check_args`.)"""
+    """Refuse, naming the flag, a value no run can use: a NaN anywhere, and any value outside the `Range` its
+    field declares (see `Count`, `Unit`, `Rate`, ...). (The algorithm files check what depends on other settings
+    or on the env, in their `check_args`.)"""
     import dataclasses
     import math
+    import typing
 
+    hints = typing.get_type_hints(type(args), include_extras=True)
     for f in dataclasses.fields(args):
-        v, name, flag = getattr(args, f.name), f.name, "--" + f.name.replace("_", "-")
-        if isinstance(v, bool) or v is None:
-            continue
+        v, flag = getattr(args, f.name), "--" + f.name.replace("_", "-")
         if isinstance(v, float) and math.isnan(v):
             raise UserError(f"{flag} is NaN; give it a number")
-        if name in AT_LEAST_ONE and isinstance(v, int) and v < 1:
-            raise UserError(f"{flag} must be at least 1, got {v}")
-        if name in AT_LEAST_ZERO and isinstance(v, int) and v < 0:
-            raise UserError(f"{flag} must be 0 or more, got {v}")
-        if name in IN_UNIT and isinstance(v, (int, float)) and not 0 <= v <= 1:
-            raise UserError(f"{flag} must be in [0, 1], got {v}")
-        if (name in POSITIVE or name.endswith("_lr")) and isinstance(v, (int, float)) and not v > 0:
-            raise UserError(f"{flag} must be positive, got {v}")
-        if (name in POSITIVE and name != "max_grad_norm" or name.endswith("_lr")) and isinstance(v, float) \
-                and math.isinf(v):
-            raise UserError(f"{flag} must be finite, got {v}")
-        if name in NON_NEGATIVE and isinstance(v, (int, float)) and not 0 <= v < math.inf:
-            raise UserError(f"{flag} must be a finite number >= 0, got {v}")
-        if name == "hidden" and isinstance(v, tuple) and any(not isinstance(h, int) or h < 1 for h in v):
-            raise UserError(f"--hidden {' '.join(map(str, v))}: every layer needs at least 1 unit")
+        rng = next((m for m in getattr(hints.get(f.name), "__metadata__", ()) if isinstance(m, Range)), None)
+        if rng is None or isinstance(v, bool) or v is None:
+            continue
+        for x in v if isinstance(v, tuple) else (v,):
+            if isinstance(x, (int, float)) and not isinstance(x, bool) and not _within(x, rng):
+                raise UserError(_range_error(flag, v, rng))
+
+
+def _within(x: float, rng: Range) -> bool:
+    import math
+
+    return ((x > rng.lo if rng.open_lo else x >= rng.lo) and (rng.hi is None or x <= rng.hi)
+            and not (rng.finite and math.isinf(x)))
+
+
+def _range_error(flag: str, v, rng: Range) -> str:
+    if isinstance(v, tuple):
+        return f"{flag} {' '.join(map(str, v))}: every value must be at least {rng.lo:g}"
+    if rng.hi is not None:
+        return f"{flag} must be in [{rng.lo:g}, {rng.hi:g}], got {v}"
+    if rng.open_lo:
+        return f"{flag} must be positive{' and finite' if rng.finite else ''}, got {v}"
+    bound = "0 or more" if rng.lo == 0 else f"at least {rng.lo:g}"
+    return f"{flag} must be {bound}{' and finite' if rng.finite and isinstance(v, float) else ''}, got {v}"
 
 
 def cli(args_cls, description: str | None = None, defaults_for=None, argv: list[str] | None = None):
