@@ -16,9 +16,8 @@ exactly.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -31,18 +30,17 @@ import torch.nn as nn
 
 import envs
 from common import distributed
-from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import Clip, Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli
-from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.device import compile_fn, resolve_device
 from common.distributions import Categoricals, Normal, action_nvec
 from common.errors import UserError
-from common.evaluate import PolicyFn, evaluate, load_run
+from common.evaluate import PolicyFn, load_run
 from common.graphs import Captured
-from common.guard import NumericGuard
-from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.logger import Meter
 from common.optim import adapt_lr
+from common.run import Run
 from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces, mask_columns
-from common.wrappers import (ActionScaler, EpisodeStatistics, NormalizeObservation, NormalizeReward, find_wrapper,
+from common.wrappers import (ActionScaler, NormalizeObservation, NormalizeReward, find_wrapper,
                              wrap_env)
 
 ALGO = "ppo_podracer"
@@ -279,20 +277,10 @@ def main(args: Args) -> dict:
     ctx, device = distributed.init(resolve_device(args.device))  # torchrun: one learner per rank
     if args.fuse_every < 0:
         raise UserError(f"--fuse-every must be >= 0, got {args.fuse_every}")
-    ckpt = mine = None
-    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
-        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
-        try:
-            distributed.check_world_size(ckpt, ctx, args.resume, "algos/ppo_podracer.py")
-        except ValueError:
-            distributed.shutdown(ctx)
-            raise
-        args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env, args.num_envs, args.device))
-        mine = ckpt["ranks"][ctx.rank] if ctx.enabled else ckpt  # this rank's own state
-    seed_everything(args.seed + ctx.rank)
+    run = Run(ALGO, args, defaults=default_args, ctx=ctx, device=device)  # --resume (with its settings), seeds
+    args = run.args
     env = make_env(args, device, args.seed + 1000 * ctx.rank)
     check_args(args, env)
-    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, critic_dim = group_dims(obs_space)  # critic_dim 0: no privileged `critic` group
     agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std, critic_dim, mask_columns(env)).to(device)
@@ -324,57 +312,26 @@ def main(args: Args) -> dict:
         act_fn, loss_fn, gae_fn = compile_fn(agent.act, device), compile_fn(ppo_loss, device), compile_fn(compute_gae, device)
         step_fn = compile_fn(opt_step, device, graphs=False)
 
-    start_iter, global_step, elapsed, updates = 0, 0, 0.0, 0
     # where the next rollout starts: a fixed buffer, as all state of the iteration
     next_obs = torch.zeros((N, width), device=device)
     next_obs.copy_(concat_groups(*env.reset(seed=args.seed + 1000 * ctx.rank)))  # each rank its own starts
-    if ckpt is not None:
-        agent.load_state_dict(mine["model"])
-        optimizer.load_state_dict(mine["optimizer"])
-        env.load_state_dict(mine["env"])
-        next_obs.copy_(mine["next_obs"])
-        start_iter, global_step, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["seconds"]
-        # optimizer steps so far: where the --fuse-every schedule stands (older checkpoints: no early stops)
-        updates = ckpt.get("updates", start_iter * args.update_epochs * args.num_minibatches)
-        set_rng_state(mine["rng"])
-    run_dir = logger = None  # only rank 0 logs, evaluates and checkpoints
-    if ctx.is_main:
-        run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
-        logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
-                        resume_step=global_step if args.resume else None)
-    stats_env = find_wrapper(env, EpisodeStatistics)
-    ckpt_path = run_dir / "checkpoint.pt" if ctx.is_main else Path(args.out_dir) / "checkpoint.pt"
-    guard = NumericGuard(device, ckpt_path if ctx.is_main else None)  # NaN/Inf: stop, keep the last good checkpoint
-    # normalizer statistics, pooled across ranks under torchrun (evaluation uses rank 0's, pooled)
-    norm_stats = [w.rms for w in (find_wrapper(env, NormalizeObservation), find_wrapper(env, NormalizeReward))
-                  if w is not None]
-    fresh_stats = False  # the normalizers saw samples that are not pooled yet
+    norm = find_wrapper(env, NormalizeObservation)
 
     def policy():
-        norm = find_wrapper(env, NormalizeObservation)
         return policy_from(agent, norm.rms if norm else None, to_env)
 
-    def save():
-        """Write the checkpoint (rank 0). Under torchrun a collective: every rank sends its own state
-        (between fusions the ranks' models and optimizers differ too) and `ranks[r]` keeps rank r's;
-        the top-level fields are rank 0's, as in a single-process checkpoint."""
-        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
-        own = {"model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
-               "next_obs": next_obs, "rng": rng_state()}
-        every = distributed.gather_to_main(ctx, own)
-        if not ctx.is_main:
-            return
-        save_checkpoint(ckpt_path, {
-            "algo": ALGO, "env_id": args.env, "args": asdict(args),
-            "obs_shape": tuple(group_spaces(obs_space)[0].shape), "action_space": repr(act_space),
-            "model": own["model"], "optimizer": own["optimizer"], "env": own["env"],
-            "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
-            "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step,
-            "seconds": logger.seconds, "rng": own["rng"], "updates": updates, "world_size": ctx.world_size,
-            **({"ranks": every} if ctx.enabled else {}),
-        })
-
-    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    # the state a checkpoint holds and a resumed run restores, named once (under torchrun each rank's own: between
+    # fusions the ranks' models and optimizers differ too; the checkpoint's `ranks[r]` keeps rank r's)
+    run.start(env, dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs), policy,
+              meta=dict(obs_shape=tuple(group_spaces(obs_space)[0].shape), action_space=repr(act_space)),
+              extra=lambda: dict(obs_norm=norm.rms.state_dict() if norm else None, updates=updates,
+                                 world_size=ctx.world_size))
+    guard = run.guard
+    # optimizer steps so far: where the --fuse-every schedule stands (older checkpoints: no early stops)
+    updates = run.ckpt.get("updates", run.start_iter * args.update_epochs * args.num_minibatches) if run.ckpt else 0
+    # normalizer statistics, pooled across ranks under torchrun (evaluation uses rank 0's, pooled)
+    norm_stats = [w.rms for w in (norm, find_wrapper(env, NormalizeReward)) if w is not None]
+    fresh_stats = False  # the normalizers saw samples that are not pooled yet
     meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
 
     def train_iteration() -> int:
@@ -443,36 +400,16 @@ def main(args: Args) -> dict:
     # One process only: under torchrun the model-fusion schedule is Python control flow across iterations
     iterate = Captured(train_iteration, device, state=[env, guard, meter, optimizer],
                        enabled=args.capture and not args.compile and args.target_kl is None and not ctx.enabled)
-    iteration = start_iter - 1
-    with resume_hint(ckpt_path) if ctx.is_main else contextlib.nullcontext():  # Ctrl-C: which checkpoint to --resume
-        for iteration in range(start_iter, num_iterations):
-            if args.anneal_lr and args.lr_schedule == "linear":
-                optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
-            updates += iterate()
-            global_step += batch_size * ctx.world_size
-            guard.check(global_step)
-
-            # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
-            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
-            if ctx.is_main and do_eval:
-                with logger.paused():
-                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
-            if ctx.is_main and do_log:
-                logger.log(global_step, stats_env.pop(), eval_result if do_eval else None, **meter.pop(),
-                           lr=optimizer.param_groups[0]["lr"])
-            if do_save:  # decided on global_step, identical on every rank: all ranks take part in save()'s gather
-                save()
-            if logger is not None:
-                logger.burn_in(global_step)
-
-    if logger is not None:
-        logger.close()
-    env.close()
+    # after each iteration the shell counts its steps (all ranks'), checks for NaN, and on their ticks evaluates and
+    # logs (rank 0) and checkpoints (a collective: the ticks depend on the step alone, the same on every rank)
+    for iteration in run.iterations(num_iterations, batch_size * ctx.world_size,
+                                    metrics=lambda: dict(**meter.pop(), lr=optimizer.param_groups[0]["lr"])):
+        if args.anneal_lr and args.lr_schedule == "linear":
+            optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
+        updates += iterate()
+    result = run.finish(env)
     distributed.shutdown(ctx)
-    return {"eval_return": eval_result.get("eval_return", float("nan")),
-            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
-            "steps": global_step, "seconds": logger.seconds if logger else float("nan"),
-            "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+    return result
 
 
 def load_policy(path: str, device: str = "cpu") -> PolicyFn:

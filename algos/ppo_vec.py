@@ -24,7 +24,7 @@ Multi-process training (torchrun, model fusion) is in `algos/ppo_podracer.py`.
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -36,18 +36,17 @@ import torch
 import torch.nn as nn
 
 import envs
-from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import Clip, Count, Layers, NonNeg, Rate, RunArgs, Unit, cli
-from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.device import compile_fn
 from common.distributions import Categoricals, Normal, action_nvec
 from common.errors import UserError
-from common.evaluate import PolicyFn, evaluate, load_run
+from common.evaluate import PolicyFn, load_run
 from common.graphs import Captured
-from common.guard import NumericGuard
-from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.logger import Meter
 from common.optim import adapt_lr
+from common.run import Run
 from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces, mask_columns
-from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
+from common.wrappers import ActionScaler, NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "ppo_vec"
 
@@ -275,15 +274,10 @@ def policy_from(agent: Agent, obs_norm, to_env) -> "callable":
 
 
 def main(args: Args) -> dict:
-    device = resolve_device(args.device)
-    ckpt = None
-    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
-        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
-        args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env, args.num_envs, args.device))
-    seed_everything(args.seed)
+    run = Run(ALGO, args, defaults=default_args)  # device, --resume (with its settings), seeds
+    args, device = run.args, run.device
     env = make_env(args, device, args.seed)
     check_args(args, env)
-    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, critic_dim = group_dims(obs_space)  # critic_dim 0: no privileged `critic` group
     agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std, critic_dim, mask_columns(env)).to(device)
@@ -314,40 +308,19 @@ def main(args: Args) -> dict:
         act_fn, loss_fn, gae_fn = compile_fn(agent.act, device), compile_fn(ppo_loss, device), compile_fn(compute_gae, device)
         step_fn = compile_fn(opt_step, device, graphs=False)
 
-    start_iter, global_step, elapsed = 0, 0, 0.0
     # where the next rollout starts: a fixed buffer, as all state of the iteration
     next_obs = torch.zeros((N, width), device=device)
     next_obs.copy_(concat_groups(*env.reset(seed=args.seed)))
-    if ckpt is not None:
-        agent.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        env.load_state_dict(ckpt["env"])
-        next_obs.copy_(ckpt["next_obs"])
-        start_iter, global_step, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["seconds"]
-        set_rng_state(ckpt["rng"])
-    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
-    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
-                    resume_step=global_step if args.resume else None)
-    stats_env = find_wrapper(env, EpisodeStatistics)
-    ckpt_path = run_dir / "checkpoint.pt"
-    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
+    norm = find_wrapper(env, NormalizeObservation)
 
     def policy():
-        norm = find_wrapper(env, NormalizeObservation)
         return policy_from(agent, norm.rms if norm else None, to_env)
 
-    def save():
-        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
-        save_checkpoint(ckpt_path, {
-            "algo": ALGO, "env_id": args.env, "args": asdict(args),
-            "obs_shape": tuple(group_spaces(obs_space)[0].shape), "action_space": repr(act_space),
-            "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
-            "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
-            "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step,
-            "seconds": logger.seconds, "rng": rng_state(),
-        })
-
-    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    # the state a checkpoint holds and a resumed run restores, named once
+    run.start(env, dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs), policy,
+              meta=dict(obs_shape=tuple(group_spaces(obs_space)[0].shape), action_space=repr(act_space)),
+              extra=lambda: dict(obs_norm=norm.rms.state_dict() if norm else None))
+    guard = run.guard
     meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
 
     def train_iteration():
@@ -398,32 +371,13 @@ def main(args: Args) -> dict:
     # the check before capture needs every piece of state the iteration writes
     iterate = Captured(train_iteration, device, state=[env, guard, meter, optimizer],
                        enabled=args.capture and not args.compile and args.target_kl is None)
-    iteration = start_iter - 1
-    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
-        for iteration in range(start_iter, num_iterations):
-            if args.anneal_lr and args.lr_schedule == "linear":
-                optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
-            iterate()
-            global_step += batch_size
-            guard.check(global_step)
-
-            # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
-            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
-            if do_eval:
-                with logger.paused():
-                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
-            if do_log:
-                logger.log(global_step, stats_env.pop(), eval_result if do_eval else None, **meter.pop(),
-                           lr=optimizer.param_groups[0]["lr"])
-            if do_save:
-                save()
-            logger.burn_in(global_step)
-
-    logger.close()
-    env.close()
-    return {"eval_return": eval_result.get("eval_return", float("nan")),
-            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
-            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+    # after each iteration the shell counts its steps, checks for NaN, evaluates, logs and checkpoints on their ticks
+    for iteration in run.iterations(num_iterations, batch_size,
+                                    metrics=lambda: dict(**meter.pop(), lr=optimizer.param_groups[0]["lr"])):
+        if args.anneal_lr and args.lr_schedule == "linear":
+            optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
+        iterate()
+    return run.finish(env)
 
 
 def load_policy(path: str, device: str = "cpu") -> PolicyFn:

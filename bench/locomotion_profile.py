@@ -60,12 +60,18 @@ def side_ours(task: str, steps: int, out_dir: str = str(ROOT / "bench" / "runs" 
     args.total_steps, args.eval_every, args.save_every, args.quiet = steps, 10 ** 12, 0, True
     args.out_dir = out_dir
     # no evaluation (a run always evaluates at its end): its env steps would land in the env buckets
-    ppo_vec.evaluate = lambda *a, **k: {"eval_return": float("nan"), "eval_return_std": float("nan")}
+    import common.run
+
+    evaluate, common.run.evaluate = common.run.evaluate, lambda *a, **k: {"eval_return": float("nan"),
+                                                                          "eval_return_std": float("nan")}
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     prof.enable()
-    res = ppo_vec.main(args)
-    prof.disable()
+    try:
+        res = ppo_vec.main(args)
+    finally:
+        prof.disable()
+        common.run.evaluate = evaluate
     total = time.perf_counter() - t0
     st = pstats.Stats(prof, stream=sys.stderr)
     st.sort_stats("tottime").print_stats(12)  # the heaviest functions, for the log

@@ -99,10 +99,12 @@ def count(num_envs: int, capture: bool) -> int:
         COUNT.phase = "rollout" if skip <= iterations[0] < skip + COUNTED else None
         return burn_in(self, step, learned)
 
-    gae, evaluate = ppo.compute_gae, ppo.evaluate
+    import common.run
+
+    gae, evaluate = ppo.compute_gae, common.run.evaluate
     envs.make, NumericGuard.__init__, Logger.burn_in = counted_make, accelerator_guard, next_iteration
     ppo.compute_gae = in_phase(ppo.compute_gae, "gae", after="update")
-    ppo.evaluate = in_phase(ppo.evaluate, None)
+    common.run.evaluate = in_phase(common.run.evaluate, None)
     args = ppo.default_args("Ant", 4096, "cuda")
     args = replace(args, env="Ant", device="cpu", mujoco_backend="warp", num_envs=num_envs, seed=1,
                    total_steps=num_envs * args.num_steps * (skip + COUNTED + 1), eval_every=0, save_every=0,
@@ -112,7 +114,7 @@ def count(num_envs: int, capture: bool) -> int:
             ppo.main(args)
     finally:
         envs.make, NumericGuard.__init__, Logger.burn_in = make, guard_init, burn_in
-        ppo.compute_gae, ppo.evaluate, Captured._stand_in, Captured.simulate = gae, evaluate, stand_in, False
+        ppo.compute_gae, common.run.evaluate, Captured._stand_in, Captured.simulate = gae, evaluate, stand_in, False
     n = COUNTED
     phases = collections.Counter()
     for (phase, _), c in COUNT.ops.items():

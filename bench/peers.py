@@ -153,8 +153,11 @@ def worker(algo: str, seed: int, flags: list[str], threshold: float | None, prof
         state["final"] = {k: v for k, v in r.items() if k != "returns"}
         return r
 
-    mod.Logger = ClockedLogger
-    mod.evaluate = gym_evaluate
+    import common.run
+
+    shell = common.run if hasattr(mod, "Run") else mod  # the run shell of a migrated file
+    shell.Logger = ClockedLogger
+    shell.evaluate = gym_evaluate
     prof = None
     if profile:
         import cProfile

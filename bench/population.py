@@ -104,6 +104,7 @@ def run_single(job) -> dict:
     import torch
 
     torch.set_num_threads(1)
+    import common.run
     from algos import ppo_vec
     from common.cli import cli
 
@@ -113,7 +114,7 @@ def run_single(job) -> dict:
     snaps = out_dir / "snapshots"
     snaps.mkdir(parents=True)
     wall_at: dict[int, float] = {}
-    save, t0 = ppo_vec.save_checkpoint, time.perf_counter()
+    save, t0 = common.run.save_checkpoint, time.perf_counter()
 
     def keep(path, payload):  # the run's own checkpoint write, plus a copy named by its step
         result = save(path, payload)
@@ -121,13 +122,13 @@ def run_single(job) -> dict:
         wall_at[int(payload["global_step"])] = time.perf_counter() - t0
         return result
 
-    ppo_vec.save_checkpoint = keep
+    common.run.save_checkpoint = keep
     args = cli(ppo_vec.Args, defaults_for=getattr(ppo_vec, "default_args", None),
                argv=[*single_flags(a, seed), "--out-dir", str(out_dir)])
     try:
         r = ppo_vec.main(args)
     finally:
-        ppo_vec.save_checkpoint = save
+        common.run.save_checkpoint = save
     wall = time.perf_counter() - t0
     # every snapshot scored as the population scores a round (same episodes, same number)
     evals = [(step, reevaluate(str(snaps / f"step{step:09d}.pt"), a.env, a.eval_episodes, SELECT_SEED))

@@ -128,8 +128,11 @@ def checkpoint_params(ckpt_path) -> dict:
 def run_with_snapshots(module, args, monkeypatch):
     """Run `module.main(args)`, keeping a copy of every checkpoint it writes (they overwrite each other).
     Returns (main's result, the copies' paths in writing order)."""
+    import common.run
+
     snapshots = []
-    original = module.save_checkpoint
+    owner = common.run if hasattr(module, "Run") else module  # the run shell writes a migrated file's checkpoints
+    original = owner.save_checkpoint
 
     def keep(path, payload):
         out = original(path, payload)
@@ -138,9 +141,9 @@ def run_with_snapshots(module, args, monkeypatch):
         snapshots.append(snap)
         return out
 
-    monkeypatch.setattr(module, "save_checkpoint", keep)
+    monkeypatch.setattr(owner, "save_checkpoint", keep)
     result = module.main(args)
-    monkeypatch.setattr(module, "save_checkpoint", original)
+    monkeypatch.setattr(owner, "save_checkpoint", original)
     return result, snapshots
 
 

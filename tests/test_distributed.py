@@ -212,13 +212,14 @@ RESUME = dict(env="Pendulum-v1", num_envs=8, num_steps=40, num_minibatches=2, up
 _SNAPSHOT_SCRIPT = """
 import json, shutil, sys
 sys.path.insert(0, '.')
+import common.run
 from algos import ppo_podracer
-save = ppo_podracer.save_checkpoint
+save = common.run.save_checkpoint  # the run shell writes the checkpoints
 def keep(path, payload):
     out = save(path, payload)
     shutil.copy(path, path.parent / f"snap{len(list(path.parent.glob('snap*.pt')))}.pt")
     return out
-ppo_podracer.save_checkpoint = keep
+common.run.save_checkpoint = keep
 out = ppo_podracer.main(ppo_podracer.Args(**json.loads(sys.argv[1])))
 import os  # the process group's threads (gloo's) must be gone once main has returned: see common.distributed.init
 out["threads_after_main"] = sorted(open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task"))

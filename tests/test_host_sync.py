@@ -158,7 +158,9 @@ def count_syncs(case: str, iterations: int, counter: SyncCounter, tmp_path, monk
     monkeypatch.setattr(common.logger, "time", FrozenClock())  # Ticks: no time-based logging tick
     if hasattr(mod, "time"):
         monkeypatch.setattr(mod, "time", FrozenClock())
-    monkeypatch.setattr(mod, "evaluate", fake_evaluate)
+    import common.run
+
+    monkeypatch.setattr(common.run if hasattr(mod, "Run") else mod, "evaluate", fake_evaluate)
     fields = mod.Args.__dataclass_fields__
     settings = {k: v for k, v in settings.items() if k in fields}
     if "gradient_steps" in fields:

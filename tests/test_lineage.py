@@ -104,9 +104,11 @@ FEATURES = {  # column: (what it means, test on (Args fields, source))
     "colored noise": ("`--noise-color` pink/red exploration noise", lambda a, s: "noise_color" in a),
     "normalizers": ("`--norm-obs` / `--norm-reward`", lambda a, s: "/".join(
         n for n, f in (("obs", "norm_obs"), ("reward", "norm_reward")) if f in a) or ""),
-    "resume": ("`--resume` exact", lambda a, s: "resume" in a and "set_rng_state(" in s),
-    "NaN guard": ("NumericGuard", lambda a, s: "NumericGuard(" in s),
-    "evaluation": ("`--eval-every` deterministic eval", lambda a, s: "eval_every" in a and "evaluate(" in s),
+    # (the run shell, common/run.py, does these for a file whose loop is `run.iterations`)
+    "resume": ("`--resume` exact", lambda a, s: "resume" in a and ("set_rng_state(" in s or "run.start(" in s)),
+    "NaN guard": ("NumericGuard", lambda a, s: "NumericGuard(" in s or "run.guard" in s),
+    "evaluation": ("`--eval-every` deterministic eval",
+                   lambda a, s: "eval_every" in a and ("evaluate(" in s or "run.iterations(" in s)),
     "load_policy": ("`load_policy(path)` for export", lambda a, s: "\ndef load_policy(" in s),
     "per-env defaults": ("`--env X` starts from the task's `TASK_DEFAULTS` row (`--env X --help` lists them)",
                          lambda a, s: "defaults_for=default_args" in s and "TASK_DEFAULTS" in s),

@@ -1,0 +1,150 @@
+"""The run shell every algorithm file shares, so that the file itself holds the algorithm: its networks,
+its loss, its loop, top to bottom.
+
+    run = Run(ALGO, args, defaults=default_args)       # device, --resume (its settings), seeds
+    args, device = run.args, run.device
+    env = make_env(args, device, args.seed)
+    ...                                                # networks, optimizer, storage: the file's own
+    run.start(env, state=dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs),
+              policy=policy, meta=dict(obs_shape=...))  # resumes the state; run directory, logger, guard
+    for iteration in run.iterations(num_iterations, batch_size, metrics=lambda: meter.pop()):
+        ...                                            # one iteration of the algorithm
+    return run.finish(env)
+
+What the shell does, so that no file repeats it:
+* `--resume`: loads the checkpoint, continues with its settings (`common.checkpoint.resume_args`), checks
+  that the env still has the saved spaces, and restores every entry of `state` in place (anything with
+  `load_state_dict`, or a tensor, copied into) together with the random-number generators, the step and
+  the clock; `run.start_iter` and `run.step` say where the run stands.
+* the checkpoint holds `state` under the same names (each `state_dict()`, or the tensor), the file's
+  `meta`, whatever `extra()` returns at that moment, the counters and the generators: a key is named once.
+* after each iteration: the env steps of the iteration added to `run.step`, the NaN guard's check, and on
+  their ticks the evaluation (the `policy()` the file gives, on a separate env), the log line (episode
+  statistics of the env's `EpisodeStatistics` and `metrics()`), and the checkpoint (atomic; never a
+  non-finite value). Ctrl-C names the checkpoint to `--resume` from.
+* under torchrun (`ctx` from `common.distributed.init`): every rank its own seed offset and state (the
+  checkpoint keeps `ranks[r]`), rank 0 alone evaluates, logs and writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
+from common.device import resolve_device, rng_state, seed_everything, set_rng_state
+from common.evaluate import evaluate
+from common.guard import NumericGuard
+from common.logger import Logger, Ticks, make_run_dir
+from common.wrappers import EpisodeStatistics, find_wrapper
+
+
+class Run:
+    """One training run's shell (module docstring)."""
+
+    def __init__(self, algo: str, args, defaults: Callable | None = None, ctx=None, device=None):
+        self.algo, self.ctx = algo, ctx
+        self.device = device if device is not None else resolve_device(args.device)
+        self.rank = ctx.rank if ctx is not None else 0
+        self.is_main = ctx is None or ctx.is_main
+        self.ckpt = self.own = None
+        if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
+            self.ckpt = load_checkpoint(args.resume, algo=algo, map_location=self.device)
+            if ctx is not None:  # torchrun: as many ranks as the checkpoint was written by
+                from common import distributed
+
+                try:
+                    distributed.check_world_size(self.ckpt, ctx, args.resume, f"algos/{algo}.py")
+                except ValueError:
+                    distributed.shutdown(ctx)
+                    raise
+            default = defaults(args.env, args.num_envs, args.device) if defaults is not None else None
+            args = resume_args(args, self.ckpt, args.resume, defaults=default)
+            # this rank's own state (under torchrun every rank saved its own)
+            self.own = self.ckpt["ranks"][self.rank] if ctx is not None and ctx.enabled else self.ckpt
+        self.args = args
+        seed_everything(args.seed + self.rank)
+        self.start_iter, self.step, self.eval_result = 0, 0, {}
+
+    def start(self, env, state: dict, policy: Callable, meta: dict | None = None,
+              extra: Callable[[], dict] | None = None) -> None:
+        """Check a resumed run's env, restore `state` (and the generators, the step, the clock), then make
+        the run directory, the logger, the NaN guard and the evaluation/checkpoint schedule."""
+        args = self.args
+        check_spaces(self.ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
+        self.env, self.state, self.policy, self.meta = env, state, policy, meta or {}
+        self.extra = extra or dict
+        elapsed = 0.0
+        if self.ckpt is not None:
+            for name, obj in state.items():
+                if isinstance(obj, torch.Tensor):
+                    obj.copy_(self.own[name])
+                else:
+                    obj.load_state_dict(self.own[name])
+            self.start_iter, self.step, elapsed = self.ckpt["iteration"], self.ckpt["global_step"], self.ckpt["seconds"]
+            set_rng_state(self.own["rng"])
+        self.run_dir = self.logger = None
+        if self.is_main:  # under torchrun rank 0 alone logs, evaluates and checkpoints
+            self.run_dir = make_run_dir(args.out_dir, self.algo, args.env, args.seed, args.resume)
+            self.logger = Logger(self.run_dir, self.algo, args, args.total_steps, args.track, args.wandb_project,
+                                 args.quiet, elapsed, resume_step=self.step if args.resume else None)
+        out = self.run_dir if self.is_main else Path(args.out_dir)
+        self.ckpt_path = out / "checkpoint.pt"
+        self.guard = NumericGuard(self.device, self.ckpt_path if self.is_main else None)  # NaN/Inf: stop, keep the last good checkpoint
+        self.ticks = Ticks(args.eval_every, args.save_every, self.step)
+        self.episodes = find_wrapper(env, EpisodeStatistics)
+
+    def iterations(self, num_iterations: int, steps_per_iteration: int, metrics: Callable[[], dict] = dict,
+                   learning_starts: int = 0) -> Iterator[int]:
+        """Yield the iteration numbers from where the run stands; after each, count its env steps, check for
+        NaN/Inf, and evaluate, log and checkpoint on their ticks (host syncs happen only there). The speed
+        the progress line shows counts from the first iteration past `learning_starts` env steps."""
+        hint = resume_hint(self.ckpt_path) if self.is_main else contextlib.nullcontext()
+        with hint:  # Ctrl-C: say which checkpoint to --resume from
+            for iteration in range(self.start_iter, num_iterations):
+                yield iteration
+                self.step += steps_per_iteration
+                self.guard.check(self.step)
+                do_log, do_eval, do_save = self.ticks(self.step, is_last=iteration == num_iterations - 1)
+                if self.is_main and do_eval:
+                    with self.logger.paused():
+                        self.eval_result = evaluate(self.policy(), self.args.env, self.args.eval_episodes,
+                                                    seed=self.args.seed + 10_000, device=self.device)
+                if self.is_main and do_log:
+                    self.logger.log(self.step, self.episodes.pop(), self.eval_result if do_eval else None,
+                                    **metrics())
+                if do_save:
+                    self.save(iteration + 1)
+                if self.is_main:
+                    self.logger.burn_in(self.step, learned=self.step > learning_starts)
+
+    def save(self, next_iteration: int) -> None:
+        """Write the checkpoint (module docstring); under torchrun a collective, every rank sends its state."""
+        from common import distributed
+
+        self.guard.check(self.step, sync=True)  # never a non-finite value in a checkpoint
+        own = {name: obj if isinstance(obj, torch.Tensor) else obj.state_dict() for name, obj in self.state.items()}
+        own["rng"] = rng_state()
+        every = distributed.gather_to_main(self.ctx, own) if self.ctx is not None and self.ctx.enabled else None
+        if not self.is_main:
+            return
+        save_checkpoint(self.ckpt_path, {
+            "algo": self.algo, "env_id": self.args.env, "args": asdict(self.args), **self.meta,
+            "spaces": spaces_of(self.env), **own, **self.extra(),
+            "iteration": next_iteration, "global_step": self.step, "seconds": self.logger.seconds,
+            **({"ranks": every} if every is not None else {}),
+        })
+
+    def finish(self, env) -> dict:
+        """Close the logger and the env; the run's summary."""
+        if self.is_main:
+            self.logger.close()
+        env.close()
+        return {"eval_return": self.eval_result.get("eval_return", float("nan")),
+                "eval_return_std": self.eval_result.get("eval_return_std", float("nan")),
+                "steps": self.step, "seconds": self.logger.seconds if self.is_main else float("nan"),
+                "checkpoint": str(self.ckpt_path), "run_dir": str(self.run_dir)}
