@@ -21,7 +21,7 @@ Truncated transitions bootstrap from the true final observation, terminated ones
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -33,15 +33,14 @@ import torch.nn as nn
 
 import envs
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
-from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import Clip, Count, Count0, Layers, Rate, RunArgs, Unit, cli
-from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.device import compile_fn
 from common.errors import UserError
-from common.evaluate import PolicyFn, evaluate, load_run
-from common.guard import NumericGuard
-from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.evaluate import PolicyFn, load_run
+from common.logger import Meter
+from common.run import Run
 from common.vec_env import check_single_agent, concat_groups, mask_columns
-from common.wrappers import EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
+from common.wrappers import NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "dqn"
 
@@ -122,7 +121,7 @@ def check_args(args: Args, env) -> None:
     if not isinstance(env.single_action_space, gym.spaces.Discrete):
         raise UserError(
             f"dqn needs a Discrete action space; {args.env} has {env.single_action_space}. "
-            f"Use a continuous-action algorithm (algos/ppo_vec.py, sac.py or td3.py) for this env."
+            f"Use algos/ppo_vec.py (any action space) or, for continuous actions, sac.py or td3.py."
         )
     if len(env.single_observation_space.shape) != 1:
         raise UserError(f"dqn's MLP needs flat observations, {args.env} has shape "
@@ -197,15 +196,10 @@ def policy_from(q_net: QNetwork, obs_norm) -> "callable":
 
 
 def main(args: Args) -> dict:
-    device = resolve_device(args.device)
-    ckpt = None
-    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
-        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
-        args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env))
-    seed_everything(args.seed)
+    run = Run(ALGO, args, defaults=default_args)  # device, --resume (with its settings), seeds
+    args, device = run.args, run.device
     env = make_env(args, device, args.seed)
     check_args(args, env)
-    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     obs_space, n_actions = env.single_observation_space, int(env.single_action_space.n)
     obs_dim = int(np.prod(obs_space.shape))
     q_net = QNetwork(obs_dim, n_actions, args.hidden, mask_columns(env)).to(device)
@@ -234,99 +228,61 @@ def main(args: Args) -> dict:
 
     N = args.num_envs
     num_iterations = args.total_steps // N
-    start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
-    next_obs = concat_groups(*env.reset(seed=args.seed))
-    if ckpt is not None:
-        q_net.load_state_dict(ckpt["model"])
-        target_net.load_state_dict(ckpt["target"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        rb.load_state_dict(ckpt["buffer"])
-        env.load_state_dict(ckpt["env"])
-        next_obs = ckpt["next_obs"].to(device)
-        start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
-        set_rng_state(ckpt["rng"])
-    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
-    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
-                    resume_step=global_step if args.resume else None)
-    stats_env = find_wrapper(env, EpisodeStatistics)
-    ckpt_path = run_dir / "checkpoint.pt"
-    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
+    obs = torch.zeros((N, width), device=device)  # where the next step starts: a fixed buffer
+    obs.copy_(concat_groups(*env.reset(seed=args.seed)))
+    norm = find_wrapper(env, NormalizeObservation)
 
     def policy():
-        norm = find_wrapper(env, NormalizeObservation)
         return policy_from(q_net, norm.rms if norm else None)
 
-    def save():
-        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
-        save_checkpoint(ckpt_path, {
-            "algo": ALGO, "env_id": args.env, "args": asdict(args),
-            "obs_shape": tuple(obs_space.shape), "action_space": repr(env.single_action_space),
-            "model": q_net.state_dict(), "target": target_net.state_dict(), "optimizer": optimizer.state_dict(),
-            "buffer": rb.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
-            "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
-            "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step, "updates": updates,
-            "seconds": logger.seconds, "rng": rng_state(),
-        })
-
-    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    # the state a checkpoint holds and a resumed run restores, named once
+    run.start(env, dict(model=q_net, target=target_net, optimizer=optimizer, buffer=rb, env=env, next_obs=obs), policy,
+              meta=dict(obs_shape=tuple(obs_space.shape), action_space=repr(env.single_action_space)),
+              extra=lambda: dict(obs_norm=norm.rms.state_dict() if norm else None, updates=updates))
+    guard = run.guard
+    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far: the target network's schedule
     meter = Meter(device, "td_loss", "q_mean")  # summed on the device, read at the logging tick
-    iteration = start_iter - 1
-    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
-        for iteration in range(start_iter, num_iterations):
-            if args.anneal_lr:
-                optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
-            # ---- explore: epsilon-greedy over all sub-envs at once -------------------------------------
-            eps = epsilon_at(args, global_step)
-            with torch.no_grad():
-                greedy = q_fn(next_obs).argmax(-1)
-                random_actions = torch.randint(0, n_actions, (N,), device=device) if not q_net.mask_dim else \
-                    (torch.rand(N, n_actions, device=device) + next_obs[:, obs_dim:]).argmax(-1)  # uniform, allowed only
-                explore = torch.rand(N, device=device) < eps
-                actions = torch.where(explore, random_actions, greedy)
-            obs = next_obs
-            next_obs, reward, terminated, truncated, info = env.step(actions)
-            next_obs, info["final_obs"] = concat_groups(next_obs, info), concat_groups(info["final_obs"], info, final=True)
-            guard.watch("observations", next_obs, info["final_obs"])
-            guard.watch("rewards", reward)
-            rb.add(obs, actions, reward, info["final_obs"], terminated)
-            global_step += N
-            guard.check(global_step)
+    # after each step the shell counts the env steps, checks for NaN, evaluates, logs and checkpoints on their ticks
+    for iteration in run.iterations(num_iterations, N, metrics=lambda: dict(**meter.pop(), epsilon=eps),
+                                    learning_starts=args.learning_starts):
+        if args.anneal_lr:
+            optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
+        # ---- explore: epsilon-greedy over all sub-envs at once -------------------------------------
+        eps = epsilon_at(args, run.step)
+        with torch.no_grad():
+            greedy = q_fn(obs).argmax(-1)
+            random_actions = torch.randint(0, n_actions, (N,), device=device) if not q_net.mask_dim else \
+                (torch.rand(N, n_actions, device=device) + obs[:, obs_dim:]).argmax(-1)  # uniform, allowed only
+            explore = torch.rand(N, device=device) < eps
+            actions = torch.where(explore, random_actions, greedy)
+        next_obs, reward, terminated, truncated, info = env.step(actions)
+        next_obs, info["final_obs"] = concat_groups(next_obs, info), concat_groups(info["final_obs"], info, final=True)
+        guard.watch("observations", next_obs, info["final_obs"])
+        guard.watch("rewards", reward)
+        rb.add(obs, actions, reward, info["final_obs"], terminated)
+        obs.copy_(next_obs)
+        step = run.step + N  # env steps so far, this one's included
+        guard.check(step)
 
-            # ---- learn ----------------------------------------------------------------------------------
-            if global_step > args.learning_starts:
-                beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, global_step / args.total_steps)
-                for _ in range(args.gradient_steps):
-                    b = rb.sample(args.batch_size, beta=beta)
-                    loss, q_mean, td_abs = loss_fn(q_net, target_net, args.gamma, args.action_gap, b)
-                    meter.add(td_loss=loss, q_mean=q_mean)
-                    guard.watch("TD loss", loss)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    step_fn()
-                    rb.update_priorities(b.indices, td_abs)
-                    updates += 1
-                    if updates % args.target_every == 0:
-                        with torch.no_grad():
-                            torch._foreach_lerp_(list(target_net.parameters()), list(q_net.parameters()), args.tau)
-                    guard.watch_params("parameters", q_net)
-                    guard.check(global_step)
-
-            # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
-            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
-            if do_eval:
-                with logger.paused():
-                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
-            if do_log:
-                logger.log(global_step, stats_env.pop(), eval_result if do_eval else None, **meter.pop(), epsilon=eps)
-            if do_save:
-                save()
-            logger.burn_in(global_step, learned=global_step > args.learning_starts)
-
-    logger.close()
-    env.close()
-    return {"eval_return": eval_result.get("eval_return", float("nan")),
-            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
-            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+        # ---- learn ----------------------------------------------------------------------------------
+        if step > args.learning_starts:
+            beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, step / args.total_steps)
+            for _ in range(args.gradient_steps):
+                b = rb.sample(args.batch_size, beta=beta)
+                loss, q_mean, td_abs = loss_fn(q_net, target_net, args.gamma, args.action_gap, b)
+                meter.add(td_loss=loss, q_mean=q_mean)
+                guard.watch("TD loss", loss)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                step_fn()
+                rb.update_priorities(b.indices, td_abs)
+                updates += 1
+                if updates % args.target_every == 0:
+                    with torch.no_grad():
+                        torch._foreach_lerp_(list(target_net.parameters()), list(q_net.parameters()), args.tau)
+                guard.watch_params("parameters", q_net)
+                guard.check(step)
+    return run.finish(env)
 
 
 def load_policy(path: str, device: str = "cpu") -> PolicyFn:

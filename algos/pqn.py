@@ -25,7 +25,7 @@ matter here: each env step is one row of every update.
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,15 +36,14 @@ import torch
 import torch.nn as nn
 
 import envs
-from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import Clip, Count, Count0, Layers, Rate, RunArgs, Unit, cli
-from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.device import compile_fn
 from common.errors import UserError
-from common.evaluate import PolicyFn, evaluate, load_run
-from common.guard import NumericGuard
-from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.evaluate import PolicyFn, load_run
+from common.logger import Meter
+from common.run import Run
 from common.vec_env import check_single_agent, concat_groups, mask_columns
-from common.wrappers import EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
+from common.wrappers import NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "pqn"
 
@@ -108,7 +107,7 @@ def check_args(args: Args, env) -> None:
     if not isinstance(env.single_action_space, gym.spaces.Discrete):
         raise UserError(
             f"pqn needs a Discrete action space; {args.env} has {env.single_action_space}. "
-            f"Use a continuous-action algorithm (algos/ppo_vec.py, sac.py or td3.py) for this env."
+            f"Use algos/ppo_vec.py (any action space) or, for continuous actions, sac.py or td3.py."
         )
     if len(env.single_observation_space.shape) != 1:
         raise UserError(f"pqn's MLP needs flat observations, {args.env} has shape "
@@ -188,15 +187,10 @@ def policy_from(q_net: QNetwork, obs_norm) -> "callable":
 
 
 def main(args: Args) -> dict:
-    device = resolve_device(args.device)
-    ckpt = None
-    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
-        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
-        args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env))
-    seed_everything(args.seed)
+    run = Run(ALGO, args, defaults=default_args)  # device, --resume (with its settings), seeds
+    args, device = run.args, run.device
     env = make_env(args, device, args.seed)
     check_args(args, env)
-    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     obs_space, n_actions = env.single_observation_space, int(env.single_action_space.n)
     obs_dim = int(np.prod(obs_space.shape))
     q_net = QNetwork(obs_dim, n_actions, args.hidden, mask_columns(env)).to(device)
@@ -223,96 +217,59 @@ def main(args: Args) -> dict:
         step_fn = compile_fn(opt_step, device, graphs=False)
 
     num_iterations = args.total_steps // batch_size
-    start_iter, global_step, elapsed = 0, 0, 0.0
-    next_obs = concat_groups(*env.reset(seed=args.seed))
-    if ckpt is not None:
-        q_net.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        env.load_state_dict(ckpt["env"])
-        next_obs = ckpt["next_obs"].to(device)
-        start_iter, global_step, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["seconds"]
-        set_rng_state(ckpt["rng"])
-    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
-    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
-                    resume_step=global_step if args.resume else None)
-    stats_env = find_wrapper(env, EpisodeStatistics)
-    ckpt_path = run_dir / "checkpoint.pt"
-    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
+    obs = torch.zeros((N, width), device=device)  # where the next step starts: a fixed buffer
+    obs.copy_(concat_groups(*env.reset(seed=args.seed)))
+    norm = find_wrapper(env, NormalizeObservation)
 
     def policy():
-        norm = find_wrapper(env, NormalizeObservation)
         return policy_from(q_net, norm.rms if norm else None)
 
-    def save():
-        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
-        save_checkpoint(ckpt_path, {
-            "algo": ALGO, "env_id": args.env, "args": asdict(args),
-            "obs_shape": tuple(obs_space.shape), "action_space": repr(env.single_action_space),
-            "model": q_net.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
-            "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
-            "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step,
-            "seconds": logger.seconds, "rng": rng_state(),
-        })
-
-    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    # the state a checkpoint holds and a resumed run restores, named once
+    run.start(env, dict(model=q_net, optimizer=optimizer, env=env, next_obs=obs), policy,
+              meta=dict(obs_shape=tuple(obs_space.shape), action_space=repr(env.single_action_space)),
+              extra=lambda: dict(obs_norm=norm.rms.state_dict() if norm else None))
+    guard = run.guard
     meter = Meter(device, "td_loss", "q_mean")  # summed on the device, read at the logging tick
-    iteration = start_iter - 1
-    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
-        for iteration in range(start_iter, num_iterations):
-            if args.anneal_lr:
-                optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
-            # ---- rollout: epsilon-greedy over all sub-envs at once ------------------------------------
-            eps = epsilon_at(args, global_step)
-            with torch.no_grad():
-                for t in range(T):
-                    greedy = q_fn(next_obs).argmax(-1)
-                    random_actions = torch.randint(0, n_actions, (N,), device=device) if not q_net.mask_dim else \
-                        (torch.rand(N, n_actions, device=device) + next_obs[:, obs_dim:]).argmax(-1)  # uniform, allowed only
-                    explore = torch.rand(N, device=device) < eps
-                    actions = torch.where(explore, random_actions, greedy)
-                    obs_buf[t], actions_buf[t] = next_obs, actions
-                    next_obs, reward, terminated, truncated, info = env.step(actions)
-                    next_obs, info["final_obs"] = concat_groups(next_obs, info), concat_groups(info["final_obs"], info, final=True)
-                    guard.watch("observations", next_obs, info["final_obs"])
-                    guard.watch("rewards", reward)
-                    done = terminated | truncated
-                    rewards_buf[t], term_buf[t], dones_buf[t] = reward, terminated.float(), done.float()
-                    next_obs_buf[t] = torch.where(done.unsqueeze(-1), info["final_obs"], next_obs)  # s_t+1 of step t
-                global_step += batch_size
-                next_max_q = q_fn(next_obs_buf.flatten(0, 1)).max(-1).values.view(T, N)
-                returns = q_lambda_returns(rewards_buf, term_buf, dones_buf, next_max_q, args.gamma, args.q_lambda)
+    # after each iteration the shell counts its steps, checks for NaN, evaluates, logs and checkpoints on their ticks
+    for iteration in run.iterations(num_iterations, batch_size, metrics=lambda: dict(**meter.pop(), epsilon=eps)):
+        if args.anneal_lr:
+            optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
+        # ---- rollout: epsilon-greedy over all sub-envs at once ------------------------------------
+        eps = epsilon_at(args, run.step)
+        with torch.no_grad():
+            for t in range(T):
+                greedy = q_fn(obs).argmax(-1)
+                random_actions = torch.randint(0, n_actions, (N,), device=device) if not q_net.mask_dim else \
+                    (torch.rand(N, n_actions, device=device) + obs[:, obs_dim:]).argmax(-1)  # uniform, allowed only
+                explore = torch.rand(N, device=device) < eps
+                actions = torch.where(explore, random_actions, greedy)
+                obs_buf[t], actions_buf[t] = obs, actions
+                next_obs, reward, terminated, truncated, info = env.step(actions)
+                next_obs, info["final_obs"] = concat_groups(next_obs, info), concat_groups(info["final_obs"], info, final=True)
+                guard.watch("observations", next_obs, info["final_obs"])
+                guard.watch("rewards", reward)
+                done = terminated | truncated
+                rewards_buf[t], term_buf[t], dones_buf[t] = reward, terminated.float(), done.float()
+                next_obs_buf[t] = torch.where(done.unsqueeze(-1), info["final_obs"], next_obs)  # s_t+1 of step t
+                obs.copy_(next_obs)
+            next_max_q = q_fn(next_obs_buf.flatten(0, 1)).max(-1).values.view(T, N)
+            returns = q_lambda_returns(rewards_buf, term_buf, dones_buf, next_max_q, args.gamma, args.q_lambda)
 
-            # ---- learn: epochs of minibatches over the rollout, which is then discarded --------------------
-            b_obs, b_actions, b_returns = obs_buf.flatten(0, 1), actions_buf.flatten(), returns.flatten()
-            for epoch in range(args.update_epochs):
-                perm = torch.randperm(batch_size, device=device)
-                for start in range(0, batch_size, minibatch_size):
-                    idx = perm[start:start + minibatch_size]
-                    loss, q_mean = loss_fn(q_net, b_obs[idx], b_actions[idx], b_returns[idx])
-                    meter.add(td_loss=loss, q_mean=q_mean)
-                    guard.watch("TD loss", loss)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    step_fn()
-                    guard.watch_params("parameters", q_net)
-                    guard.check(global_step)
-
-            # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
-            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
-            if do_eval:
-                with logger.paused():
-                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
-            if do_log:
-                logger.log(global_step, stats_env.pop(), eval_result if do_eval else None, **meter.pop(), epsilon=eps)
-            if do_save:
-                save()
-            logger.burn_in(global_step)
-
-    logger.close()
-    env.close()
-    return {"eval_return": eval_result.get("eval_return", float("nan")),
-            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
-            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+        # ---- learn: epochs of minibatches over the rollout, which is then discarded --------------------
+        b_obs, b_actions, b_returns = obs_buf.flatten(0, 1), actions_buf.flatten(), returns.flatten()
+        for epoch in range(args.update_epochs):
+            perm = torch.randperm(batch_size, device=device)
+            for start in range(0, batch_size, minibatch_size):
+                idx = perm[start:start + minibatch_size]
+                loss, q_mean = loss_fn(q_net, b_obs[idx], b_actions[idx], b_returns[idx])
+                meter.add(td_loss=loss, q_mean=q_mean)
+                guard.watch("TD loss", loss)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                step_fn()
+                guard.watch_params("parameters", q_net)
+                guard.check(run.step + batch_size)
+    return run.finish(env)
 
 
 def load_policy(path: str, device: str = "cpu") -> PolicyFn:
