@@ -270,3 +270,27 @@ def test_a_full_disk_mid_write_is_one_line_and_keeps_the_previous_file(tmp_path,
     monkeypatch.undo()
     assert path.read_bytes() == b"good" and [p.name for p in tmp_path.iterdir()] == ["ck.pt"]
     assert "free disk space" in assert_user_error(e.value, capfd)
+
+
+def test_the_run_shell_saves_the_state_a_file_names_and_restores_it(tmp_path):
+    """common.run.Run: a file names its state once (`run.start(env, state, ...)`); the checkpoint holds exactly
+    that state under those names, the file's meta and extras, the counters and the generators; a resumed run
+    restores it and continues at the saved step (bit-exactness of whole runs: tests/test_faults.py)."""
+    import torch
+
+    from algos import ppo_vec
+
+    kw = dict(env="CartPole-v1", num_envs=4, num_steps=8, total_steps=64, eval_every=0, save_every=0, quiet=True,
+              tensorboard=False, plots=False)
+    first = ppo_vec.main(ppo_vec.Args(out_dir=str(tmp_path / "a"), **kw))
+    ck = torch.load(first["checkpoint"], weights_only=False)
+    state = {"model", "optimizer", "env", "next_obs"}
+    shell = {"algo", "env_id", "args", "spaces", "rng", "iteration", "global_step", "seconds"}
+    meta = {"obs_shape", "action_space", "obs_norm"}
+    assert set(ck) - {"format"} == state | shell | meta, sorted(set(ck) ^ (state | shell | meta))
+    assert ck["iteration"] == 2 and ck["global_step"] == 64
+    again = ppo_vec.main(ppo_vec.Args(out_dir=str(tmp_path / "b"), resume=first["checkpoint"],
+                                      **{**kw, "total_steps": 96}))
+    assert again["steps"] == 96
+    ck2 = torch.load(again["checkpoint"], weights_only=False)
+    assert ck2["iteration"] == 3 and not torch.equal(ck2["next_obs"], ck["next_obs"])
