@@ -276,7 +276,8 @@ def main(args: Args) -> dict:
                 updates += 1
                 if updates % args.target_every == 0:
                     with torch.no_grad():
-                        torch._foreach_lerp_(list(target_net.parameters()), list(q_net.parameters()), args.tau)
+                        for p_t, p in zip(target_net.parameters(), q_net.parameters()):  # Polyak averaging of the target
+                            p_t.lerp_(p, args.tau)
                 guard.watch_params("parameters", q_net)
                 guard.check(step)
     return run.finish(env)

@@ -17,7 +17,7 @@ from the actor's objective at the price of no longer matching the paper's estima
 
 Details that matter:
 * the A actors are one `common.ensemble.EnsembleMLP` with A members (one batched matmul per
-  layer for all agents), the A critics another; one Adam each, one `_foreach_lerp_` target update;
+  layer for all agents), the A critics another; one Adam each, one Polyak target update;
 * actions live in [-1, 1] (tanh) with Gaussian exploration noise (`--noise-color` colors it in
   time), as in `algos/ddpg.py`, and are mapped affinely onto the env's Box (MPE's [0, 1]^5) only at
   the env boundary;
@@ -292,7 +292,8 @@ def main(args: Args) -> dict:
                     a_loss.backward()
                     actor_opt.step()
                     with torch.no_grad():
-                        torch._foreach_lerp_(params_t, params, args.tau)
+                        for p_t, p in zip(params_t, params):  # Polyak averaging of the target
+                            p_t.lerp_(p, args.tau)
                     updates += 1
                     guard.watch_params("parameters", [actors, critics])
                     guard.check(global_step)

@@ -290,7 +290,8 @@ def main(args: Args) -> dict:
                         a_loss.backward()
                         actor_opt.step()
                         with torch.no_grad():
-                            torch._foreach_lerp_(params_t, params, args.tau)
+                            for p_t, p in zip(params_t, params):  # Polyak averaging of the target
+                                p_t.lerp_(p, args.tau)
                     guard.watch_params("parameters", [actors, critics])
                     guard.check(global_step)
 

@@ -362,7 +362,8 @@ def main(args: Args) -> dict:
                     updates += 1
                     if updates % args.target_every == 0:
                         with torch.no_grad():
-                            torch._foreach_lerp_(list(target.parameters()), list(model.parameters()), args.tau)
+                            for p_t, p in zip(target.parameters(), model.parameters()):  # Polyak averaging of the target
+                                p_t.lerp_(p, args.tau)
                     guard.watch_params("parameters", model)
                     guard.check(global_step)
 

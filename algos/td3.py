@@ -20,7 +20,7 @@ Multi-process training (torchrun, model fusion) and explore/learn pipelining are
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -32,17 +32,16 @@ import torch.nn as nn
 
 import envs
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
-from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli
-from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.device import compile_fn
 from common.ensemble import EnsembleMLP
 from common.errors import UserError
-from common.evaluate import PolicyFn, evaluate, load_run
-from common.guard import NumericGuard
-from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.evaluate import PolicyFn, load_run
+from common.logger import Meter
 from common.noise import ColoredNoise
+from common.run import Run
 from common.vec_env import check_single_agent
-from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
+from common.wrappers import ActionScaler, NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "td3"
 
@@ -193,15 +192,10 @@ def policy_from(actor: Actor, obs_norm, to_env) -> "callable":
 
 
 def main(args: Args) -> dict:
-    device = resolve_device(args.device)
-    ckpt = None
-    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
-        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
-        args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env))
-    seed_everything(args.seed)
+    run = Run(ALGO, args, defaults=default_args)  # device, --resume (with its settings), seeds
+    args, device = run.args, run.device
     env = make_env(args, device, args.seed)
     check_args(args, env)
-    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
     actor = Actor(obs_dim, act_dim, args.hidden).to(device)
@@ -230,103 +224,65 @@ def main(args: Args) -> dict:
     N = args.num_envs
     noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
     num_iterations = args.total_steps // N
-    start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
-    next_obs, _ = env.reset(seed=args.seed)
-    if ckpt is not None:
-        for name, obj in (("actor", actor), ("critic", critic), ("actor_target", actor_t), ("critic_target", critic_t),
-                          ("actor_opt", actor_opt), ("critic_opt", critic_opt), ("buffer", rb), ("env", env)):
-            obj.load_state_dict(ckpt[name])
-        noise.load_state_dict(ckpt.get("noise"))
-        next_obs = ckpt["next_obs"].to(device)
-        start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
-        set_rng_state(ckpt["rng"])
-    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
-    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
-                    resume_step=global_step if args.resume else None)
-    stats_env = find_wrapper(env, EpisodeStatistics)
-    ckpt_path = run_dir / "checkpoint.pt"
-    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
+    obs = env.reset(seed=args.seed)[0].clone()  # where the next step starts: a fixed buffer
+    norm = find_wrapper(env, NormalizeObservation)
 
     def policy():
-        norm = find_wrapper(env, NormalizeObservation)
         return policy_from(actor, norm.rms if norm else None, to_env)
 
-    def save():
-        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
-        save_checkpoint(ckpt_path, {
-            "algo": ALGO, "env_id": args.env, "args": asdict(args),
-            "obs_shape": tuple(obs_space.shape), "action_space": repr(env.unwrapped.single_action_space),
-            "actor": actor.state_dict(), "critic": critic.state_dict(), "actor_target": actor_t.state_dict(),
-            "critic_target": critic_t.state_dict(), "actor_opt": actor_opt.state_dict(),
-            "critic_opt": critic_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
-            "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
-            "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step, "updates": updates,
-            "seconds": logger.seconds, "rng": rng_state(), "noise": noise.state_dict(),
-        })
-
-    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    # the state a checkpoint holds and a resumed run restores, named once
+    run.start(env, dict(actor=actor, critic=critic, actor_target=actor_t, critic_target=critic_t,
+                    actor_opt=actor_opt, critic_opt=critic_opt, buffer=rb, env=env, noise=noise, next_obs=obs), policy,
+              meta=dict(obs_shape=tuple(obs_space.shape), action_space=repr(env.unwrapped.single_action_space)),
+              extra=lambda: dict(obs_norm=norm.rms.state_dict() if norm else None, updates=updates))
+    guard = run.guard
+    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
     meter = Meter(device, "critic_loss", "actor_loss")  # summed on the device, read at the logging tick
-    iteration = start_iter - 1
-    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
-        for iteration in range(start_iter, num_iterations):
-            # ---- explore: mu(s) + Gaussian noise, uniform actions before learning_starts --------------
-            with torch.no_grad():
-                if global_step < args.learning_starts:
-                    actions = torch.rand(N, act_dim, device=device) * 2 - 1
-                else:
-                    actions = act_fn(next_obs)
-                    actions = (actions + args.exploration_noise * noise.sample()).clamp(-1, 1)
-            obs = next_obs
-            next_obs, reward, terminated, truncated, info = env.step(actions)
-            guard.watch("observations", next_obs, info["final_obs"])
-            guard.watch("rewards", reward)
-            rb.add(obs, actions, reward, info["final_obs"], terminated)
-            global_step += N
-            guard.check(global_step)
+    # after each step the shell counts the env steps, checks for NaN, evaluates, logs and checkpoints on their ticks
+    for iteration in run.iterations(num_iterations, N, learning_starts=args.learning_starts,
+                                    metrics=lambda: dict(**meter.pop(), updates=updates)):
+        # ---- explore: mu(s) + Gaussian noise, uniform actions before learning_starts --------------
+        with torch.no_grad():
+            if run.step < args.learning_starts:
+                actions = torch.rand(N, act_dim, device=device) * 2 - 1
+            else:
+                actions = act_fn(obs)
+                actions = (actions + args.exploration_noise * noise.sample()).clamp(-1, 1)
+        next_obs, reward, terminated, truncated, info = env.step(actions)
+        guard.watch("observations", next_obs, info["final_obs"])
+        guard.watch("rewards", reward)
+        rb.add(obs, actions, reward, info["final_obs"], terminated)
+        obs.copy_(next_obs)
+        step = run.step + N  # env steps so far, this one's included
+        guard.check(step)
 
-            # ---- learn ----------------------------------------------------------------------------------
-            if global_step >= args.learning_starts:
-                beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, global_step / args.total_steps)
-                for _ in range(args.gradient_steps):
-                    b = rb.sample(args.batch_size, beta=beta)
-                    c_loss, td_abs = c_loss_fn(actor_t, critic, critic_t, args.gamma, b, args.target_noise, args.noise_clip)
-                    meter.add(critic_loss=c_loss)
-                    guard.watch("critic loss", c_loss)
-                    critic_opt.zero_grad(set_to_none=True)
-                    c_loss.backward()
-                    critic_step()
-                    guard.watch_params("parameters", critic)  # before the actor loss reads it
-                    rb.update_priorities(b.indices, td_abs)
-                    updates += 1
-                    if updates % args.policy_delay == 0:  # delayed actor and target updates
-                        a_loss = a_loss_fn(actor, critic, b)
-                        meter.add(actor_loss=a_loss)
-                        guard.watch("actor loss", a_loss)
-                        actor_opt.zero_grad(set_to_none=True)
-                        a_loss.backward(inputs=list(actor.parameters()))  # the critic's gradients would be thrown away
-                        actor_step()
-                        with torch.no_grad():
-                            torch._foreach_lerp_(params_t, params, args.tau)
-                    guard.watch_params("parameters", actor)  # the critic: checked after its step
-                    guard.check(global_step)
-
-            # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
-            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
-            if do_eval:
-                with logger.paused():
-                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
-            if do_log:
-                logger.log(global_step, stats_env.pop(), eval_result if do_eval else None, **meter.pop(),
-                           updates=updates)
-            if do_save:
-                save()
-            logger.burn_in(global_step, learned=global_step >= args.learning_starts)
-
-    logger.close()
-    env.close()
-    return {"eval_return": eval_result.get("eval_return", float("nan")),
-            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
-            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+        # ---- learn ----------------------------------------------------------------------------------
+        if step >= args.learning_starts:
+            beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, step / args.total_steps)
+            for _ in range(args.gradient_steps):
+                b = rb.sample(args.batch_size, beta=beta)
+                c_loss, td_abs = c_loss_fn(actor_t, critic, critic_t, args.gamma, b, args.target_noise, args.noise_clip)
+                meter.add(critic_loss=c_loss)
+                guard.watch("critic loss", c_loss)
+                critic_opt.zero_grad(set_to_none=True)
+                c_loss.backward()
+                critic_step()
+                guard.watch_params("parameters", critic)  # before the actor loss reads it
+                rb.update_priorities(b.indices, td_abs)
+                updates += 1
+                if updates % args.policy_delay == 0:  # delayed actor and target updates
+                    a_loss = a_loss_fn(actor, critic, b)
+                    meter.add(actor_loss=a_loss)
+                    guard.watch("actor loss", a_loss)
+                    actor_opt.zero_grad(set_to_none=True)
+                    a_loss.backward(inputs=list(actor.parameters()))  # the critic's gradients would be thrown away
+                    actor_step()
+                    with torch.no_grad():
+                        for p_t, p in zip(params_t, params):  # Polyak averaging of the target
+                            p_t.lerp_(p, args.tau)
+                guard.watch_params("parameters", actor)  # the critic: checked after its step
+                guard.check(step)
+    return run.finish(env)
 
 
 def load_policy(path: str, device: str = "cpu") -> PolicyFn:

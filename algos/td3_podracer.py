@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -39,18 +39,17 @@ import torch.nn as nn
 import envs
 from common import distributed
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
-from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
 from common.cli import Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli
-from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.device import compile_fn, resolve_device
 from common.ensemble import EnsembleMLP
 from common.errors import UserError
-from common.evaluate import PolicyFn, evaluate, load_run
-from common.guard import NumericGuard
-from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.evaluate import PolicyFn, load_run
+from common.logger import Meter
 from common.noise import ColoredNoise
 from common.pipeline import Pipeline, flush
+from common.run import Run
 from common.vec_env import check_single_agent
-from common.wrappers import ActionScaler, EpisodeStatistics, NormalizeObservation, find_wrapper, wrap_env
+from common.wrappers import ActionScaler, NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "td3_podracer"
 
@@ -218,15 +217,12 @@ def main(args: Args) -> dict:
     ctx, device = distributed.init(resolve_device(args.device))  # torchrun: one learner per rank
     if ctx.enabled and args.resume:
         raise UserError("--resume is a single-process option for now: run without torchrun")
-    ckpt = None
-    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
-        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
-        args = resume_args(args, ckpt, args.resume, defaults=default_args(args.env))
-    seed_everything(args.seed + ctx.rank)
+    # --resume (with its settings) and seeds; rank 0's state alone is checkpointed (--resume is single-process)
+    run = Run(ALGO, args, defaults=default_args, ctx=ctx, device=device, gather=False)
+    args = run.args
     env_seed = args.seed + 1000 * ctx.rank
     env = make_env(args, device, env_seed)
     check_args(args, env)
-    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
     actor = Actor(obs_dim, act_dim, args.hidden).to(device)
@@ -258,53 +254,30 @@ def main(args: Args) -> dict:
     noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
     K = args.pipeline_segment if args.pipeline else 1  # vectorized steps per segment
     num_iterations = args.total_steps // (N * W)  # --total-steps counts all ranks
-    start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
-    next_obs, _ = env.reset(seed=env_seed)
+    obs = env.reset(seed=env_seed)[0].clone()  # where the next step starts: a fixed buffer
     explore_gen = torch.Generator(device).manual_seed(int(torch.randint(2**62, ()))) if args.pipeline else None
-    if ckpt is not None:
-        for name, obj in (("actor", actor), ("critic", critic), ("actor_target", actor_t), ("critic_target", critic_t),
-                          ("actor_opt", actor_opt), ("critic_opt", critic_opt), ("buffer", rb), ("env", env)):
-            obj.load_state_dict(ckpt[name])
-        noise.load_state_dict(ckpt.get("noise"))
-        next_obs = ckpt["next_obs"].to(device)
-        start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
-        set_rng_state(ckpt["rng"])
-        if explore_gen is not None:
-            explore_gen.set_state(ckpt["explore_rng"].cpu())
-    learned = ckpt.get("learned", start_iter) if ckpt is not None else 0  # iterations whose updates are done
-    run_dir = logger = None  # only rank 0 logs, evaluates and checkpoints
-    if ctx.is_main:
-        run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
-        logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
-                        resume_step=global_step if args.resume else None)
-    stats_env = find_wrapper(env, EpisodeStatistics)
     obs_norm = find_wrapper(env, NormalizeObservation)
     obs_rms = obs_norm.rms if obs_norm else None
-    ckpt_path = run_dir / "checkpoint.pt" if ctx.is_main else Path(args.out_dir) / "checkpoint.pt"
-    guard = NumericGuard(device, ckpt_path if ctx.is_main else None)  # NaN/Inf: stop, keep the last good checkpoint
+
+    def policy():
+        return policy_from(actor, obs_rms, to_env)
+
+    # the state a checkpoint holds and a resumed run restores, named once
+    run.start(env, dict(actor=actor, critic=critic, actor_target=actor_t, critic_target=critic_t,
+                    actor_opt=actor_opt, critic_opt=critic_opt, buffer=rb, env=env, noise=noise, next_obs=obs,
+                    explore_rng=explore_gen), policy,
+              meta=dict(obs_shape=tuple(obs_space.shape), action_space=repr(env.unwrapped.single_action_space)),
+              extra=lambda: dict(obs_norm=obs_rms.state_dict() if obs_rms is not None else None, updates=updates,
+                                 learned=learned))
+    guard = run.guard
+    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
+    learned = run.ckpt.get("learned", run.start_iter) if run.ckpt else 0  # iterations whose updates are done
     pipe = actor_x = stage = None
     if args.pipeline:  # the explorer's own actor copy and staging buffer (see the module docstring)
         pipe = Pipeline(device)
         actor_x = copy.deepcopy(actor).requires_grad_(False)
         stage = ReplayBuffer(K * N, (obs_dim,), (act_dim,), torch.float32, device)
 
-    def policy():
-        norm = find_wrapper(env, NormalizeObservation)
-        return policy_from(actor, norm.rms if norm else None, to_env)
-
-    def save():
-        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
-        save_checkpoint(ckpt_path, {
-            "algo": ALGO, "env_id": args.env, "args": asdict(args),
-            "obs_shape": tuple(obs_space.shape), "action_space": repr(env.unwrapped.single_action_space),
-            "actor": actor.state_dict(), "critic": critic.state_dict(), "actor_target": actor_t.state_dict(),
-            "critic_target": critic_t.state_dict(), "actor_opt": actor_opt.state_dict(),
-            "critic_opt": critic_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
-            "obs_norm": (find_wrapper(env, NormalizeObservation).rms.state_dict() if args.norm_obs else None),
-            "next_obs": next_obs, "iteration": iteration + 1, "global_step": global_step, "updates": updates,
-            "learned": learned, "explore_rng": explore_gen.get_state() if explore_gen is not None else None,
-            "seconds": logger.seconds, "rng": rng_state(), "noise": noise.state_dict(),
-        })
 
     # ---- explore: mu(s) + Gaussian noise, uniform actions before learning_starts ------------------------------
     @torch.no_grad()
@@ -356,61 +329,41 @@ def main(args: Args) -> dict:
                         distributed.allreduce_gradients(ctx, [actor])
                     actor_step()
                     with torch.no_grad():
-                        torch._foreach_lerp_(params_t, params, args.tau)
+                        for p_t, p in zip(params_t, params):  # Polyak averaging of the target
+                            p_t.lerp_(p, args.tau)
                 guard.watch_params("parameters", actor)  # the critic: checked after its step
                 guard.check(step)
                 if ctx.enabled and args.fuse_every and updates % args.fuse_every == 0:
                     distributed.fuse(ctx, fused, optimizers)
 
-    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
     meter = Meter(device, "critic_loss", "actor_loss")  # summed on the device, read at the logging tick
-    iteration = start_iter - 1
-    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
-        for first in range(start_iter, num_iterations, K):
-            last = min(first + K, num_iterations)
-            if pipe is None:  # explore one vectorized step, then learn from it
-                next_obs = explore(actor, None, next_obs, first, last, rb)
-                learn(learned, last)
-                learned = last
-            else:  # explore this segment with the actor one segment old while learning the previous segment's steps
-                next_obs, _ = pipe.run(partial(explore, actor_x, explore_gen, next_obs, first, last, stage),
-                                       partial(learn, learned, first))
-                learned = first
-                flush(stage, rb)  # handoff: the new transitions to the buffer, the fresh actor to the explorer
-                actor_x.load_state_dict(actor.state_dict())
-            global_step += (last - first) * N * W
-            guard.check(global_step)
-            distributed.fuse_statistics(ctx, [obs_rms])  # every rank normalizes alike
-            iteration = last - 1
-            is_last = last == num_iterations
-            if is_last:
-                learn(learned, last)  # the pipeline's last segment (nothing left without it)
-                learned = last
-                distributed.fuse(ctx, fused, optimizers)  # every rank ends with the same model
-
-            # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
-            do_log, do_eval, do_save = ticks(global_step, is_last)
-            if ctx.is_main and do_eval:
-                with logger.paused():
-                    eval_result = evaluate(policy(), args.env, args.eval_episodes, seed=args.seed + 10_000, device=device)
-            if ctx.is_main and do_log:
-                logger.log(global_step, stats_env.pop(), eval_result if do_eval else None, **meter.pop(),
-                           updates=updates, **(pipe.stats() if pipe is not None else {}))
-            if ctx.is_main and do_save:
-                save()
-            if logger is not None:
-                logger.burn_in(global_step, learned=global_step >= args.learning_starts)
-
+    # after each segment the shell counts its env steps (all ranks'), checks for NaN, and on their ticks evaluates,
+    # logs and checkpoints (rank 0)
+    for first in run.iterations(num_iterations, N * W, every=K, learning_starts=args.learning_starts,
+                                metrics=lambda: dict(**meter.pop(), updates=updates,
+                                                     **(pipe.stats() if pipe is not None else {}))):
+        last = min(first + K, num_iterations)
+        if pipe is None:  # explore one vectorized step, then learn from it
+            obs.copy_(explore(actor, None, obs, first, last, rb))
+            learn(learned, last)
+            learned = last
+        else:  # explore this segment with the actor one segment old while learning the previous segment's steps
+            next_obs, _ = pipe.run(partial(explore, actor_x, explore_gen, obs, first, last, stage),
+                                   partial(learn, learned, first))
+            obs.copy_(next_obs)
+            learned = first
+            flush(stage, rb)  # handoff: the new transitions to the buffer, the fresh actor to the explorer
+            actor_x.load_state_dict(actor.state_dict())
+        distributed.fuse_statistics(ctx, [obs_rms])  # every rank normalizes alike
+        if last == num_iterations:
+            learn(learned, last)  # the pipeline's last segment (nothing left without it)
+            learned = last
+            distributed.fuse(ctx, fused, optimizers)  # every rank ends with the same model
     if pipe is not None:
         pipe.close()
-    if logger is not None:
-        logger.close()
-    env.close()
+    result = run.finish(env)
     distributed.shutdown(ctx)
-    return {"eval_return": eval_result.get("eval_return", float("nan")),
-            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
-            "steps": global_step, "seconds": logger.seconds if logger else float("nan"),
-            "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+    return result
 
 
 def load_policy(path: str, device: str = "cpu") -> PolicyFn:

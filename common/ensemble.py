@@ -3,7 +3,7 @@
 `EnsembleMLP(k, in_dim, hidden, out_dim)` holds K independent MLPs whose layers are stacked
 into `[K, in, out]` weights; one forward is one `torch.baddbmm` per layer for all members (no
 Python loop over members), and the members' parameters are ordinary tensors, so one optimizer,
-one `torch._foreach_lerp_` target update and `torch.compile` all see a single module. Twin
+one target update and `torch.compile` all see a single module. Twin
 critics (TD3, SAC) are K=2, REDQ's ensemble K=10, DDPG's critic K=1.
 
     q = EnsembleMLP(2, obs_dim + act_dim, (256, 256), 1)

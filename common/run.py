@@ -46,8 +46,8 @@ from common.wrappers import EpisodeStatistics, find_wrapper
 class Run:
     """One training run's shell (module docstring)."""
 
-    def __init__(self, algo: str, args, defaults: Callable | None = None, ctx=None, device=None):
-        self.algo, self.ctx = algo, ctx
+    def __init__(self, algo: str, args, defaults: Callable | None = None, ctx=None, device=None, gather: bool = True):
+        self.algo, self.ctx, self.gather = algo, ctx, gather
         self.device = device if device is not None else resolve_device(args.device)
         self.rank = ctx.rank if ctx is not None else 0
         self.is_main = ctx is None or ctx.is_main
@@ -81,8 +81,13 @@ class Run:
         elapsed = 0.0
         if self.ckpt is not None:
             for name, obj in state.items():
+                if obj is None or name not in self.own:  # an unused slot, or a checkpoint from before it existed
+                    continue
                 if isinstance(obj, torch.Tensor):
-                    obj.copy_(self.own[name])
+                    with torch.no_grad():
+                        obj.copy_(self.own[name])
+                elif isinstance(obj, torch.Generator):
+                    obj.set_state(self.own[name].cpu())
                 else:
                     obj.load_state_dict(self.own[name])
             self.start_iter, self.step, elapsed = self.ckpt["iteration"], self.ckpt["global_step"], self.ckpt["seconds"]
@@ -99,17 +104,19 @@ class Run:
         self.episodes = find_wrapper(env, EpisodeStatistics)
 
     def iterations(self, num_iterations: int, steps_per_iteration: int, metrics: Callable[[], dict] = dict,
-                   learning_starts: int = 0) -> Iterator[int]:
-        """Yield the iteration numbers from where the run stands; after each, count its env steps, check for
-        NaN/Inf, and evaluate, log and checkpoint on their ticks (host syncs happen only there). The speed
-        the progress line shows counts from the first iteration past `learning_starts` env steps."""
+                   learning_starts: int = 0, every: int = 1) -> Iterator[int]:
+        """Yield the iteration numbers from where the run stands (with `every` > 1, the first of each segment of
+        that many); after each, count its env steps, check for NaN/Inf, and evaluate, log and checkpoint on
+        their ticks (host syncs happen only there). The speed the progress line shows counts from the first
+        iteration past `learning_starts` env steps."""
         hint = resume_hint(self.ckpt_path) if self.is_main else contextlib.nullcontext()
         with hint:  # Ctrl-C: say which checkpoint to --resume from
-            for iteration in range(self.start_iter, num_iterations):
+            for iteration in range(self.start_iter, num_iterations, every):
                 yield iteration
-                self.step += steps_per_iteration
+                last = min(iteration + every, num_iterations)
+                self.step += (last - iteration) * steps_per_iteration
                 self.guard.check(self.step)
-                do_log, do_eval, do_save = self.ticks(self.step, is_last=iteration == num_iterations - 1)
+                do_log, do_eval, do_save = self.ticks(self.step, is_last=last == num_iterations)
                 if self.is_main and do_eval:
                     with self.logger.paused():
                         self.eval_result = evaluate(self.policy(), self.args.env, self.args.eval_episodes,
@@ -118,7 +125,7 @@ class Run:
                     self.logger.log(self.step, self.episodes.pop(), self.eval_result if do_eval else None,
                                     **metrics())
                 if do_save:
-                    self.save(iteration + 1)
+                    self.save(last)
                 if self.is_main:
                     self.logger.burn_in(self.step, learned=self.step > learning_starts)
 
@@ -127,9 +134,10 @@ class Run:
         from common import distributed
 
         self.guard.check(self.step, sync=True)  # never a non-finite value in a checkpoint
-        own = {name: obj if isinstance(obj, torch.Tensor) else obj.state_dict() for name, obj in self.state.items()}
+        own = {name: _saved(obj) for name, obj in self.state.items()}
         own["rng"] = rng_state()
-        every = distributed.gather_to_main(self.ctx, own) if self.ctx is not None and self.ctx.enabled else None
+        gather = self.gather and self.ctx is not None and self.ctx.enabled  # (gather=False: rank 0's state only)
+        every = distributed.gather_to_main(self.ctx, own) if gather else None
         if not self.is_main:
             return
         save_checkpoint(self.ckpt_path, {
@@ -148,3 +156,12 @@ class Run:
                 "eval_return_std": self.eval_result.get("eval_return_std", float("nan")),
                 "steps": self.step, "seconds": self.logger.seconds if self.is_main else float("nan"),
                 "checkpoint": str(self.ckpt_path), "run_dir": str(self.run_dir)}
+
+
+def _saved(obj):
+    """What the checkpoint keeps of one entry of a file's state."""
+    if obj is None or isinstance(obj, torch.Tensor):
+        return obj if obj is None else obj.detach()
+    if isinstance(obj, torch.Generator):
+        return obj.get_state()
+    return obj.state_dict()
