@@ -207,16 +207,19 @@ def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
     return dataclasses.replace(args, **changes)
 
 
+def interrupted(ckpt_path: Path) -> str:
+    """The line a run stopped by Ctrl-C ends with: which checkpoint is intact and how to continue from it."""
+    if Path(ckpt_path).is_file():
+        step = torch.load(ckpt_path, map_location="cpu", weights_only=False).get("global_step", "?")
+        return f"interrupted; {ckpt_path} (step {step}) is intact: continue with --resume {ckpt_path}"
+    return "interrupted before the first checkpoint was written (see --save-every)"
+
+
 @contextlib.contextmanager
 def resume_hint(ckpt_path: Path):
     """On Ctrl-C, say which checkpoint is intact and how to continue from it, then re-raise."""
     try:
         yield
     except KeyboardInterrupt:
-        if Path(ckpt_path).is_file():
-            step = torch.load(ckpt_path, map_location="cpu", weights_only=False).get("global_step", "?")
-            print(f"\ninterrupted; {ckpt_path} (step {step}) is intact: continue with --resume {ckpt_path}",
-                  file=sys.stderr, flush=True)
-        else:
-            print("\ninterrupted before the first checkpoint was written (see --save-every)", file=sys.stderr, flush=True)
+        print("\n" + interrupted(ckpt_path), file=sys.stderr, flush=True)
         raise SystemExit(130) from None

@@ -275,6 +275,12 @@ def user_error_message(exc_type, exc, tb) -> str | None:
 def user_error_hook(exc_type, exc, tb) -> None:
     """`sys.excepthook`: a user error (see the module docstring) or an allocation that did not fit is one
     line on stderr and exit status 2; anything else goes to Python's own hook (traceback, exit status 1)."""
+    if issubclass(exc_type, KeyboardInterrupt) and "common.run" in sys.modules and sys.modules["common.run"].ACTIVE:
+        # Ctrl-C inside a file's loop (the run shell's own work has its `resume_hint`): the same one line
+        from common.checkpoint import interrupted
+
+        print("\n" + interrupted(sys.modules["common.run"].ACTIVE[0]), file=sys.__stderr__ or sys.stderr, flush=True)
+        raise SystemExit(130)
     line = user_error_message(exc_type, exc, tb)
     if line is not None:
         # the process's own stderr: torch.distributed wraps this hook in one that captures sys.stderr and would

@@ -43,6 +43,9 @@ from common.logger import Logger, Ticks, make_run_dir
 from common.wrappers import EpisodeStatistics, find_wrapper
 
 
+ACTIVE: list = []  # the checkpoint path of the run under way: Ctrl-C in a file's loop body names it (common.cli)
+
+
 class Run:
     """One training run's shell (module docstring)."""
 
@@ -101,6 +104,8 @@ class Run:
         self.ckpt_path = out / "checkpoint.pt"
         self.guard = NumericGuard(self.device, self.ckpt_path if self.is_main else None)  # NaN/Inf: stop, keep the last good checkpoint
         self.ticks = Ticks(args.eval_every, args.save_every, self.step)
+        if self.is_main:
+            ACTIVE[:] = [self.ckpt_path]
         self.episodes = find_wrapper(env, EpisodeStatistics)
 
     def iterations(self, num_iterations: int, steps_per_iteration: int, metrics: Callable[[], dict] = dict,
@@ -151,6 +156,7 @@ class Run:
         """Close the logger and the env; the run's summary."""
         if self.is_main:
             self.logger.close()
+        ACTIVE.clear()
         env.close()
         return {"eval_return": self.eval_result.get("eval_return", float("nan")),
                 "eval_return_std": self.eval_result.get("eval_return_std", float("nan")),

@@ -178,3 +178,27 @@ def test_the_class_decides_not_the_source_line():
         raise ValueError("an invariant of ours broke")
     except ValueError as e:
         assert user_error_message(ValueError, e, e.__traceback__) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["ppo_vec", "sac"])
+def test_ctrl_c_names_the_checkpoint_to_resume_from(algo, tmp_path):
+    """Ctrl-C anywhere in a run, the file's own loop body included, ends with one line naming the intact
+    checkpoint and the `--resume` that continues it, exit status 130, no traceback."""
+    import signal
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k != "PODRACER_DEBUG"}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    task = "CartPole-v1" if algo == "ppo_vec" else "Pendulum-v1"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "algos" / f"{algo}.py"), "--env", task, "--save-every", "512",
+                             "--total-steps", "10000000", "--eval-every", "0", "--quiet", "--out-dir", str(tmp_path)],
+                            cwd=tmp_path, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 120
+    while not list(tmp_path.glob("*/checkpoint.pt")) and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)  # well inside the loop
+    proc.send_signal(signal.SIGINT)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and "continue with --resume" in err, err[-2000:]
