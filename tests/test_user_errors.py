@@ -191,14 +191,20 @@ def test_ctrl_c_names_the_checkpoint_to_resume_from(algo, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PODRACER_DEBUG"}
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     task = "CartPole-v1" if algo == "ppo_vec" else "Pendulum-v1"
+    # the child gets SIGINT's default action back: a pytest-xdist worker ignores SIGINT, and an ignored signal is
+    # inherited across exec (Python then installs no KeyboardInterrupt handler)
     proc = subprocess.Popen([sys.executable, str(ROOT / "algos" / f"{algo}.py"), "--env", task, "--save-every", "512",
                              "--total-steps", "10000000", "--eval-every", "0", "--quiet", "--out-dir", str(tmp_path)],
-                            cwd=tmp_path, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.time() + 120
-    while not list(tmp_path.glob("*/checkpoint.pt")) and time.time() < deadline:
-        time.sleep(0.2)
-    time.sleep(1.0)  # well inside the loop
-    proc.send_signal(signal.SIGINT)
-    err = proc.communicate(timeout=60)[1]
+                            cwd=tmp_path, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.time() + 120
+        while not list(tmp_path.glob("*/checkpoint.pt")) and time.time() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.0)  # well inside the loop
+        proc.send_signal(signal.SIGINT)
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        proc.kill()  # never left running (a no-op once it has exited)
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err and "continue with --resume" in err, err[-2000:]
