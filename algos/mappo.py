@@ -35,7 +35,7 @@ Details that matter:
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -46,16 +46,16 @@ import torch
 import torch.nn as nn
 
 import envs
-from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
+from common.checkpoint import load_checkpoint
 from common.cli import Clip, Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli
-from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.device import compile_fn
 from common.distributions import Categorical
 from common.ensemble import EnsembleLinear, EnsembleMLP
 from common.errors import UserError
 from common.evaluate import ma_evaluate
-from common.guard import NumericGuard
-from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.logger import Meter
 from common.ma_vec_env import MAEpisodeStatistics
+from common.run import Run
 from common.wrappers import RunningMeanStd
 
 ALGO = "mappo"
@@ -280,15 +280,10 @@ def policy_from(agent: Agent):
 
 
 def main(args: Args) -> dict:
-    device = resolve_device(args.device)
-    ckpt = None
-    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
-        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
-        args = resume_args(args, ckpt, args.resume)
-    seed_everything(args.seed)
+    run = Run(ALGO, args)  # device, --resume (with its settings), seeds
+    args, device = run.args, run.device
     env = make_env(args, device, args.seed)
     check_args(args, env)
-    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, state_dim, A, n_actions = int(obs_space.shape[0]), int(env.state_dim), int(env.n_agents), int(act_space.n)
     agent = Agent(obs_dim, state_dim, A, n_actions, args.hidden, args.share_actor).to(device)
@@ -315,110 +310,72 @@ def main(args: Args) -> dict:
         act_fn = compile_fn(agent.act, device)
         loss_fn = compile_fn(ppo_loss, device)
 
-    start_iter, global_step, elapsed = 0, 0, 0.0
-    next_obs, info = env.reset(seed=args.seed)
-    next_state, next_avail = info["state"], info.get("avail_actions")
-    if ckpt is not None:
-        agent.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        env.load_state_dict(ckpt["env"])
-        value_norm.rms.load_state_dict(ckpt["value_norm"])
-        next_obs, next_state = ckpt["next_obs"].to(device), ckpt["next_state"].to(device)
-        next_avail = ckpt["next_avail"].to(device) if ckpt["next_avail"] is not None else None
-        start_iter, global_step, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["seconds"]
-        set_rng_state(ckpt["rng"])
-    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
-    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
-                    resume_step=global_step if args.resume else None)
-    ckpt_path = run_dir / "checkpoint.pt"
-    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
-
-    def save():
-        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
-        save_checkpoint(ckpt_path, {
-            "algo": ALGO, "env_id": args.env, "args": asdict(args),
-            "obs_dim": obs_dim, "state_dim": state_dim, "n_agents": A, "n_actions": n_actions,
-            "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
-            "value_norm": value_norm.rms.state_dict(),
-            "next_obs": next_obs, "next_state": next_state, "next_avail": next_avail,
-            "iteration": iteration + 1, "global_step": global_step, "seconds": logger.seconds, "rng": rng_state(),
-        })
-
-    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    # where the next rollout starts (observations, state, available actions): fixed buffers
+    obs, info = env.reset(seed=args.seed)
+    next_obs, next_state = obs.clone(), info["state"].clone()
+    next_avail = info["avail_actions"].clone() if "avail_actions" in info else None
+    # the state a checkpoint holds and a resumed run restores, named once
+    run.start(env, dict(model=agent, optimizer=optimizer, env=env, value_norm=value_norm.rms, next_obs=next_obs,
+                        next_state=next_state, next_avail=next_avail), lambda: policy_from(agent),
+              meta=dict(obs_dim=obs_dim, state_dim=state_dim, n_agents=A, n_actions=n_actions), evaluate=ma_evaluate)
+    guard = run.guard
     meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
-    iteration = start_iter - 1
-    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
-        for iteration in range(start_iter, num_iterations):
-            if args.anneal_lr:
-                optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - iteration / num_iterations)
+    for iteration in run.iterations(num_iterations, batch_size,
+                                    metrics=lambda: dict(**meter.pop(), lr=optimizer.param_groups[0]["lr"])):
+        if args.anneal_lr:
+            optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - iteration / num_iterations)
 
-            # ---- rollout ----------------------------------------------------------------------------
-            with torch.no_grad():
-                for t in range(T):
-                    obs_buf[t], state_buf[t] = next_obs, next_state
-                    if next_avail is not None:
-                        avail_buf[t] = next_avail
-                    action, logp = act_fn(next_obs, next_avail)
-                    values_buf[t] = value_norm.denormalize(agent.value(next_state))
-                    next_obs, reward, terminated, truncated, info = env.step(action)
-                    guard.watch("observations", next_obs, info["final_obs"])
-                    guard.watch("rewards", reward)
-                    next_state, next_avail = info["state"], info.get("avail_actions")
-                    actions_buf[t], logp_buf[t] = action, logp
-                    rewards_buf[t] = reward
-                    dones_buf[t, :, 0] = (terminated | truncated).float()
-                    trunc_buf[t, :, 0] = (truncated & ~terminated).float()
-                    final_state_buf[t] = info["final_state"]
-                global_step += batch_size
-                # bootstrap through time limits: r += gamma * V(final_state) where truncated
-                final_values = value_norm.denormalize(agent.value(final_state_buf))
-                rewards_buf.add_(args.gamma * final_values * trunc_buf)
-                advantages, returns = compute_gae(rewards_buf, values_buf, dones_buf,
-                                                  value_norm.denormalize(agent.value(next_state)),
-                                                  args.gamma, args.gae_lambda)
-                value_norm.update(returns)
-                returns_n, values_n = value_norm.normalize(returns), value_norm.normalize(values_buf)
+        # ---- rollout ----------------------------------------------------------------------------
+        with torch.no_grad():
+            obs, state, avail = next_obs, next_state, next_avail
+            for t in range(T):
+                obs_buf[t], state_buf[t] = obs, state
+                if avail is not None:
+                    avail_buf[t] = avail
+                action, logp = act_fn(obs, avail)
+                values_buf[t] = value_norm.denormalize(agent.value(state))
+                obs, reward, terminated, truncated, info = env.step(action)
+                guard.watch("observations", obs, info["final_obs"])
+                guard.watch("rewards", reward)
+                state, avail = info["state"], info.get("avail_actions")
+                actions_buf[t], logp_buf[t] = action, logp
+                rewards_buf[t] = reward
+                dones_buf[t, :, 0] = (terminated | truncated).float()
+                trunc_buf[t, :, 0] = (truncated & ~terminated).float()
+                final_state_buf[t] = info["final_state"]
+            next_obs.copy_(obs), next_state.copy_(state)
+            if avail is not None:
+                next_avail.copy_(avail)
+            # bootstrap through time limits: r += gamma * V(final_state) where truncated
+            final_values = value_norm.denormalize(agent.value(final_state_buf))
+            rewards_buf.add_(args.gamma * final_values * trunc_buf)
+            advantages, returns = compute_gae(rewards_buf, values_buf, dones_buf,
+                                              value_norm.denormalize(agent.value(next_state)),
+                                              args.gamma, args.gae_lambda)
+            value_norm.update(returns)
+            returns_n, values_n = value_norm.normalize(returns), value_norm.normalize(values_buf)
 
-            # ---- update -----------------------------------------------------------------------------
-            b_obs, b_avail = obs_buf.reshape(-1, A, obs_dim), avail_buf.reshape(-1, A, n_actions)
-            b_state, b_actions = state_buf.reshape(-1, state_dim), actions_buf.reshape(-1, A)
-            b_logp, b_adv = logp_buf.reshape(-1, A), advantages.reshape(-1, A)
-            b_ret, b_val = returns_n.reshape(-1, A), values_n.reshape(-1, A)
-            for epoch in range(args.update_epochs):
-                perm = torch.randperm(batch_size, device=device)
-                for start in range(0, batch_size, minibatch_size):
-                    idx = perm[start:start + minibatch_size]
-                    loss, stats = loss_fn(agent, args, b_obs[idx], b_avail[idx], b_state[idx], b_actions[idx],
-                                          b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
-                    meter.add(**stats)
-                    guard.watch("PPO loss", loss)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
-                    optimizer.step()
-                    guard.watch_params("parameters", agent)
-                    guard.check(global_step)
-                if args.target_kl is not None and stats["approx_kl"] > args.target_kl:  # host sync, opt-in
-                    break
-
-            # ---- log / eval / checkpoint (host syncs happen only here) -----------------------------
-            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
-            if do_eval:
-                with logger.paused():
-                    eval_result = ma_evaluate(policy_from(agent), args.env, args.eval_episodes,
-                                              seed=args.seed + 10_000, device=device)
-            if do_log:
-                logger.log(global_step, env.pop(), eval_result if do_eval else None, **meter.pop(),
-                           lr=optimizer.param_groups[0]["lr"])
-            if do_save:
-                save()
-            logger.burn_in(global_step)
-
-    logger.close()
-    env.close()
-    return {"eval_return": eval_result.get("eval_return", float("nan")),
-            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
-            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+        # ---- update -----------------------------------------------------------------------------
+        b_obs, b_avail = obs_buf.reshape(-1, A, obs_dim), avail_buf.reshape(-1, A, n_actions)
+        b_state, b_actions = state_buf.reshape(-1, state_dim), actions_buf.reshape(-1, A)
+        b_logp, b_adv = logp_buf.reshape(-1, A), advantages.reshape(-1, A)
+        b_ret, b_val = returns_n.reshape(-1, A), values_n.reshape(-1, A)
+        for epoch in range(args.update_epochs):
+            perm = torch.randperm(batch_size, device=device)
+            for start in range(0, batch_size, minibatch_size):
+                idx = perm[start:start + minibatch_size]
+                loss, stats = loss_fn(agent, args, b_obs[idx], b_avail[idx], b_state[idx], b_actions[idx],
+                                      b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
+                meter.add(**stats)
+                guard.watch("PPO loss", loss)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                optimizer.step()
+                guard.watch_params("parameters", agent)
+            if args.target_kl is not None and stats["approx_kl"] > args.target_kl:  # host sync, opt-in
+                break
+    return run.finish(env)
 
 
 def load_policy(path: str, device: str = "cpu"):

@@ -22,7 +22,8 @@ the env boundary, one reward per agent, truncation bootstraps from `final_obs` /
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -33,16 +34,16 @@ import torch.nn as nn
 
 import envs
 from common.buffers import ReplayBuffer
-from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
+from common.checkpoint import load_checkpoint
 from common.cli import Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli
-from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.device import compile_fn
 from common.ensemble import EnsembleMLP
 from common.errors import UserError
 from common.evaluate import PolicyFn, ma_evaluate
-from common.guard import NumericGuard
-from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.logger import Meter
 from common.ma_vec_env import MAEpisodeStatistics
 from common.noise import ColoredNoise
+from common.run import Run
 from common.wrappers import ActionScaler
 
 ALGO = "matd3"
@@ -188,15 +189,10 @@ def policy_from(actors: Actors, to_env) -> "callable":
 
 
 def main(args: Args) -> dict:
-    device = resolve_device(args.device)
-    ckpt = None
-    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
-        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
-        args = resume_args(args, ckpt, args.resume)
-    seed_everything(args.seed)
+    run = Run(ALGO, args)  # device, --resume (with its settings), seeds
+    args, device = run.args, run.device
     env = make_env(args, device, args.seed)
     check_args(args, env)
-    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     A, obs_dim, state_dim = env.n_agents, env.single_observation_space.shape[0], env.state_dim
     act_dim = env.single_action_space.shape[0]
     actors = Actors(A, obs_dim, act_dim, args.hidden).to(device)
@@ -218,100 +214,62 @@ def main(args: Args) -> dict:
     N = args.num_envs
     noise = ColoredNoise(args.noise_color, (N, A, act_dim), device=device)
     num_iterations = args.total_steps // N
-    start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
-    next_obs, info = env.reset(seed=args.seed)
-    next_state = info["state"]
-    if ckpt is not None:
-        for name, obj in (("actor", actors), ("critic", critics), ("actor_target", actors_t), ("critic_target", critics_t),
-                          ("actor_opt", actor_opt), ("critic_opt", critic_opt), ("buffer", rb), ("env", env)):
-            obj.load_state_dict(ckpt[name])
-        noise.load_state_dict(ckpt.get("noise"))
-        next_obs, next_state = ckpt["next_obs"].to(device), ckpt["next_state"].to(device)
-        start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
-        set_rng_state(ckpt["rng"])
-    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
-    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
-                    resume_step=global_step if args.resume else None)
-    ckpt_path = run_dir / "checkpoint.pt"
-    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
-
-    def save():
-        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
-        save_checkpoint(ckpt_path, {
-            "algo": ALGO, "env_id": args.env, "args": asdict(args),
-            "n_agents": A, "obs_dim": obs_dim, "state_dim": state_dim, "action_space": repr(env.single_action_space),
-            "actor": actors.state_dict(), "critic": critics.state_dict(), "actor_target": actors_t.state_dict(),
-            "critic_target": critics_t.state_dict(), "actor_opt": actor_opt.state_dict(),
-            "critic_opt": critic_opt.state_dict(), "buffer": rb.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
-            "next_obs": next_obs, "next_state": next_state, "iteration": iteration + 1, "global_step": global_step,
-            "updates": updates, "seconds": logger.seconds, "rng": rng_state(),
-            "noise": noise.state_dict(),
-        })
-
-    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    # where the next step starts (observations, global state): fixed buffers
+    obs, info = env.reset(seed=args.seed)
+    obs, state = obs.clone(), info["state"].clone()
+    # the state a checkpoint holds and a resumed run restores, named once
+    run.start(env, dict(actor=actors, critic=critics, actor_target=actors_t, critic_target=critics_t,
+                        actor_opt=actor_opt, critic_opt=critic_opt, buffer=rb, env=env, noise=noise,
+                        next_obs=obs, next_state=state), lambda: policy_from(actors, to_env),
+              meta=dict(n_agents=A, obs_dim=obs_dim, state_dim=state_dim, action_space=repr(env.single_action_space)),
+              extra=lambda: dict(updates=updates), evaluate=partial(ma_evaluate, continuous_actions=True))
+    guard = run.guard
+    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
     meter = Meter(device, "critic_loss", "actor_loss")  # summed on the device, read at the logging tick
-    iteration = start_iter - 1
-    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
-        for iteration in range(start_iter, num_iterations):
-            # ---- explore: mu_i(o_i) + Gaussian (or colored) noise, uniform actions before learning_starts ----
-            with torch.no_grad():
-                if global_step < args.learning_starts:
-                    actions = torch.rand(N, A, act_dim, device=device) * 2 - 1
-                else:
-                    actions = actors(next_obs)
-                    actions = (actions + args.exploration_noise * noise.sample()).clamp(-1, 1)
-            obs, state = next_obs, next_state
-            next_obs, reward, terminated, truncated, info = env.step(to_env(actions))
-            guard.watch("observations", next_obs, info["final_obs"], info["state"], info["final_state"])
-            guard.watch("rewards", reward)
-            next_state = info["state"]
-            rb.add(torch.cat([obs.flatten(1), state], 1), actions, reward,
-                   torch.cat([info["final_obs"].flatten(1), info["final_state"]], 1), terminated)
-            global_step += N
-            guard.check(global_step)
+    # after each step the shell counts the env steps, checks for NaN, evaluates, logs and checkpoints on their ticks
+    for iteration in run.iterations(num_iterations, N, metrics=lambda: dict(**meter.pop(), updates=updates),
+                                    learning_starts=args.learning_starts):
+        # ---- explore: mu_i(o_i) + Gaussian (or colored) noise, uniform actions before learning_starts ----
+        with torch.no_grad():
+            if run.step < args.learning_starts:
+                actions = torch.rand(N, A, act_dim, device=device) * 2 - 1
+            else:
+                actions = actors(obs)
+                actions = (actions + args.exploration_noise * noise.sample()).clamp(-1, 1)
+        next_obs, reward, terminated, truncated, info = env.step(to_env(actions))
+        guard.watch("observations", next_obs, info["final_obs"], info["state"], info["final_state"])
+        guard.watch("rewards", reward)
+        rb.add(torch.cat([obs.flatten(1), state], 1), actions, reward,
+               torch.cat([info["final_obs"].flatten(1), info["final_state"]], 1), terminated)
+        obs.copy_(next_obs), state.copy_(info["state"])
+        step = run.step + N  # env steps so far, this one's included
+        guard.check(step)
 
-            # ---- learn ----------------------------------------------------------------------------------
-            if global_step >= args.learning_starts:
-                for _ in range(args.gradient_steps):
-                    b = rb.sample(args.batch_size)
-                    c_loss = c_loss_fn(actors_t, critics, critics_t, args.gamma, b, A, state_dim, args.target_noise,
-                                       args.noise_clip)
-                    meter.add(critic_loss=c_loss)
-                    guard.watch("critic loss", c_loss)
-                    critic_opt.zero_grad(set_to_none=True)
-                    c_loss.backward()
-                    critic_opt.step()
-                    updates += 1
-                    if updates % args.policy_delay == 0:  # delayed actor and target updates
-                        a_loss = a_loss_fn(actors, critics, b, A, state_dim, args.others_from_policy)
-                        meter.add(actor_loss=a_loss)
-                        guard.watch("actor loss", a_loss)
-                        actor_opt.zero_grad(set_to_none=True)
-                        a_loss.backward()
-                        actor_opt.step()
-                        with torch.no_grad():
-                            for p_t, p in zip(params_t, params):  # Polyak averaging of the target
-                                p_t.lerp_(p, args.tau)
-                    guard.watch_params("parameters", [actors, critics])
-                    guard.check(global_step)
-
-            # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
-            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
-            if do_eval:
-                with logger.paused():
-                    eval_result = ma_evaluate(policy_from(actors, to_env), args.env, args.eval_episodes,
-                                              seed=args.seed + 10_000, device=device, continuous_actions=True)
-            if do_log:
-                logger.log(global_step, env.pop(), eval_result if do_eval else None, **meter.pop(), updates=updates)
-            if do_save:
-                save()
-            logger.burn_in(global_step, learned=global_step >= args.learning_starts)
-
-    logger.close()
-    env.close()
-    return {"eval_return": eval_result.get("eval_return", float("nan")),
-            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
-            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+        # ---- learn ----------------------------------------------------------------------------------
+        if step >= args.learning_starts:
+            for _ in range(args.gradient_steps):
+                b = rb.sample(args.batch_size)
+                c_loss = c_loss_fn(actors_t, critics, critics_t, args.gamma, b, A, state_dim, args.target_noise,
+                                   args.noise_clip)
+                meter.add(critic_loss=c_loss)
+                guard.watch("critic loss", c_loss)
+                critic_opt.zero_grad(set_to_none=True)
+                c_loss.backward()
+                critic_opt.step()
+                updates += 1
+                if updates % args.policy_delay == 0:  # delayed actor and target updates
+                    a_loss = a_loss_fn(actors, critics, b, A, state_dim, args.others_from_policy)
+                    meter.add(actor_loss=a_loss)
+                    guard.watch("actor loss", a_loss)
+                    actor_opt.zero_grad(set_to_none=True)
+                    a_loss.backward()
+                    actor_opt.step()
+                    with torch.no_grad():
+                        for p_t, p in zip(params_t, params):  # Polyak averaging of the target
+                            p_t.lerp_(p, args.tau)
+                guard.watch_params("parameters", [actors, critics])
+                guard.check(step)
+    return run.finish(env)
 
 
 def load_policy(path: str, device: str = "cpu"):

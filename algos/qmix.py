@@ -40,7 +40,7 @@ each vectorized step.
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -51,14 +51,14 @@ import torch.nn as nn
 
 import envs
 from common.buffers import ReplayBuffer
-from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
+from common.checkpoint import load_checkpoint
 from common.cli import Clip, Count, Count0, Layers, Rate, RunArgs, Unit, cli
-from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.device import compile_fn
 from common.errors import UserError
 from common.evaluate import ma_evaluate
-from common.guard import NumericGuard
-from common.logger import Logger, Meter, Ticks, make_run_dir
+from common.logger import Meter
 from common.ma_vec_env import MAEpisodeStatistics
+from common.run import Run
 from common.wrappers import RunningMeanStd
 
 ALGO = "qmix"
@@ -263,15 +263,10 @@ def policy_from(agent: AgentQNetwork):
 
 
 def main(args: Args) -> dict:
-    device = resolve_device(args.device)
-    ckpt = None
-    if args.resume:  # continue with the saved settings (see common.checkpoint.resume_args)
-        ckpt = load_checkpoint(args.resume, algo=ALGO, map_location=device)
-        args = resume_args(args, ckpt, args.resume)
-    seed_everything(args.seed)
+    run = Run(ALGO, args)  # device, --resume (with its settings), seeds
+    args, device = run.args, run.device
     env = make_env(args, device, args.seed)
     check_args(args, env)
-    check_spaces(ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
     A, n_actions, state_dim = env.n_agents, env.n_actions, env.state_dim
     obs_dim = int(np.prod(env.single_observation_space.shape))
     model = QLearner(obs_dim, A, n_actions, state_dim, args).to(device)
@@ -284,106 +279,67 @@ def main(args: Args) -> dict:
 
     N = args.num_envs
     num_iterations = args.total_steps // N
-    start_iter, global_step, updates, elapsed = 0, 0, 0, 0.0
-    next_obs, info = env.reset(seed=args.seed)
-    next_state, next_avail = info["state"], info["avail_actions"]
-    if ckpt is not None:
-        model.load_state_dict(ckpt["model"])
-        target.load_state_dict(ckpt["target"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        rb.load_state_dict(ckpt["buffer"])
-        reward_rms.load_state_dict(ckpt["reward_rms"])
-        env.load_state_dict(ckpt["env"])
-        next_obs, next_state, next_avail = (ckpt[k].to(device) for k in ("next_obs", "next_state", "next_avail"))
-        start_iter, global_step, updates, elapsed = ckpt["iteration"], ckpt["global_step"], ckpt["updates"], ckpt["seconds"]
-        set_rng_state(ckpt["rng"])
-    run_dir = make_run_dir(args.out_dir, ALGO, args.env, args.seed, args.resume)
-    logger = Logger(run_dir, ALGO, args, args.total_steps, args.track, args.wandb_project, args.quiet, elapsed,
-                    resume_step=global_step if args.resume else None)
-    ckpt_path = run_dir / "checkpoint.pt"
-    guard = NumericGuard(device, ckpt_path)  # NaN/Inf: stop, keep the last good checkpoint
-
-    def save():
-        guard.check(global_step, sync=True)  # never a non-finite value in a checkpoint
-        save_checkpoint(ckpt_path, {
-            "algo": ALGO, "env_id": args.env, "args": asdict(args),
-            "obs_shape": tuple(env.single_observation_space.shape), "action_space": repr(env.single_action_space),
-            "n_agents": A, "state_dim": state_dim,
-            "model": model.state_dict(), "target": target.state_dict(), "optimizer": optimizer.state_dict(),
-            "buffer": rb.state_dict(), "reward_rms": reward_rms.state_dict(), "env": env.state_dict(), "spaces": spaces_of(env),
-            "next_obs": next_obs, "next_state": next_state, "next_avail": next_avail,
-            "iteration": iteration + 1, "global_step": global_step, "updates": updates,
-            "seconds": logger.seconds, "rng": rng_state(),
-        })
-
-    eval_result, ticks = {}, Ticks(args.eval_every, args.save_every, global_step)
+    # where the next step starts (observations, state, available actions): fixed buffers
+    obs, info = env.reset(seed=args.seed)
+    obs, state, avail = obs.clone(), info["state"].clone(), info["avail_actions"].clone()
+    # the state a checkpoint holds and a resumed run restores, named once
+    run.start(env, dict(model=model, target=target, optimizer=optimizer, buffer=rb, reward_rms=reward_rms, env=env,
+                        next_obs=obs, next_state=state, next_avail=avail), lambda: policy_from(model.agent),
+              meta=dict(obs_shape=tuple(env.single_observation_space.shape), action_space=repr(env.single_action_space),
+                        n_agents=A, state_dim=state_dim),
+              extra=lambda: dict(updates=updates), evaluate=ma_evaluate)
+    guard = run.guard
+    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far: the target network's schedule
     meter = Meter(device, "td_loss", "q_tot_mean", "agent_q_mean")  # summed on the device, read at the logging tick
-    iteration = start_iter - 1
-    with resume_hint(ckpt_path):  # Ctrl-C: say which checkpoint to --resume from
-        for iteration in range(start_iter, num_iterations):
-            # ---- explore: epsilon-greedy per agent, over all worlds at once ----------------------------
-            eps = epsilon_at(args, global_step)
-            with torch.no_grad():
-                greedy = masked(model.agent(next_obs), next_avail).argmax(-1)
-                # uniform among the available actions: the largest of i.i.d. uniform scores
-                random_actions = torch.rand(N, A, n_actions, device=device).masked_fill(~next_avail, -1.0).argmax(-1)
-                explore = torch.rand(N, A, device=device) < eps
-                actions = torch.where(explore, random_actions, greedy)
-            obs, state = next_obs, next_state
-            next_obs, rewards, terminated, truncated, info = env.step(actions)
-            guard.watch("observations", next_obs, info["final_obs"])
-            guard.watch("rewards", rewards)
-            next_state, next_avail = info["state"], info["avail_actions"]
-            # the bootstrap of a finished world uses its true last obs/state; the env reports no
-            # availability for that final obs (unless it offers "final_avail_actions"): all allowed
-            done = info["_final_obs"][:, None, None]
-            final_avail = info.get("final_avail_actions", torch.ones_like(next_avail))
-            team_reward = rewards.mean(-1)
-            reward_rms.update(team_reward)
-            rb.add(obs, actions, team_reward, info["final_obs"], terminated, state, info["final_state"],
-                   torch.where(done, final_avail, next_avail))
-            global_step += N
-            guard.check(global_step)
+    # after each step the shell counts the env steps, checks for NaN, evaluates, logs and checkpoints on their ticks
+    for iteration in run.iterations(num_iterations, N, metrics=lambda: dict(**meter.pop(), epsilon=eps),
+                                    learning_starts=args.learning_starts):
+        # ---- explore: epsilon-greedy per agent, over all worlds at once ----------------------------
+        eps = epsilon_at(args, run.step)
+        with torch.no_grad():
+            greedy = masked(model.agent(obs), avail).argmax(-1)
+            # uniform among the available actions: the largest of i.i.d. uniform scores
+            random_actions = torch.rand(N, A, n_actions, device=device).masked_fill(~avail, -1.0).argmax(-1)
+            explore = torch.rand(N, A, device=device) < eps
+            actions = torch.where(explore, random_actions, greedy)
+        next_obs, rewards, terminated, truncated, info = env.step(actions)
+        guard.watch("observations", next_obs, info["final_obs"])
+        guard.watch("rewards", rewards)
+        next_avail = info["avail_actions"]
+        # the bootstrap of a finished world uses its true last obs/state; the env reports no
+        # availability for that final obs (unless it offers "final_avail_actions"): all allowed
+        done = info["_final_obs"][:, None, None]
+        final_avail = info.get("final_avail_actions", torch.ones_like(next_avail))
+        team_reward = rewards.mean(-1)
+        reward_rms.update(team_reward)
+        rb.add(obs, actions, team_reward, info["final_obs"], terminated, state, info["final_state"],
+               torch.where(done, final_avail, next_avail))
+        obs.copy_(next_obs), state.copy_(info["state"]), avail.copy_(next_avail)
+        step = run.step + N  # env steps so far, this one's included
+        guard.check(step)
 
-            # ---- learn ----------------------------------------------------------------------------------
-            if global_step > args.learning_starts:
-                for _ in range(args.gradient_steps):
-                    b, s, s_next, avail_next = rb.sample(args.batch_size)
-                    if args.standardise_rewards:
-                        b = b._replace(rewards=((b.rewards - reward_rms.mean) / (reward_rms.var + 1e-8).sqrt()).float())
-                    loss, q_tot_mean, agent_q_mean = loss_fn(model, target, args.gamma, args.double_q, b, s, s_next,
-                                                             avail_next)
-                    meter.add(td_loss=loss, q_tot_mean=q_tot_mean, agent_q_mean=agent_q_mean)
-                    guard.watch("TD loss", loss)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-                    optimizer.step()
-                    updates += 1
-                    if updates % args.target_every == 0:
-                        with torch.no_grad():
-                            for p_t, p in zip(target.parameters(), model.parameters()):  # Polyak averaging of the target
-                                p_t.lerp_(p, args.tau)
-                    guard.watch_params("parameters", model)
-                    guard.check(global_step)
-
-            # ---- log / eval / checkpoint (host syncs happen only here) ---------------------------------
-            do_log, do_eval, do_save = ticks(global_step, is_last=iteration == num_iterations - 1)
-            if do_eval:
-                with logger.paused():
-                    eval_result = ma_evaluate(policy_from(model.agent), args.env, args.eval_episodes,
-                                              seed=args.seed + 10_000, device=device)
-            if do_log:
-                logger.log(global_step, env.pop(), eval_result if do_eval else None, **meter.pop(), epsilon=eps)
-            if do_save:
-                save()
-            logger.burn_in(global_step, learned=global_step > args.learning_starts)
-
-    logger.close()
-    env.close()
-    return {"eval_return": eval_result.get("eval_return", float("nan")),
-            "eval_return_std": eval_result.get("eval_return_std", float("nan")),
-            "steps": global_step, "seconds": logger.seconds, "checkpoint": str(ckpt_path), "run_dir": str(run_dir)}
+        # ---- learn ----------------------------------------------------------------------------------
+        if step > args.learning_starts:
+            for _ in range(args.gradient_steps):
+                b, s, s_next, avail_next = rb.sample(args.batch_size)
+                if args.standardise_rewards:
+                    b = b._replace(rewards=((b.rewards - reward_rms.mean) / (reward_rms.var + 1e-8).sqrt()).float())
+                loss, q_tot_mean, agent_q_mean = loss_fn(model, target, args.gamma, args.double_q, b, s, s_next,
+                                                         avail_next)
+                meter.add(td_loss=loss, q_tot_mean=q_tot_mean, agent_q_mean=agent_q_mean)
+                guard.watch("TD loss", loss)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                optimizer.step()
+                updates += 1
+                if updates % args.target_every == 0:
+                    with torch.no_grad():
+                        for p_t, p in zip(target.parameters(), model.parameters()):  # Polyak averaging of the target
+                            p_t.lerp_(p, args.tau)
+                guard.watch_params("parameters", model)
+                guard.check(step)
+    return run.finish(env)
 
 
 def load_policy(path: str, device: str = "cpu"):

@@ -74,13 +74,14 @@ class Run:
         self.start_iter, self.step, self.eval_result = 0, 0, {}
 
     def start(self, env, state: dict, policy: Callable, meta: dict | None = None,
-              extra: Callable[[], dict] | None = None) -> None:
+              extra: Callable[[], dict] | None = None, evaluate: Callable | None = None) -> None:
         """Check a resumed run's env, restore `state` (and the generators, the step, the clock), then make
-        the run directory, the logger, the NaN guard and the evaluation/checkpoint schedule."""
+        the run directory, the logger, the NaN guard and the evaluation/checkpoint schedule. `evaluate`:
+        `common.evaluate.evaluate` unless given (a multi-agent file gives `ma_evaluate`)."""
         args = self.args
         check_spaces(self.ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
         self.env, self.state, self.policy, self.meta = env, state, policy, meta or {}
-        self.extra = extra or dict
+        self.extra, self.evaluate = extra or dict, evaluate
         elapsed = 0.0
         if self.ckpt is not None:
             for name, obj in state.items():
@@ -124,8 +125,9 @@ class Run:
                 do_log, do_eval, do_save = self.ticks(self.step, is_last=last == num_iterations)
                 if self.is_main and do_eval:
                     with self.logger.paused():
-                        self.eval_result = evaluate(self.policy(), self.args.env, self.args.eval_episodes,
-                                                    seed=self.args.seed + 10_000, device=self.device)
+                        self.eval_result = (self.evaluate or evaluate)(
+                            self.policy(), self.args.env, self.args.eval_episodes, seed=self.args.seed + 10_000,
+                            device=self.device)
                 if self.is_main and do_log:
                     self.logger.log(self.step, self.episodes.pop(), self.eval_result if do_eval else None,
                                     **metrics())
