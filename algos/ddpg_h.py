@@ -32,18 +32,18 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-import envs
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer, TrajectoryStore
 from common.cli import Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli
 from common.device import compile_fn
 from common.ensemble import EnsembleMLP
 from common.errors import UserError
-from common.evaluate import PolicyFn, load_run
+from common.evaluate import PolicyFn
 from common.logger import Meter
 from common.noise import ColoredNoise
+from common.policy import Policy, restore_policy
 from common.run import Run
 from common.vec_env import check_single_agent
-from common.wrappers import ActionScaler, NormalizeObservation, find_wrapper, wrap_env
+from common.wrappers import NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "ddpg_h"
 
@@ -204,19 +204,9 @@ def h_term_loss(logp: torch.Tensor, mask: torch.Tensor, returns_norm: torch.Tens
 
 
 def make_env(args: Args, device, seed: int):
+    import envs  # here, not at the top: a checkpoint's policy loads without the env package
     env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed, backend=args.mujoco_backend)
     return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
-
-
-def policy_from(actor: Actor, obs_norm, to_env) -> "callable":
-    """obs (raw, env-native) -> deterministic env-native action."""
-
-    def core(obs):
-        if obs_norm is not None:
-            obs = obs_norm.normalize(obs)
-        return to_env(actor(obs))
-
-    return core
 
 
 def main(args: Args) -> dict:
@@ -226,7 +216,8 @@ def main(args: Args) -> dict:
     check_args(args, env)
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
-    actor = Actor(obs_dim, act_dim, args.hidden).to(device)
+    net = dict(obs_dim=obs_dim, act_dim=act_dim, hidden=args.hidden)
+    actor = Actor(**net).to(device)
     critic = Critic(obs_dim, act_dim, args.hidden).to(device)
     actor_t = Actor(obs_dim, act_dim, args.hidden).to(device)
     critic_t = Critic(obs_dim, act_dim, args.hidden).to(device)
@@ -236,7 +227,6 @@ def main(args: Args) -> dict:
     adam_kw = dict(capturable=True) if capturable else dict(fused=device.type == "cpu")  # CPU: one fused kernel, not a loop of small ops
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, **adam_kw)
     critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr, **adam_kw)
-    to_env = ActionScaler(env.unwrapped.single_action_space, device)
     if args.per:
         rb = PrioritizedReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device, alpha=args.per_alpha)
     else:
@@ -258,17 +248,15 @@ def main(args: Args) -> dict:
     h_time = loop_time = 0.0
     num_iterations = args.total_steps // N
     obs = env.reset(seed=args.seed)[0].clone()  # where the next step starts: a fixed buffer
-    norm = find_wrapper(env, NormalizeObservation)
-
-    def policy():
-        return policy_from(actor, norm.rms if norm else None, to_env)
-
+    # the deployable policy: observation normalizer, actor, action scaling to the env's own bounds (common/policy.py)
+    policy = Policy(actor, net, obs_space.shape, env.unwrapped.single_action_space,
+                    find_wrapper(env, NormalizeObservation))
     # the state a checkpoint holds and a resumed run restores, named once
     run.start(env, dict(actor=actor, critic=critic, actor_target=actor_t, critic_target=critic_t,
                     actor_opt=actor_opt, critic_opt=critic_opt, buffer=rb, env=env, h_store=store, h_opt=h_opt,
                     noise=noise, next_obs=obs), policy,
               meta=dict(obs_shape=tuple(obs_space.shape), action_space=repr(env.unwrapped.single_action_space)),
-              extra=lambda: dict(obs_norm=norm.rms.state_dict() if norm else None, updates=updates))
+              extra=lambda: dict(updates=updates))
     guard = run.guard
     updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
     meter = Meter(device, "critic_loss", "actor_loss")  # summed on the device, read at the logging tick
@@ -342,14 +330,9 @@ def main(args: Args) -> dict:
 
 
 def load_policy(path: str, device: str = "cpu") -> PolicyFn:
-    """A deterministic `obs -> action` callable from a checkpoint of this file (observation
-    normalization and action rescaling included); takes torch or numpy, batched or single obs."""
-    ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
-    obs_shape, raw_space = tuple(env.single_observation_space.shape), env.single_action_space
-    actor = Actor(int(np.prod(obs_shape)), int(np.prod(raw_space.shape)), args.hidden).to(device)
-    actor.load_state_dict(ckpt["actor"])
-    return PolicyFn(policy_from(actor.eval(), obs_norm, ActionScaler(raw_space, device)), device, env_id=args.env,
-                    obs_shape=obs_shape)
+    """The deployable policy of a checkpoint of this file (common/policy.py: observation normalization, the
+    deterministic actor, action rescaling), rebuilt without an env; takes torch or numpy, batched or single obs."""
+    return restore_policy(path, ALGO, Actor, device)
 
 
 if __name__ == "__main__":

@@ -42,18 +42,18 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-import envs
 from common.cli import Clip, Count, Layers, NonNeg, Rate, RunArgs, Unit, cli
 from common.device import compile_fn
 from common.distributions import Categoricals, Normal, action_nvec
 from common.errors import UserError
-from common.evaluate import RecurrentPolicyFn, load_run
+from common.evaluate import RecurrentPolicyFn
 from common.graphs import Captured
 from common.logger import Meter
 from common.optim import adapt_lr
+from common.policy import RecurrentPolicy, restore_policy
 from common.run import Run
 from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces, mask_columns
-from common.wrappers import ActionScaler, NormalizeObservation, find_wrapper, wrap_env
+from common.wrappers import NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "ppo_rnn"
 
@@ -146,6 +146,7 @@ TASK_DEFAULTS: dict[str, dict] = {
 def default_args(env_id: str, num_envs: int | None = None, device: str = "auto") -> Args:
     """The defaults for a task: `Args()`, for the batched MuJoCo tasks with `MUJOCO_DEFAULTS` if massively parallel
     (`--num-envs` >= 1024, or none given and a GPU), else `MUJOCO_CPU_DEFAULTS`; then the task's `TASK_DEFAULTS` row."""
+    import envs  # here, not at the top: a checkpoint's policy loads without the env package
     task = TASK_DEFAULTS.get(envs.mujoco_id(env_id) or env_id, {})
     if envs.mujoco_id(env_id) is None:
         return replace(Args(env=env_id), **task)
@@ -288,24 +289,9 @@ def compute_gae(rewards, values, dones, next_value, gamma: float, lam: float):
 
 
 def make_env(args: Args, device, seed: int):
+    import envs  # here, not at the top: a checkpoint's policy loads without the env package
     env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed, backend=args.mujoco_backend)
     return wrap_env(env, norm_obs=args.norm_obs, norm_reward=args.norm_reward, gamma=args.gamma)
-
-
-def policy_from(agent: Agent, obs_norm, to_env, device) -> RecurrentPolicyFn:
-    """A stateful policy: obs (raw, env-native) -> deterministic env-native action, including
-    normalization/rescaling; its state is the actor GRU's hidden state, [B, rnn_hidden]."""
-
-    def core(obs, state, action_mask=None):
-        if obs_norm is not None:
-            obs = obs_norm.normalize(obs)
-        if agent.mask_dim:  # a masked env's policy: the mask after the observation (none given: all allowed)
-            obs = torch.cat([obs, torch.ones(len(obs), agent.mask_dim, device=obs.device) if action_mask is None
-                             else action_mask.to(obs.dtype)], -1)
-        a, state = agent.deterministic(obs, state)
-        return (to_env(a) if to_env is not None else a), state
-
-    return RecurrentPolicyFn(core, lambda n: agent.initial_state(n, device)[0], device)
 
 
 def main(args: Args) -> dict:
@@ -315,14 +301,14 @@ def main(args: Args) -> dict:
     check_args(args, env)
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, critic_dim = group_dims(obs_space)  # critic_dim 0: no privileged `critic` group
-    agent = Agent(obs_dim, act_space, args.hidden, args.init_log_std, critic_dim, mask_columns(env), args.rnn_hidden).to(device)
+    net = dict(obs_dim=obs_dim, action_space=act_space, hidden=args.hidden, init_log_std=args.init_log_std,
+               critic_dim=critic_dim, mask_dim=mask_columns(env), rnn_hidden=args.rnn_hidden)
+    agent = Agent(**net).to(device)
     width = obs_dim + critic_dim + agent.mask_dim  # stored columns: the policy obs, the critic obs, the action mask
     # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
     # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, capturable=device.type == "cuda")
-    raw_space = env.unwrapped.single_action_space  # the env's own bounds, before RescaleAction
-    to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
 
     batch_size = args.num_envs * args.num_steps
     envs_per_minibatch = args.num_envs // args.num_minibatches  # minibatches of whole sub-env sequences
@@ -347,15 +333,13 @@ def main(args: Args) -> dict:
     next_obs = torch.zeros((N, width), device=device)
     next_obs.copy_(concat_groups(*env.reset(seed=args.seed)))
     hidden = agent.initial_state(N, device)  # and the memory it starts with
-    norm = find_wrapper(env, NormalizeObservation)
-
-    def policy():
-        return policy_from(agent, norm.rms if norm else None, to_env, device)
-
+    # the deployable policy: observation normalizer, actor, action scaling to the env's own bounds (common/policy.py)
+    obs_shape = tuple(group_spaces(obs_space)[0].shape)
+    policy = RecurrentPolicy(agent, net, obs_shape, env.unwrapped.single_action_space,
+                             find_wrapper(env, NormalizeObservation), mask_dim=agent.mask_dim, act="deterministic")
     # the state a checkpoint holds and a resumed run restores, named once
     run.start(env, dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs, hidden=hidden), policy,
-              meta=dict(obs_shape=tuple(group_spaces(obs_space)[0].shape), action_space=repr(act_space)),
-              extra=lambda: dict(obs_norm=norm.rms.state_dict() if norm else None))
+              meta=dict(obs_shape=obs_shape, action_space=repr(act_space)))
     guard = run.guard
     meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
 
@@ -421,19 +405,11 @@ def main(args: Args) -> dict:
 
 
 def load_policy(path: str, device: str = "cpu") -> RecurrentPolicyFn:
-    """A deterministic, stateful `obs -> action` callable from a checkpoint of this file, with observation
-    normalization and action rescaling included; takes torch or numpy, batched or single obs. It remembers
-    each batch row's hidden state between calls: `policy.reset()` before new episodes, `policy.reset(done)`
-    to forget the rows whose episode ended (a batch of another size starts blank)."""
-    ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
-    (obs_dim, critic_dim), raw_space = group_dims(env.single_observation_space), env.single_action_space
-    agent = Agent(obs_dim, raw_space, args.hidden, critic_dim=critic_dim, mask_dim=mask_columns(env),
-                  rnn_hidden=args.rnn_hidden).to(device)
-    agent.load_state_dict(ckpt["model"])
-    to_env = ActionScaler(raw_space, device) if isinstance(raw_space, gym.spaces.Box) else None
-    policy = policy_from(agent.eval(), obs_norm, to_env, device)
-    policy.env_id, policy.obs_shape = args.env, (obs_dim,)
-    return policy
+    """The deployable policy of a checkpoint of this file (common/policy.py: observation normalization, the
+    actor's GRU and head, action rescaling), rebuilt without an env; takes torch or numpy, batched or single obs.
+    It remembers each batch row's hidden state between calls: `policy.reset()` before new episodes,
+    `policy.reset(done)` to forget the rows whose episode ended (a batch of another size starts blank)."""
+    return restore_policy(path, ALGO, Agent, device)
 
 
 if __name__ == "__main__":

@@ -35,12 +35,12 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-import envs
 from common.cli import Clip, Count, Count0, Layers, Rate, RunArgs, Unit, cli
 from common.device import compile_fn
 from common.errors import UserError
-from common.evaluate import PolicyFn, load_run
+from common.evaluate import PolicyFn
 from common.logger import Meter
+from common.policy import Policy, restore_policy
 from common.run import Run
 from common.vec_env import check_single_agent, concat_groups, mask_columns
 from common.wrappers import NormalizeObservation, find_wrapper, wrap_env
@@ -168,22 +168,9 @@ def epsilon_at(args: Args, step: int) -> float:
 
 
 def make_env(args: Args, device, seed: int):
+    import envs  # here, not at the top: a checkpoint's policy loads without the env package
     env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed)
     return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
-
-
-def policy_from(q_net: QNetwork, obs_norm) -> "callable":
-    """obs (raw) -> greedy action, including observation normalization."""
-
-    def core(obs, action_mask=None):
-        if obs_norm is not None:
-            obs = obs_norm.normalize(obs)
-        if q_net.mask_dim:  # a masked env's policy: the mask after the observation (none given: all allowed)
-            obs = torch.cat([obs, torch.ones(len(obs), q_net.mask_dim, device=obs.device) if action_mask is None
-                             else action_mask.to(obs.dtype)], -1)
-        return q_net(obs).argmax(-1)
-
-    return core
 
 
 def main(args: Args) -> dict:
@@ -193,7 +180,8 @@ def main(args: Args) -> dict:
     check_args(args, env)
     obs_space, n_actions = env.single_observation_space, int(env.single_action_space.n)
     obs_dim = int(np.prod(obs_space.shape))
-    q_net = QNetwork(obs_dim, n_actions, args.hidden, mask_columns(env)).to(device)
+    net = dict(obs_dim=obs_dim, n_actions=n_actions, hidden=args.hidden, mask_dim=mask_columns(env))
+    q_net = QNetwork(**net).to(device)
     width = obs_dim + q_net.mask_dim  # stored columns: the observation, the action mask
     # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
     # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device; fused on
@@ -219,15 +207,12 @@ def main(args: Args) -> dict:
     num_iterations = args.total_steps // batch_size
     obs = torch.zeros((N, width), device=device)  # where the next step starts: a fixed buffer
     obs.copy_(concat_groups(*env.reset(seed=args.seed)))
-    norm = find_wrapper(env, NormalizeObservation)
-
-    def policy():
-        return policy_from(q_net, norm.rms if norm else None)
-
+    # the deployable policy: observation normalizer, greedy action of the Q-network (common/policy.py)
+    policy = Policy(q_net, net, obs_space.shape, env.single_action_space, find_wrapper(env, NormalizeObservation),
+                    mask_dim=q_net.mask_dim, act="greedy")
     # the state a checkpoint holds and a resumed run restores, named once
     run.start(env, dict(model=q_net, optimizer=optimizer, env=env, next_obs=obs), policy,
-              meta=dict(obs_shape=tuple(obs_space.shape), action_space=repr(env.single_action_space)),
-              extra=lambda: dict(obs_norm=norm.rms.state_dict() if norm else None))
+              meta=dict(obs_shape=tuple(obs_space.shape), action_space=repr(env.single_action_space)))
     guard = run.guard
     meter = Meter(device, "td_loss", "q_mean")  # summed on the device, read at the logging tick
     # after each iteration the shell counts its steps, checks for NaN, evaluates, logs and checkpoints on their ticks
@@ -273,13 +258,9 @@ def main(args: Args) -> dict:
 
 
 def load_policy(path: str, device: str = "cpu") -> PolicyFn:
-    """A greedy `obs -> action` callable from a checkpoint of this file (observation normalization
-    included); takes torch or numpy, batched or single observations."""
-    ckpt, args, env, obs_norm = load_run(path, ALGO, Args, device)
-    obs_shape = tuple(env.single_observation_space.shape)
-    q_net = QNetwork(int(np.prod(obs_shape)), int(env.single_action_space.n), args.hidden, mask_columns(env)).to(device)
-    q_net.load_state_dict(ckpt["model"])
-    return PolicyFn(policy_from(q_net.eval(), obs_norm), device, env_id=args.env, obs_shape=obs_shape)
+    """The deployable policy of a checkpoint of this file (common/policy.py: observation normalization, the
+    greedy action), rebuilt without an env; takes torch or numpy, batched or single observations."""
+    return restore_policy(path, ALGO, QNetwork, device)
 
 
 if __name__ == "__main__":

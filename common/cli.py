@@ -20,7 +20,6 @@ import os
 import sys
 from dataclasses import dataclass
 from typing import Annotated
-from pathlib import Path
 
 from common.errors import UserError
 

@@ -154,7 +154,8 @@ def fuse_statistics(ctx: Context, stats) -> None:
         total, n = packed[0], rms.mean.numel()
         mean = packed[1:1 + n].view_as(rms.mean) / total
         var = (packed[1 + n:].view_as(rms.var) / total - mean.square()).clamp_min(0)
-        rms.mean, rms.var, rms.count = mean, var, total / ctx.world_size
+        # in place: a deployable policy (common/policy.py) reads these very tensors
+        rms.mean.copy_(mean), rms.var.copy_(var), rms.count.copy_(total / ctx.world_size)
 
 
 def allreduce_gradients(ctx: Context, modules) -> None:

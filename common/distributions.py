@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gymnasium as gym
 import torch
-import torch.nn.functional as F
 
 from common.errors import UserError
 

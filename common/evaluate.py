@@ -49,6 +49,7 @@ class PolicyFn:
     def __init__(self, core: Callable[[torch.Tensor], torch.Tensor], device="cpu", env_id: str | None = None,
                  obs_shape: tuple | None = None):
         self.core, self.device, self.env_id, self.obs_shape = core, torch.device(device), env_id, obs_shape
+        self.module = core if isinstance(core, torch.nn.Module) else None  # a common.policy.Policy: exportable
 
     @torch.no_grad()
     def __call__(self, obs, action_mask=None):
@@ -90,6 +91,7 @@ class RecurrentPolicyFn(PolicyFn):
             return action
 
         super().__init__(step, device, env_id, obs_shape)
+        self.module = core if isinstance(core, torch.nn.Module) else None
 
     def reset(self, done=None) -> None:
         if done is None or self.state is None:

@@ -4,9 +4,8 @@
     python -m common.export runs/<run>/checkpoint.pt --torchscript policy.pt
     python -m common.export runs/<run>/checkpoint.pt --pt2 policy.pt2          # torch.export's format
 
-What is exported is the deterministic policy that `common.evaluate.load_policy` rebuilds from the checkpoint
-(the algorithm file that wrote it says how): observation normalization, the network and the action rescaling,
-in one graph. Input `obs`: raw observations, float32 `[batch, *obs_shape]` (any batch size). Output
+What is exported is the checkpoint's deployable policy (`common/policy.py`), the module `load_policy` rebuilds
+from the checkpoint alone: observation normalization, the network and the action rescaling, in one graph. Input `obs`: raw observations, float32 `[batch, *obs_shape]` (any batch size). Output
 `action`: what the env takes, float32 `[batch, *action_shape]` within the action bounds, or int64 `[batch]`
 for a discrete action space. Every file written is checked before the command returns: its outputs on 1,000
 random observations (spread like the ones seen in training where the checkpoint has normalization statistics)
@@ -35,7 +34,6 @@ ones have per-agent policies and no `load_policy` of this kind).
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import logging
 import sys
 import warnings
@@ -53,86 +51,38 @@ if str(ROOT) not in sys.path:
 
 from common.errors import MissingPackage, UserError  # noqa: E402
 from common.evaluate import load_policy  # noqa: E402
+from common.policy import Policy, RecurrentPolicy  # noqa: E402
 
 
-class ExportedPolicy(torch.nn.Module):
-    """`core` (a `PolicyFn.core`: raw obs -> env action) as a module whose parameters are its networks'. The
-    networks a core closes over are registered here, frozen, so that tracing records them as weights (not
-    as constants that require grad)."""
-
-    def __init__(self, core):
-        super().__init__()
-        self.core = core
-        for i, value in enumerate(inspect.getclosurevars(core).nonlocals.values()):
-            if isinstance(value, torch.nn.Module):
-                self.add_module(f"net{i}", value.eval().requires_grad_(False))
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.core(obs)
-
-
-class ExportedRecurrentPolicy(ExportedPolicy):
-    """A `RecurrentPolicyFn.recurrent_core` ((obs, state) -> (action, next state)) as a module."""
-
-    def forward(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.core(obs, state)
-
-
-class ExportedMaskedPolicy(ExportedPolicy):
-    """The policy of an env with action masks: (obs, action_mask) -> action, forbidden actions never chosen."""
-
-    def forward(self, obs: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
-        return self.core(obs, action_mask=action_mask)
-
-
-class ExportedMaskedRecurrentPolicy(ExportedPolicy):
-    def forward(self, obs: torch.Tensor, state: torch.Tensor, action_mask: torch.Tensor):
-        return self.core(obs, state, action_mask=action_mask)
-
-
-def _mask_dim(core) -> int:
-    """Action-mask columns the networks a core closes over take (their `mask_dim`; 0: no mask)."""
-    nets = [v for v in inspect.getclosurevars(core).nonlocals.values() if isinstance(v, torch.nn.Module)]
-    return max((int(getattr(n, "mask_dim", 0)) for n in nets), default=0)
-
-
-def policy_module(checkpoint: str) -> tuple[ExportedPolicy, object, dict]:
-    """(the exportable module, the `PolicyFn` it was built from, the checkpoint) on the CPU."""
-    from common.evaluate import PolicyFn, RecurrentPolicyFn
-
+def policy_module(checkpoint: str) -> tuple[Policy, object, dict]:
+    """(the deployable policy module of `checkpoint` (common/policy.py), its `PolicyFn`, the checkpoint) on
+    the CPU."""
     policy, ckpt = load_policy(checkpoint, "cpu")
-    if not isinstance(policy, PolicyFn):
+    module = getattr(policy, "module", None)
+    if not isinstance(module, Policy):
         raise UserError(f"{checkpoint} was written by {ckpt.get('algo')}, a multi-agent file: export takes the "
-                         f"checkpoints of single-agent files (ppo_vec, sac, td3, dqn, ...)")
-    if policy.obs_shape is None:
-        raise UserError(f"{checkpoint}: its policy does not say its observation shape; cannot export it")
-    recurrent = isinstance(policy, RecurrentPolicyFn)
-    core = policy.recurrent_core if recurrent else policy.core
-    cls = {(False, False): ExportedPolicy, (True, False): ExportedRecurrentPolicy,
-           (False, True): ExportedMaskedPolicy, (True, True): ExportedMaskedRecurrentPolicy}[recurrent, _mask_dim(core) > 0]
-    module = cls(core).eval()
-    module.mask_dim = _mask_dim(core)
-    return module, policy, ckpt
+                        f"checkpoints of single-agent files (ppo_vec, sac, td3, dqn, ...)")
+    return module.eval(), policy, ckpt
 
 
-def example_inputs(module: ExportedPolicy, policy, obs: torch.Tensor, seed: int = 0) -> tuple[torch.Tensor, ...]:
+def example_inputs(module: Policy, policy, obs: torch.Tensor, seed: int = 0) -> tuple[torch.Tensor, ...]:
     """The inputs the module takes for a batch of observations: obs, then a blank state (recurrent policies),
     then random action masks (masked ones)."""
     inputs = [obs]
-    if isinstance(module, (ExportedRecurrentPolicy, ExportedMaskedRecurrentPolicy)):
-        inputs.append(policy.initial_state(obs.shape[0]).cpu())
+    if isinstance(module, RecurrentPolicy):
+        inputs.append(module.initial_state(obs.shape[0]).cpu())
     if module.mask_dim:
         inputs.append(torch.rand(obs.shape[0], module.mask_dim, generator=torch.Generator().manual_seed(seed)) < 0.6)
     return tuple(inputs)
 
 
-def io_names(module: ExportedPolicy) -> tuple[list[str], list[str]]:
-    recurrent = isinstance(module, (ExportedRecurrentPolicy, ExportedMaskedRecurrentPolicy))
+def io_names(module: Policy) -> tuple[list[str], list[str]]:
+    recurrent = isinstance(module, RecurrentPolicy)
     inputs = ["obs", *(["state"] if recurrent else []), *(["action_mask"] if module.mask_dim else [])]
     return inputs, ["action", "next_state"] if recurrent else ["action"]
 
 
-def reference(module: ExportedPolicy, inputs: tuple[torch.Tensor, ...]) -> tuple[np.ndarray, ...]:
+def reference(module: Policy, inputs: tuple[torch.Tensor, ...]) -> tuple[np.ndarray, ...]:
     """What load_policy's policy answers to `inputs` (its core, run eagerly): (action,) or (action, next state)."""
     with torch.no_grad():
         out = module(*inputs)
@@ -150,24 +100,23 @@ def check_steps(run, module, inputs: tuple[torch.Tensor, ...], name: str, atol: 
     return err
 
 
-def _names(module: ExportedPolicy) -> tuple[list[str], list[str], dict]:
+def _names(module: Policy) -> tuple[list[str], list[str], dict]:
     batch = torch.export.Dim("batch")
     inputs, outputs = io_names(module)
     return inputs, outputs, {n: {0: batch} for n in inputs}
 
 
-def sample_observations(policy, ckpt: dict, n: int = 1000, seed: int = 0) -> torch.Tensor:
+def sample_observations(module: Policy, n: int = 1000, seed: int = 0) -> torch.Tensor:
     """`n` observations to compare outputs on: around the normalizer's mean, two of its standard deviations
-    wide, where the checkpoint has one; standard normal otherwise."""
+    wide, where the policy normalizes; standard normal otherwise."""
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn((n, *policy.obs_shape), generator=g)
-    norm = ckpt.get("obs_norm")
-    if isinstance(norm, dict) and "mean" in norm and "var" in norm:
-        x = norm["mean"].float().cpu() + 2.0 * norm["var"].float().cpu().sqrt() * x
+    x = torch.randn((n, *module.obs_shape), generator=g)
+    if module.normalize:
+        x = module.obs_mean.float().cpu() + 2.0 * module.obs_var.float().cpu().sqrt() * x
     return x
 
 
-def to_torchscript(module: ExportedPolicy, example: tuple, path: str) -> None:
+def to_torchscript(module: Policy, example: tuple, path: str) -> None:
     with torch.no_grad(), warnings.catch_warnings():
         # shape checks (the action rescaler's) are static for a given policy: what the tracer warns of is intended
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
@@ -176,14 +125,14 @@ def to_torchscript(module: ExportedPolicy, example: tuple, path: str) -> None:
     traced.save(path)
 
 
-def to_pt2(module: ExportedPolicy, example: tuple, path: str) -> None:
+def to_pt2(module: Policy, example: tuple, path: str) -> None:
     with torch.no_grad():
         program = torch.export.export(module, example, dynamic_shapes=_names(module)[2])
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     torch.export.save(program, path)
 
 
-def to_onnx(module: ExportedPolicy, example: tuple, path: str) -> None:
+def to_onnx(module: Policy, example: tuple, path: str) -> None:
     missing = [m for m in ("onnx", "onnxscript") if importlib.util.find_spec(m) is None]
     if missing:
         raise MissingPackage(f"--onnx needs onnx and onnxscript ({', '.join(missing)} missing): pip install onnx onnxscript")
@@ -207,20 +156,20 @@ def _compare(name: str, got: np.ndarray, want: np.ndarray, atol: float) -> float
     return err
 
 
-def check_torchscript(path: str, eager: ExportedPolicy, inputs: tuple, atol: float = 1e-5) -> float:
+def check_torchscript(path: str, eager: Policy, inputs: tuple, atol: float = 1e-5) -> float:
     """Max abs difference of the written file's outputs to the eager policy's (`eager`, from `policy_module`)."""
     loaded = torch.jit.load(path)
     with torch.no_grad():
         return check_steps(lambda x: tuple(t.numpy() for t in _as_tuple(loaded(*x))), eager, inputs, path, atol)
 
 
-def check_pt2(path: str, eager: ExportedPolicy, inputs: tuple, atol: float = 1e-5) -> float:
+def check_pt2(path: str, eager: Policy, inputs: tuple, atol: float = 1e-5) -> float:
     loaded = torch.export.load(path).module()
     with torch.no_grad():
         return check_steps(lambda x: tuple(t.numpy() for t in _as_tuple(loaded(*x))), eager, inputs, path, atol)
 
 
-def check_onnx(path: str, eager: ExportedPolicy, inputs: tuple, atol: float = 1e-5) -> float | None:
+def check_onnx(path: str, eager: Policy, inputs: tuple, atol: float = 1e-5) -> float | None:
     """As `check_torchscript`, through onnxruntime; None when onnxruntime is not installed."""
     try:
         import onnxruntime
@@ -256,7 +205,7 @@ def main(args: Args) -> dict:
     if not (args.onnx or args.torchscript or args.pt2):
         raise UserError("nothing to write: pass --onnx PATH, --torchscript PATH and/or --pt2 PATH")
     module, policy, ckpt = policy_module(args.checkpoint)
-    obs = sample_observations(policy, ckpt, max(args.check_samples, 2))
+    obs = sample_observations(module, max(args.check_samples, 2))
     inputs = example_inputs(module, policy, obs)
     out = {}
     for kind, path, write, check in (("torchscript", args.torchscript, to_torchscript, check_torchscript),

@@ -5,6 +5,7 @@ its loss, its loop, top to bottom.
     args, device = run.args, run.device
     env = make_env(args, device, args.seed)
     ...                                                # networks, optimizer, storage: the file's own
+    policy = Policy(agent, net, obs_shape, action_space, normalizer)   # the deployable policy (common/policy.py)
     run.start(env, state=dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs),
               policy=policy, meta=dict(obs_shape=...))  # resumes the state; run directory, logger, guard
     for iteration in run.iterations(num_iterations, batch_size, metrics=lambda: meter.pop()):
@@ -18,8 +19,11 @@ What the shell does, so that no file repeats it:
   the clock; `run.start_iter` and `run.step` say where the run stands.
 * the checkpoint holds `state` under the same names (each `state_dict()`, or the tensor), the file's
   `meta`, whatever `extra()` returns at that moment, the counters and the generators: a key is named once.
+* the checkpoint also holds the deployable policy (`"policy"`, `"policy_spec"`: common/policy.py), what
+  the file's `load_policy` rebuilds without an env. A multi-agent file gives `policy` as a function that
+  returns its joint policy, and `evaluate=ma_evaluate`.
 * after each iteration: the env steps of the iteration added to `run.step`, the NaN guard's check, and on
-  their ticks the evaluation (the `policy()` the file gives, on a separate env), the log line (episode
+  their ticks the evaluation (the file's policy, on a separate env), the log line (episode
   statistics of the env's `EpisodeStatistics` and `metrics()`), and the checkpoint (atomic; never a
   non-finite value). Ctrl-C names the checkpoint to `--resume` from.
 * under torchrun (`ctx` from `common.distributed.init`): every rank its own seed offset and state (the
@@ -40,6 +44,7 @@ from common.device import resolve_device, rng_state, seed_everything, set_rng_st
 from common.evaluate import evaluate
 from common.guard import NumericGuard
 from common.logger import Logger, Ticks, make_run_dir
+from common.policy import Policy, RecurrentPolicy, deployed
 from common.wrappers import EpisodeStatistics, find_wrapper
 
 
@@ -126,7 +131,7 @@ class Run:
                 if self.is_main and do_eval:
                     with self.logger.paused():
                         self.eval_result = (self.evaluate or evaluate)(
-                            self.policy(), self.args.env, self.args.eval_episodes, seed=self.args.seed + 10_000,
+                            self._evaluated(), self.args.env, self.args.eval_episodes, seed=self.args.seed + 10_000,
                             device=self.device)
                 if self.is_main and do_log:
                     self.logger.log(self.step, self.episodes.pop(), self.eval_result if do_eval else None,
@@ -149,10 +154,24 @@ class Run:
             return
         save_checkpoint(self.ckpt_path, {
             "algo": self.algo, "env_id": self.args.env, "args": asdict(self.args), **self.meta,
-            "spaces": spaces_of(self.env), **own, **self.extra(),
+            "spaces": spaces_of(self.env), **own, **self.extra(), **self._deployable(),
             "iteration": next_iteration, "global_step": self.step, "seconds": self.logger.seconds,
             **({"ranks": every} if every is not None else {}),
         })
+
+    def _evaluated(self):
+        """The policy evaluation runs: the file's deployable `Policy` (as a user gets it from `load_policy`),
+        or what the file's `policy()` returns (the multi-agent files)."""
+        if isinstance(self.policy, Policy):
+            return deployed(self.policy, self.device) if isinstance(self.policy, RecurrentPolicy) else self.policy
+        return self.policy()
+
+    def _deployable(self) -> dict:
+        """The checkpoint's deployable policy (`common.policy`): its tensors and how to rebuild it."""
+        if not isinstance(self.policy, Policy):
+            return {}
+        return {"policy": {k: v.detach().clone() for k, v in self.policy.state_dict().items()},
+                "policy_spec": self.policy.spec}
 
     def finish(self, env) -> dict:
         """Close the logger and the env; the run's summary."""

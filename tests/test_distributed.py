@@ -300,7 +300,7 @@ def test_torchrun_resume_continues_exactly(fuse_every, torchrun_full, tmp_path):
     assert resumed["steps"] == full["steps"] == ITER * 6
     a = torch.load(full["checkpoint"], weights_only=False)
     b = torch.load(resumed["checkpoint"], weights_only=False)
-    for key in ("model", "optimizer", "obs_norm", "next_obs", "iteration", "global_step", "updates", "world_size",
+    for key in ("model", "optimizer", "policy", "next_obs", "iteration", "global_step", "updates", "world_size",
                 "ranks"):
         _assert_same(a[key], b[key], key)
     for k in ("env", "rng"):  # the top-level fields are rank 0's
@@ -312,7 +312,8 @@ def test_torchrun_resume_continues_exactly(fuse_every, torchrun_full, tmp_path):
                                   ck["ranks"][1]["env"]["inner"]["own"]["rms"][s]) for s in ("mean", "var", "count"))
               for ck in (mid, a)]
     assert all(pooled) if not fuse_every else any(pooled), pooled
-    assert torch.equal(a["obs_norm"]["mean"], a["ranks"][0]["env"]["inner"]["own"]["rms"]["mean"])
+    # the deployable policy normalizes with rank 0's (pooled) statistics
+    assert torch.equal(a["policy"]["obs_mean"], a["ranks"][0]["env"]["inner"]["own"]["rms"]["mean"])
     assert resumed["eval_return"] == full["eval_return"]
 
 

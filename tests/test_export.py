@@ -31,7 +31,7 @@ def _export_and_check(ckpt: str, tmp_path) -> None:
     names = [i.name for i in session.get_inputs()]
     assert names == export.io_names(module)[0]
     for batch in (1, 7):  # the batch dimension is free in both files
-        obs = export.sample_observations(policy, ckpt_, batch, seed=batch)
+        obs = export.sample_observations(module, batch, seed=batch)
         inputs = export.example_inputs(module, policy, obs)  # obs, a recurrent policy's state, a masked one's mask
         want = export.reference(module, inputs)
         if len(inputs) == 1:  # the eager module is load_policy's policy
@@ -82,3 +82,63 @@ def test_the_command_line_says_what_it_wrote_and_refuses_bad_input(tmp_path):
     assert nothing.returncode == 2 and nothing.stderr.strip() == (
         "error: nothing to write: pass --onnx PATH, --torchscript PATH and/or --pt2 PATH")
     assert missing.returncode == 2 and "Traceback" not in missing.stderr and "no checkpoint at" in missing.stderr
+
+
+# a user's process with no env package at all: the checkpoint alone rebuilds each policy (common/policy.py)
+_WITHOUT_ENVS = """
+import json, sys, torch
+sys.modules["envs"] = None  # `import envs` fails here
+from common.evaluate import load_policy
+out = []
+for path in json.loads(sys.argv[1]):
+    policy, _ = load_policy(path)
+    obs = torch.randn((5, *policy.obs_shape), generator=torch.Generator().manual_seed(0))
+    out.append(policy(obs).tolist())
+print(json.dumps(out))
+"""
+
+
+def _actions_without_envs(paths: list[str]) -> list:
+    import json
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_ENVS, json.dumps(paths)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _actions_here(path: str) -> list:
+    from common.evaluate import load_policy
+
+    policy, _ = load_policy(path)
+    return policy(torch.randn((5, *policy.obs_shape), generator=torch.Generator().manual_seed(0))).tolist()
+
+
+def test_the_deployable_policy_carries_its_normalizer_and_action_scaling_and_needs_no_env(tmp_path):
+    """ppo_vec on Pendulum with observation normalization: the checkpoint's policy module holds the normalizer's
+    final statistics (the env's, as saved) and acts within Pendulum's own bounds [-2, 2] (not the agent's
+    [-1, 1]); it, and dqn's, load in a process where the env package cannot be imported, with the same actions."""
+    from algos import dqn, ppo_vec
+    from conftest import SMALL_PPO_PENDULUM_NORMALIZED
+    from common.policy import Policy
+
+    ppo = ppo_vec.main(ppo_vec.Args(**dict(SMALL_PPO_PENDULUM_NORMALIZED, out_dir=str(tmp_path / "ppo"))))["checkpoint"]
+    q = dqn.main(dqn.Args(**dict(SMALL_RUNS["dqn"], out_dir=str(tmp_path / "dqn"))))["checkpoint"]
+    ck = torch.load(ppo, weights_only=False)
+    saved = ck["env"]["inner"]["own"]["rms"]  # NormalizeObservation's statistics, under NormalizeReward
+    assert torch.equal(ck["policy"]["obs_mean"], saved["mean"]) and torch.equal(ck["policy"]["obs_var"], saved["var"])
+    module, policy, _ = export.policy_module(ppo)
+    assert isinstance(module, Policy) and module.normalize and module.box
+    wide = module(torch.randn(256, 3, generator=torch.Generator().manual_seed(1)) * 50)
+    assert wide.abs().max() > 1.0 and wide.abs().max() <= 2.0  # scaled to the env's bounds, clipped there
+    assert _actions_without_envs([ppo, q]) == [_actions_here(ppo), _actions_here(q)]
+
+
+@pytest.mark.slow
+def test_every_single_agent_policy_loads_without_the_env_package(tmp_path):
+    paths = [_train(name, tmp_path / name) for name in sorted(SMALL_RUNS)]
+    assert _actions_without_envs(paths) == [_actions_here(p) for p in paths]
