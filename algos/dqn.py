@@ -39,7 +39,8 @@ from common.evaluate import PolicyFn
 from common.logger import Meter
 from common.policy import Policy, restore_policy
 from common.run import Run
-from common.vec_env import check_single_agent, concat_groups, mask_columns
+from common.storage import Batch
+from common.vec_env import check_single_agent, mask_columns
 from common.wrappers import NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "dqn"
@@ -123,9 +124,9 @@ def check_args(args: Args, env) -> None:
             f"dqn needs a Discrete action space; {args.env} has {env.single_action_space}. "
             f"Use algos/ppo_vec.py (any action space) or, for continuous actions, sac.py or td3.py."
         )
-    if len(env.single_observation_space.shape) != 1:
+    if len(env.single_observation_space['policy'].shape) != 1:
         raise UserError(f"dqn's MLP needs flat observations, {args.env} has shape "
-                         f"{env.single_observation_space.shape}; flatten them in the env")
+                         f"{env.single_observation_space['policy'].shape}; flatten them in the env")
     if args.batch_size <= 0 or args.gradient_steps <= 0 or args.target_every <= 0:
         raise UserError("--batch-size, --gradient-steps and --target-every must be positive")
     if args.buffer_size < args.num_envs:
@@ -142,29 +143,29 @@ MASKED_Q = -1e9  # the Q-value of a forbidden action (env's action mask): never 
 
 
 class QNetwork(nn.Module):
-    def __init__(self, obs_dim: int, n_actions: int, hidden=(128, 128), mask_dim=0):
+    def __init__(self, obs_dim: int, n_actions: int, hidden=(128, 128)):
         super().__init__()
-        self.obs_dim, self.mask_dim = obs_dim, mask_dim  # stored obs: the observation, then the env's action mask
         sizes, layers = [obs_dim, *hidden], []
         for a, b in zip(sizes[:-1], sizes[1:]):
             layers += [nn.Linear(a, b), nn.ReLU()]
         layers.append(nn.Linear(sizes[-1], n_actions))
         self.net = nn.Sequential(*layers)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        q = self.net(obs[..., :self.obs_dim])
-        return q.masked_fill(obs[..., self.obs_dim:] < 0.5, MASKED_Q) if self.mask_dim else q
+    def forward(self, obs: dict) -> torch.Tensor:
+        """Q-values from the `policy` group; an action the env's mask (if any) forbids gets MASKED_Q."""
+        q = self.net(obs["policy"])
+        return q.masked_fill(~obs["action_mask"], MASKED_Q) if "action_mask" in obs else q
 
 
 def td_loss(q_net: QNetwork, target_net: QNetwork, gamma: float, alpha: float, b):
     """Importance-weighted squared error between Q(s, a) and r + gamma * (1 - terminated) * max_a' Q_target(s', a'),
     less alpha * (max_b Q_target(s, b) - Q_target(s, a)) when alpha > 0 (advantage learning)."""
     with torch.no_grad():
-        q_target = target_net(torch.cat([b.next_obs, b.obs]) if alpha > 0 else b.next_obs)
-        next_q = q_target[:len(b.next_obs)].max(-1).values
+        q_target = target_net(Batch.cat([b.next_obs, b.obs]) if alpha > 0 else b.next_obs)
+        next_q = q_target[:len(b.rewards)].max(-1).values
         target = b.rewards + gamma * (1.0 - b.terminated) * next_q
         if alpha > 0:  # the target network's gap between the greedy action and the one taken, at s
-            here = q_target[len(b.next_obs):]
+            here = q_target[len(b.rewards):]
             target = target - alpha * (here.max(-1).values - here.gather(-1, b.actions.long().unsqueeze(-1)).squeeze(-1))
     q = q_net(b.obs).gather(-1, b.actions.long().unsqueeze(-1)).squeeze(-1)
     td = q - target
@@ -179,7 +180,7 @@ def epsilon_at(args: Args, step: int) -> float:
 def make_env(args: Args, device, seed: int):
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
     env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed)
-    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
+    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma, groups=True)
 
 
 def main(args: Args) -> dict:
@@ -188,10 +189,9 @@ def main(args: Args) -> dict:
     env = make_env(args, device, args.seed)
     check_args(args, env)
     obs_space, n_actions = env.single_observation_space, int(env.single_action_space.n)
-    obs_dim = int(np.prod(obs_space.shape))
-    net = dict(obs_dim=obs_dim, n_actions=n_actions, hidden=args.hidden, mask_dim=mask_columns(env))
+    obs_dim = int(np.prod(obs_space["policy"].shape))
+    net = dict(obs_dim=obs_dim, n_actions=n_actions, hidden=args.hidden)
     q_net, target_net = QNetwork(**net).to(device), QNetwork(**net).to(device)
-    width = obs_dim + q_net.mask_dim  # stored columns: the observation, the action mask
     target_net.load_state_dict(q_net.state_dict())
     # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
     # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device; fused on
@@ -199,10 +199,11 @@ def main(args: Args) -> dict:
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
     adam_kw = dict(capturable=True) if device.type == "cuda" else dict(fused=device.type == "cpu")
     optimizer = torch.optim.Adam(q_net.parameters(), lr=lr, **adam_kw)
-    if args.per:
-        rb = PrioritizedReplayBuffer(args.buffer_size, (width,), (), torch.long, device, alpha=args.per_alpha)
+    obs = Batch(env.reset(seed=args.seed)[0]).clone()  # where the next step starts (its groups): a fixed buffer
+    if args.per:  # storage for each observation group, the actions, rewards and flags
+        rb = PrioritizedReplayBuffer(args.buffer_size, obs, (), torch.long, device, alpha=args.per_alpha)
     else:
-        rb = ReplayBuffer(args.buffer_size, (width,), (), torch.long, device)
+        rb = ReplayBuffer(args.buffer_size, obs, (), torch.long, device)
 
     def opt_step():  # gradient clipping and the Adam step
         nn.utils.clip_grad_norm_(q_net.parameters(), args.max_grad_norm)
@@ -215,14 +216,12 @@ def main(args: Args) -> dict:
 
     N = args.num_envs
     num_iterations = args.total_steps // N
-    obs = torch.zeros((N, width), device=device)  # where the next step starts: a fixed buffer
-    obs.copy_(concat_groups(*env.reset(seed=args.seed)))
     # the deployable policy: observation normalizer, greedy action of the Q-network (common/policy.py)
-    policy = Policy(q_net, net, obs_space.shape, env.single_action_space, find_wrapper(env, NormalizeObservation),
-                    mask_dim=q_net.mask_dim, act="greedy")
+    policy = Policy(q_net, net, obs_space["policy"].shape, env.single_action_space,
+                    find_wrapper(env, NormalizeObservation), mask_dim=mask_columns(env), act="greedy", groups=True)
     # the state a checkpoint holds and a resumed run restores, named once
     run.start(env, dict(model=q_net, target=target_net, optimizer=optimizer, buffer=rb, env=env, next_obs=obs), policy,
-              meta=dict(obs_shape=tuple(obs_space.shape), action_space=repr(env.single_action_space)),
+              meta=dict(obs_shape=tuple(obs_space["policy"].shape), action_space=repr(env.single_action_space)),
               extra=lambda: dict(updates=updates))
     guard = run.guard
     updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far: the target network's schedule
@@ -236,12 +235,11 @@ def main(args: Args) -> dict:
         eps = epsilon_at(args, run.step)
         with torch.no_grad():
             greedy = q_fn(obs).argmax(-1)
-            random_actions = torch.randint(0, n_actions, (N,), device=device) if not q_net.mask_dim else \
-                (torch.rand(N, n_actions, device=device) + obs[:, obs_dim:]).argmax(-1)  # uniform, allowed only
+            random_actions = torch.randint(0, n_actions, (N,), device=device) if "action_mask" not in obs else \
+                (torch.rand(N, n_actions, device=device) + obs["action_mask"]).argmax(-1)  # uniform, allowed only
             explore = torch.rand(N, device=device) < eps
             actions = torch.where(explore, random_actions, greedy)
         next_obs, reward, terminated, truncated, info = env.step(actions)
-        next_obs, info["final_obs"] = concat_groups(next_obs, info), concat_groups(info["final_obs"], info, final=True)
         guard.watch("observations", next_obs, info["final_obs"])
         guard.watch("rewards", reward)
         rb.add(obs, actions, reward, info["final_obs"], terminated)

@@ -39,7 +39,8 @@ from common.logger import Meter
 from common.optim import adapt_lr
 from common.policy import Policy, restore_policy
 from common.run import Run
-from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces, mask_columns
+from common.storage import Batch
+from common.vec_env import check_single_agent, group_dims, group_spaces, mask_columns
 from common.wrappers import (NormalizeObservation, NormalizeReward, find_wrapper,
                              wrap_env)
 
@@ -177,10 +178,12 @@ def mlp(sizes, out_std: float) -> nn.Sequential:
 
 
 class Agent(nn.Module):
-    def __init__(self, obs_dim: int, action_space: gym.Space, hidden=(64, 64), init_log_std=0.0, critic_dim=0,
-                 mask_dim=0):
-        super().__init__()  # critic_dim > 0: a `critic` obs group after the policy's; mask_dim: the mask's (concat_groups)
-        self.obs_dim, self.critic_dim, self.mask_dim = obs_dim, critic_dim, mask_dim  # columns: actor's, critic's, mask
+    """Actor and critic over named observation groups: the actor reads `policy` (and `action_mask`, where the env
+    masks), the critic `critic` (privileged state) where the env has that group, else `policy`."""
+
+    def __init__(self, obs_dim: int, action_space: gym.Space, hidden=(64, 64), init_log_std=0.0, critic_dim=0):
+        super().__init__()
+        self.critic_group = "critic" if critic_dim else "policy"
         self.nvec = action_nvec(action_space)  # one categorical per discrete dimension; None: Gaussian
         self.discrete, self.multi = self.nvec is not None, isinstance(action_space, gym.spaces.MultiDiscrete)
         out = sum(self.nvec) if self.discrete else int(np.prod(action_space.shape))
@@ -189,39 +192,37 @@ class Agent(nn.Module):
         if not self.discrete:
             self.log_std = nn.Parameter(torch.full((out,), float(init_log_std)))
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        critic_obs = obs[..., self.obs_dim:self.obs_dim + self.critic_dim] if self.critic_dim else obs[..., :self.obs_dim]
-        return self.critic(critic_obs).squeeze(-1)
+    def value(self, obs: dict) -> torch.Tensor:
+        return self.critic(obs[self.critic_group]).squeeze(-1)
 
-    def dist(self, obs: torch.Tensor):
-        out = self.actor(obs[..., :self.obs_dim])
-        if self.discrete:
-            mask = obs[..., -self.mask_dim:] > 0.5 if self.mask_dim else None  # the env's action mask: forbidden, p = 0
-            return Categoricals(out, self.nvec, mask, self.multi)
+    def dist(self, obs: dict):
+        out = self.actor(obs["policy"])
+        if self.discrete:  # the env's action mask (if any): a forbidden action has probability 0
+            return Categoricals(out, self.nvec, obs.get("action_mask"), self.multi)
         return Normal(out, self.log_std.exp().expand_as(out))
 
-    def act(self, obs: torch.Tensor):
+    def act(self, obs: dict):
         """Sample actions; return (action, log_prob, value)."""
         d = self.dist(obs)
         action = d.sample() if self.discrete else d.rsample()  # sample()'s numbers without its host sync on CUDA
         logp = d.log_prob(action) if self.discrete else d.log_prob(action).sum(-1)
         return action, logp, self.value(obs)
 
-    def evaluate_actions(self, obs: torch.Tensor, action: torch.Tensor):
+    def evaluate_actions(self, obs: dict, action: torch.Tensor):
         d = self.dist(obs)
         if self.discrete:
             return d.log_prob(action.long()), d.entropy(), self.value(obs)
         return d.log_prob(action).sum(-1), d.entropy().sum(-1), self.value(obs)
 
-    def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
-        out = self.actor(obs[..., :self.obs_dim])
-        return self.dist(obs).mode() if self.discrete else out
+    def deterministic(self, obs: dict) -> torch.Tensor:
+        return self.dist(obs).mode() if self.discrete else self.actor(obs["policy"])
 
 
-def ppo_loss(agent: Agent, args: Args, obs, actions, old_logp, advantages, returns, old_values):
+def ppo_loss(agent: Agent, args: Args, mb: Batch):
     """Clipped surrogate + value + entropy loss on one minibatch; returns (loss, named statistics)."""
-    logp, entropy, value = agent.evaluate_actions(obs, actions)
-    log_ratio = logp - old_logp
+    logp, entropy, value = agent.evaluate_actions(mb["obs"], mb["actions"])
+    advantages, returns, old_values = mb["advantages"], mb["returns"], mb["values"]
+    log_ratio = logp - mb["logp"]
     ratio = log_ratio.exp()
     if args.norm_adv:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
@@ -257,7 +258,7 @@ def compute_gae(rewards, values, dones, next_value, gamma: float, lam: float):
 def make_env(args: Args, device, seed: int):
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
     env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed, backend=args.mujoco_backend)
-    return wrap_env(env, norm_obs=args.norm_obs, norm_reward=args.norm_reward, gamma=args.gamma)
+    return wrap_env(env, norm_obs=args.norm_obs, norm_reward=args.norm_reward, gamma=args.gamma, groups=True)
 
 
 def main(args: Args) -> dict:
@@ -271,9 +272,8 @@ def main(args: Args) -> dict:
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, critic_dim = group_dims(obs_space)  # critic_dim 0: no privileged `critic` group
     net = dict(obs_dim=obs_dim, action_space=act_space, hidden=args.hidden, init_log_std=args.init_log_std,
-               critic_dim=critic_dim, mask_dim=mask_columns(env))
+               critic_dim=critic_dim)
     agent = Agent(**net).to(device)
-    width = obs_dim + critic_dim + agent.mask_dim  # stored columns: the policy obs, the critic obs, the action mask
     # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
     # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
@@ -285,10 +285,13 @@ def main(args: Args) -> dict:
     minibatch_size = batch_size // args.num_minibatches
     num_iterations = args.total_steps // (batch_size * ctx.world_size)  # --total-steps counts all ranks
     T, N = args.num_steps, args.num_envs
-    obs_buf, final_obs_buf = torch.zeros((2, T, N, width), device=device)  # rollout storage on the device
-    act_shape = act_space.shape  # Discrete: (); MultiDiscrete: (dims,); Box: its shape
-    actions_buf = torch.zeros((T, N, *act_shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
-    logp_buf, rewards_buf, dones_buf, trunc_buf, values_buf = torch.zeros((5, T, N), device=device)
+    # where the next rollout starts, a fixed buffer as all state of the iteration (each rank its own starts); the
+    # rollout storage on the device
+    next_obs = Batch(env.reset(seed=args.seed + 1000 * ctx.rank)[0]).clone()
+    action = torch.zeros((N, *act_space.shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
+    f = torch.zeros(N, device=device)
+    store = Batch.zeros(T, obs=next_obs, final_obs=next_obs, actions=action, logp=f, values=f, rewards=f, dones=f,
+                        trunc=f)
 
     def opt_step():  # gradient clipping and the Adam step
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
@@ -299,14 +302,11 @@ def main(args: Args) -> dict:
         act_fn, loss_fn, gae_fn = compile_fn(agent.act, device), compile_fn(ppo_loss, device), compile_fn(compute_gae, device)
         step_fn = compile_fn(opt_step, device, graphs=False)
 
-    # where the next rollout starts: a fixed buffer, as all state of the iteration
-    next_obs = torch.zeros((N, width), device=device)
-    next_obs.copy_(concat_groups(*env.reset(seed=args.seed + 1000 * ctx.rank)))  # each rank its own starts
     # the deployable policy: observation normalizer, actor, action scaling to the env's own bounds (common/policy.py)
-    obs_shape = tuple(group_spaces(obs_space)[0].shape)
+    obs_shape = tuple(obs_space["policy"].shape)
     norm = find_wrapper(env, NormalizeObservation)
-    policy = Policy(agent, net, obs_shape, env.unwrapped.single_action_space, norm, mask_dim=agent.mask_dim,
-                    act="deterministic")
+    policy = Policy(agent, net, obs_shape, env.unwrapped.single_action_space, norm, mask_dim=mask_columns(env),
+                    act="deterministic", groups=True)
     # the state a checkpoint holds and a resumed run restores, named once (under torchrun each rank's own: between
     # fusions the ranks' models and optimizers differ too; the checkpoint's `ranks[r]` keeps rank r's)
     run.start(env, dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs), policy,
@@ -329,37 +329,30 @@ def main(args: Args) -> dict:
         with torch.no_grad():
             obs = next_obs
             for t in range(T):
-                obs_buf[t] = obs
                 action, logp, value = act_fn(obs)
+                store[t] = dict(obs=obs, actions=action, logp=logp, values=value)
                 obs, reward, terminated, truncated, info = env.step(action)
-                obs, info["final_obs"] = concat_groups(obs, info), concat_groups(info["final_obs"], info, final=True)
                 guard.watch("observations", obs, info["final_obs"])
                 guard.watch("rewards", reward)
-                actions_buf[t], logp_buf[t], values_buf[t] = action, logp, value
-                rewards_buf[t] = reward
-                dones_buf[t] = (terminated | truncated).float()
-                trunc_buf[t] = (truncated & ~terminated).float()
-                final_obs_buf[t] = info["final_obs"]
+                store[t] = dict(rewards=reward, dones=terminated | truncated, trunc=truncated & ~terminated,
+                                final_obs=info["final_obs"])
             next_obs.copy_(obs)
             fresh_stats = bool(norm_stats)
             if ctx.enabled and args.fuse_every == 0 and fresh_stats:  # gradient mode: pool once per iteration
                 distributed.fuse_statistics(ctx, norm_stats)
                 fresh_stats = False
             # bootstrap through time limits: r += gamma * V(final_obs) where truncated
-            final_values = agent.value(final_obs_buf)
-            rewards_buf.add_(args.gamma * final_values * trunc_buf)
-            advantages, returns = gae_fn(rewards_buf, values_buf, dones_buf, agent.value(next_obs),
+            store["rewards"].add_(args.gamma * agent.value(store["final_obs"]) * store["trunc"])
+            advantages, returns = gae_fn(store["rewards"], store["values"], store["dones"], agent.value(next_obs),
                                          args.gamma, args.gae_lambda)
 
         # ---- update -----------------------------------------------------------------------------
-        b_obs, b_actions = obs_buf.reshape(-1, width), actions_buf.reshape(-1, *act_shape)
-        b_logp, b_adv = logp_buf.reshape(-1), advantages.reshape(-1)
-        b_ret, b_val = returns.reshape(-1), values_buf.reshape(-1)
+        b = Batch(obs=store["obs"], actions=store["actions"], logp=store["logp"], values=store["values"],
+                  advantages=advantages, returns=returns).flatten()
         for epoch in range(args.update_epochs):
             perm = torch.randperm(batch_size, device=device)
             for start in range(0, batch_size, minibatch_size):
-                idx = perm[start:start + minibatch_size]
-                loss, stats = loss_fn(agent, args, b_obs[idx], b_actions[idx], b_logp[idx], b_adv[idx], b_ret[idx], b_val[idx])
+                loss, stats = loss_fn(agent, args, b[perm[start:start + minibatch_size]])
                 meter.add(**stats)
                 guard.watch("PPO loss", loss)
                 optimizer.zero_grad(set_to_none=True)

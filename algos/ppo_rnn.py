@@ -52,7 +52,8 @@ from common.logger import Meter
 from common.optim import adapt_lr
 from common.policy import RecurrentPolicy, restore_policy
 from common.run import Run
-from common.vec_env import check_single_agent, concat_groups, group_dims, group_spaces, mask_columns
+from common.storage import Batch
+from common.vec_env import check_single_agent, group_dims, group_spaces, mask_columns
 from common.wrappers import NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "ppo_rnn"
@@ -186,10 +187,13 @@ def mlp(sizes, out_std: float) -> nn.Sequential:
 
 
 class Agent(nn.Module):
+    """Actor and critic over named observation groups: the actor reads `policy` (and `action_mask`, where the env
+    masks), the critic `critic` (privileged state) where the env has that group, else `policy`."""
+
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden=(64, 64), init_log_std=0.0, critic_dim=0,
-                 mask_dim=0, rnn_hidden=64):
-        super().__init__()  # critic_dim > 0: a `critic` obs group after the policy's; mask_dim: the mask's (concat_groups)
-        self.obs_dim, self.critic_dim, self.mask_dim = obs_dim, critic_dim, mask_dim  # columns: actor's, critic's, mask
+                 rnn_hidden=64):
+        super().__init__()
+        self.critic_group = "critic" if critic_dim else "policy"
         self.nvec = action_nvec(action_space)  # one categorical per discrete dimension; None: Gaussian
         self.discrete, self.multi = self.nvec is not None, isinstance(action_space, gym.spaces.MultiDiscrete)
         out = sum(self.nvec) if self.discrete else int(np.prod(action_space.shape))
@@ -203,26 +207,24 @@ class Agent(nn.Module):
     def initial_state(self, n: int, device) -> torch.Tensor:
         return torch.zeros(2, n, self.rnn_hidden, device=device)
 
-    def memory(self, obs: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        """One step of both GRUs: the hidden state after seeing `obs` [B, D]."""
-        return torch.stack([self.actor_rnn(obs[..., :self.obs_dim], h[0]), self.critic_memory(obs, h[1])])
+    def memory(self, obs: dict, h: torch.Tensor) -> torch.Tensor:
+        """One step of both GRUs: the hidden state after seeing `obs` (groups [B, ...])."""
+        return torch.stack([self.actor_rnn(obs["policy"], h[0]), self.critic_memory(obs, h[1])])
 
-    def critic_memory(self, obs: torch.Tensor, hc: torch.Tensor) -> torch.Tensor:
-        critic_obs = obs[..., self.obs_dim:self.obs_dim + self.critic_dim] if self.critic_dim else obs[..., :self.obs_dim]
-        return self.critic_rnn(critic_obs, hc)
+    def critic_memory(self, obs: dict, hc: torch.Tensor) -> torch.Tensor:
+        return self.critic_rnn(obs[self.critic_group], hc)
 
-    def value(self, obs: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    def value(self, obs: dict, h: torch.Tensor) -> torch.Tensor:
         """V(obs) from the critic's state before `obs` (the state itself is not advanced)."""
         return self.critic(self.critic_memory(obs, h[1])).squeeze(-1)
 
-    def dist(self, features: torch.Tensor, obs: torch.Tensor):
+    def dist(self, features: torch.Tensor, obs: dict):
         out = self.actor(features)
-        if self.discrete:
-            mask = obs[..., -self.mask_dim:] > 0.5 if self.mask_dim else None  # the env's action mask: forbidden, p = 0
-            return Categoricals(out, self.nvec, mask, self.multi)
+        if self.discrete:  # the env's action mask (if any): a forbidden action has probability 0
+            return Categoricals(out, self.nvec, obs.get("action_mask"), self.multi)
         return Normal(out, self.log_std.exp().expand_as(out))
 
-    def act(self, obs: torch.Tensor, h: torch.Tensor):
+    def act(self, obs: dict, h: torch.Tensor):
         """Sample actions; return (action, log_prob, value, next hidden state)."""
         h = self.memory(obs, h)
         d = self.dist(h[0], obs)
@@ -230,32 +232,33 @@ class Agent(nn.Module):
         logp = d.log_prob(action) if self.discrete else d.log_prob(action).sum(-1)
         return action, logp, self.critic(h[1]).squeeze(-1), h
 
-    def unroll(self, obs: torch.Tensor, starts: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        """Both GRUs over sequences `obs` [T, B, D] from state `h`, zeroed where `starts` [T, B] marks an episode's
-        first step; the states after each step, [2, T, B, rnn_hidden]."""
+    def unroll(self, obs: Batch, starts: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """Both GRUs over sequences `obs` (groups [T, B, ...]) from state `h`, zeroed where `starts` [T, B] marks an
+        episode's first step; the states after each step, [2, T, B, rnn_hidden]."""
         out = []
-        for t in range(obs.shape[0]):
+        for t in range(starts.shape[0]):
             h = self.memory(obs[t], h * (1.0 - starts[t]).unsqueeze(-1))
             out.append(h)
         return torch.stack(out, 1)
 
-    def evaluate_actions(self, obs: torch.Tensor, action: torch.Tensor, starts: torch.Tensor, h0: torch.Tensor):
+    def evaluate_actions(self, obs: Batch, action: torch.Tensor, starts: torch.Tensor, h0: torch.Tensor):
         f = self.unroll(obs, starts, h0)
         d, value = self.dist(f[0], obs), self.critic(f[1]).squeeze(-1)
         if self.discrete:
             return d.log_prob(action.long()), d.entropy(), value
         return d.log_prob(action).sum(-1), d.entropy().sum(-1), value
 
-    def deterministic(self, obs: torch.Tensor, h_actor: torch.Tensor):
+    def deterministic(self, obs: dict, h_actor: torch.Tensor):
         """The deployed policy: the actor's GRU and head only (its state [B, rnn_hidden]; no critic at run time)."""
-        h_actor = self.actor_rnn(obs[..., :self.obs_dim], h_actor)
+        h_actor = self.actor_rnn(obs["policy"], h_actor)
         return (self.dist(h_actor, obs).mode() if self.discrete else self.actor(h_actor)), h_actor
 
 
-def ppo_loss(agent: Agent, args: Args, obs, actions, old_logp, advantages, returns, old_values, starts, h0):
+def ppo_loss(agent: Agent, args: Args, mb: Batch, h0: torch.Tensor):
     """Clipped surrogate + value + entropy loss on one minibatch of [T, B] sequences; returns (loss, statistics)."""
-    logp, entropy, value = agent.evaluate_actions(obs, actions, starts, h0)
-    log_ratio = logp - old_logp
+    logp, entropy, value = agent.evaluate_actions(mb["obs"], mb["actions"], mb["starts"], h0)
+    advantages, returns, old_values = mb["advantages"], mb["returns"], mb["values"]
+    log_ratio = logp - mb["logp"]
     ratio = log_ratio.exp()
     if args.norm_adv:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
@@ -291,7 +294,7 @@ def compute_gae(rewards, values, dones, next_value, gamma: float, lam: float):
 def make_env(args: Args, device, seed: int):
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
     env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed, backend=args.mujoco_backend)
-    return wrap_env(env, norm_obs=args.norm_obs, norm_reward=args.norm_reward, gamma=args.gamma)
+    return wrap_env(env, norm_obs=args.norm_obs, norm_reward=args.norm_reward, gamma=args.gamma, groups=True)
 
 
 def main(args: Args) -> dict:
@@ -302,9 +305,8 @@ def main(args: Args) -> dict:
     obs_space, act_space = env.single_observation_space, env.single_action_space
     obs_dim, critic_dim = group_dims(obs_space)  # critic_dim 0: no privileged `critic` group
     net = dict(obs_dim=obs_dim, action_space=act_space, hidden=args.hidden, init_log_std=args.init_log_std,
-               critic_dim=critic_dim, mask_dim=mask_columns(env), rnn_hidden=args.rnn_hidden)
+               critic_dim=critic_dim, rnn_hidden=args.rnn_hidden)
     agent = Agent(**net).to(device)
-    width = obs_dim + critic_dim + agent.mask_dim  # stored columns: the policy obs, the critic obs, the action mask
     # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
     # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
@@ -314,11 +316,12 @@ def main(args: Args) -> dict:
     envs_per_minibatch = args.num_envs // args.num_minibatches  # minibatches of whole sub-env sequences
     num_iterations = args.total_steps // batch_size
     T, N = args.num_steps, args.num_envs
-    obs_buf, final_obs_buf = torch.zeros((2, T, N, width), device=device)  # rollout storage on the device
-    act_shape = act_space.shape  # Discrete: (); MultiDiscrete: (dims,); Box: its shape
-    actions_buf = torch.zeros((T, N, *act_shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
-    logp_buf, rewards_buf, dones_buf, trunc_buf, values_buf = torch.zeros((5, T, N), device=device)
-    critic_h_buf = torch.zeros((T, N, args.rnn_hidden), device=device)  # the critic's state after each step's obs
+    # where the next rollout starts, a fixed buffer as all state of the iteration; the rollout storage on the device
+    next_obs = Batch(env.reset(seed=args.seed)[0]).clone()
+    action = torch.zeros((N, *act_space.shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
+    f = torch.zeros(N, device=device)
+    store = Batch.zeros(T, obs=next_obs, final_obs=next_obs, actions=action, logp=f, values=f, rewards=f, dones=f,
+                        trunc=f, critic_h=torch.zeros(N, args.rnn_hidden, device=device))  # the critic's state after
 
     def opt_step():  # gradient clipping and the Adam step
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
@@ -329,14 +332,12 @@ def main(args: Args) -> dict:
         act_fn, loss_fn, gae_fn = compile_fn(agent.act, device), compile_fn(ppo_loss, device), compile_fn(compute_gae, device)
         step_fn = compile_fn(opt_step, device, graphs=False)
 
-    # where the next rollout starts: a fixed buffer, as all state of the iteration
-    next_obs = torch.zeros((N, width), device=device)
-    next_obs.copy_(concat_groups(*env.reset(seed=args.seed)))
-    hidden = agent.initial_state(N, device)  # and the memory it starts with
+    hidden = agent.initial_state(N, device)  # the memory the next rollout starts with
     # the deployable policy: observation normalizer, actor, action scaling to the env's own bounds (common/policy.py)
-    obs_shape = tuple(group_spaces(obs_space)[0].shape)
+    obs_shape = tuple(obs_space["policy"].shape)
     policy = RecurrentPolicy(agent, net, obs_shape, env.unwrapped.single_action_space,
-                             find_wrapper(env, NormalizeObservation), mask_dim=agent.mask_dim, act="deterministic")
+                             find_wrapper(env, NormalizeObservation), mask_dim=mask_columns(env), act="deterministic",
+                             groups=True)
     # the state a checkpoint holds and a resumed run restores, named once
     run.start(env, dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs, hidden=hidden), policy,
               meta=dict(obs_shape=obs_shape, action_space=repr(act_space)))
@@ -351,35 +352,31 @@ def main(args: Args) -> dict:
         with torch.no_grad():
             obs, h = next_obs, h_start
             for t in range(T):
-                obs_buf[t] = obs
                 action, logp, value, h = act_fn(obs, h)
-                critic_h_buf[t] = h[1]
+                store[t] = dict(obs=obs, actions=action, logp=logp, values=value, critic_h=h[1])
                 obs, reward, terminated, truncated, info = env.step(action)
-                obs, info["final_obs"] = concat_groups(obs, info), concat_groups(info["final_obs"], info, final=True)
                 guard.watch("observations", obs, info["final_obs"])
                 guard.watch("rewards", reward)
-                actions_buf[t], logp_buf[t], values_buf[t] = action, logp, value
-                rewards_buf[t] = reward
-                dones_buf[t] = (terminated | truncated).float()
-                trunc_buf[t] = (truncated & ~terminated).float()
-                final_obs_buf[t] = info["final_obs"]
-                h = h * (1.0 - dones_buf[t]).unsqueeze(-1)  # a new episode starts with a blank memory
+                store[t] = dict(rewards=reward, dones=terminated | truncated, trunc=truncated & ~terminated,
+                                final_obs=info["final_obs"])
+                h = h * (1.0 - store["dones"][t]).unsqueeze(-1)  # a new episode starts with a blank memory
             next_obs.copy_(obs)
             hidden.copy_(h)
             # bootstrap through time limits: r += gamma * V(final_obs) where truncated, from the critic's state
-            final_values = agent.critic(agent.critic_memory(final_obs_buf.flatten(0, 1), critic_h_buf.flatten(0, 1)))
-            rewards_buf.add_(args.gamma * final_values.view(T, N) * trunc_buf)
-            advantages, returns = gae_fn(rewards_buf, values_buf, dones_buf, agent.value(next_obs, hidden),
+            final_values = agent.critic(agent.critic_memory(store["final_obs"].flatten(), store["critic_h"].flatten(0, 1)))
+            store["rewards"].add_(args.gamma * final_values.view(T, N) * store["trunc"])
+            advantages, returns = gae_fn(store["rewards"], store["values"], store["dones"], agent.value(next_obs, hidden),
                                          args.gamma, args.gae_lambda)
-            starts = torch.cat([torch.zeros_like(dones_buf[:1]), dones_buf[:-1]])  # step t begins an episode
+            starts = torch.cat([torch.zeros_like(store["dones"][:1]), store["dones"][:-1]])  # step t begins an episode
 
         # ---- update -----------------------------------------------------------------------------
+        b = Batch(obs=store["obs"], actions=store["actions"], logp=store["logp"], values=store["values"],
+                  advantages=advantages, returns=returns, starts=starts)
         for epoch in range(args.update_epochs):
             perm = torch.randperm(N, device=device)  # minibatches of whole sub-env sequences
             for start in range(0, N, envs_per_minibatch):
                 idx = perm[start:start + envs_per_minibatch]
-                loss, stats = loss_fn(agent, args, obs_buf[:, idx], actions_buf[:, idx], logp_buf[:, idx], advantages[:, idx],
-                                      returns[:, idx], values_buf[:, idx], starts[:, idx], h_start[:, idx])
+                loss, stats = loss_fn(agent, args, b[:, idx], h_start[:, idx])
                 meter.add(**stats)
                 guard.watch("PPO loss", loss)
                 optimizer.zero_grad(set_to_none=True)

@@ -42,7 +42,8 @@ from common.evaluate import PolicyFn
 from common.logger import Meter
 from common.policy import Policy, restore_policy
 from common.run import Run
-from common.vec_env import check_single_agent, concat_groups, mask_columns
+from common.storage import Batch
+from common.vec_env import check_single_agent, mask_columns
 from common.wrappers import NormalizeObservation, find_wrapper, wrap_env
 
 ALGO = "pqn"
@@ -109,9 +110,9 @@ def check_args(args: Args, env) -> None:
             f"pqn needs a Discrete action space; {args.env} has {env.single_action_space}. "
             f"Use algos/ppo_vec.py (any action space) or, for continuous actions, sac.py or td3.py."
         )
-    if len(env.single_observation_space.shape) != 1:
+    if len(env.single_observation_space['policy'].shape) != 1:
         raise UserError(f"pqn's MLP needs flat observations, {args.env} has shape "
-                         f"{env.single_observation_space.shape}; flatten them in the env")
+                         f"{env.single_observation_space['policy'].shape}; flatten them in the env")
     if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0:
         raise UserError("--num-steps, --num-minibatches and --update-epochs must be positive")
     batch = args.num_envs * args.num_steps
@@ -128,18 +129,18 @@ MASKED_Q = -1e9  # the Q-value of a forbidden action (env's action mask): never 
 
 
 class QNetwork(nn.Module):
-    def __init__(self, obs_dim: int, n_actions: int, hidden=(128, 128), mask_dim=0):
+    def __init__(self, obs_dim: int, n_actions: int, hidden=(128, 128)):
         super().__init__()
-        self.obs_dim, self.mask_dim = obs_dim, mask_dim  # stored obs: the observation, then the env's action mask
         sizes, layers = [obs_dim, *hidden], []
         for a, b in zip(sizes[:-1], sizes[1:]):
             layers += [nn.Linear(a, b), nn.LayerNorm(b), nn.ReLU()]  # LayerNorm: what lets PQN drop the target net
         layers.append(nn.Linear(sizes[-1], n_actions))
         self.net = nn.Sequential(*layers)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        q = self.net(obs[..., :self.obs_dim])
-        return q.masked_fill(obs[..., self.obs_dim:] < 0.5, MASKED_Q) if self.mask_dim else q
+    def forward(self, obs: dict) -> torch.Tensor:
+        """Q-values from the `policy` group; an action the env's mask (if any) forbids gets MASKED_Q."""
+        q = self.net(obs["policy"])
+        return q.masked_fill(~obs["action_mask"], MASKED_Q) if "action_mask" in obs else q
 
 
 def td_loss(q_net: QNetwork, obs, actions, returns):
@@ -170,7 +171,7 @@ def epsilon_at(args: Args, step: int) -> float:
 def make_env(args: Args, device, seed: int):
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
     env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed)
-    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
+    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma, groups=True)
 
 
 def main(args: Args) -> dict:
@@ -179,10 +180,9 @@ def main(args: Args) -> dict:
     env = make_env(args, device, args.seed)
     check_args(args, env)
     obs_space, n_actions = env.single_observation_space, int(env.single_action_space.n)
-    obs_dim = int(np.prod(obs_space.shape))
-    net = dict(obs_dim=obs_dim, n_actions=n_actions, hidden=args.hidden, mask_dim=mask_columns(env))
+    obs_dim = int(np.prod(obs_space["policy"].shape))
+    net = dict(obs_dim=obs_dim, n_actions=n_actions, hidden=args.hidden)
     q_net = QNetwork(**net).to(device)
-    width = obs_dim + q_net.mask_dim  # stored columns: the observation, the action mask
     # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
     # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device; fused on
     # the CPU: one kernel for the step, not a loop of small ops
@@ -191,9 +191,10 @@ def main(args: Args) -> dict:
     optimizer = torch.optim.Adam(q_net.parameters(), lr=lr, **adam_kw)
     T, N = args.num_steps, args.num_envs
     batch_size, minibatch_size = T * N, T * N // args.num_minibatches
-    obs_buf, next_obs_buf = torch.zeros((2, T, N, width), device=device)  # rollout storage on the device
-    actions_buf = torch.zeros((T, N), dtype=torch.long, device=device)
-    rewards_buf, term_buf, dones_buf = torch.zeros((3, T, N), device=device)
+    # where the next step starts (its groups), a fixed buffer; the rollout storage on the device
+    obs = Batch(env.reset(seed=args.seed)[0]).clone()
+    f = torch.zeros(N, device=device)
+    store = Batch.zeros(T, obs=obs, next_obs=obs, actions=f.long(), rewards=f, terminated=f, dones=f)
 
     def opt_step():  # gradient clipping and the Adam step
         nn.utils.clip_grad_norm_(q_net.parameters(), args.max_grad_norm)
@@ -205,14 +206,12 @@ def main(args: Args) -> dict:
         step_fn = compile_fn(opt_step, device, graphs=False)
 
     num_iterations = args.total_steps // batch_size
-    obs = torch.zeros((N, width), device=device)  # where the next step starts: a fixed buffer
-    obs.copy_(concat_groups(*env.reset(seed=args.seed)))
     # the deployable policy: observation normalizer, greedy action of the Q-network (common/policy.py)
-    policy = Policy(q_net, net, obs_space.shape, env.single_action_space, find_wrapper(env, NormalizeObservation),
-                    mask_dim=q_net.mask_dim, act="greedy")
+    policy = Policy(q_net, net, obs_space["policy"].shape, env.single_action_space,
+                    find_wrapper(env, NormalizeObservation), mask_dim=mask_columns(env), act="greedy", groups=True)
     # the state a checkpoint holds and a resumed run restores, named once
     run.start(env, dict(model=q_net, optimizer=optimizer, env=env, next_obs=obs), policy,
-              meta=dict(obs_shape=tuple(obs_space.shape), action_space=repr(env.single_action_space)))
+              meta=dict(obs_shape=tuple(obs_space["policy"].shape), action_space=repr(env.single_action_space)))
     guard = run.guard
     meter = Meter(device, "td_loss", "q_mean")  # summed on the device, read at the logging tick
     # after each iteration the shell counts its steps, checks for NaN, evaluates, logs and checkpoints on their ticks
@@ -224,29 +223,29 @@ def main(args: Args) -> dict:
         with torch.no_grad():
             for t in range(T):
                 greedy = q_fn(obs).argmax(-1)
-                random_actions = torch.randint(0, n_actions, (N,), device=device) if not q_net.mask_dim else \
-                    (torch.rand(N, n_actions, device=device) + obs[:, obs_dim:]).argmax(-1)  # uniform, allowed only
+                random_actions = torch.randint(0, n_actions, (N,), device=device) if "action_mask" not in obs else \
+                    (torch.rand(N, n_actions, device=device) + obs["action_mask"]).argmax(-1)  # uniform, allowed only
                 explore = torch.rand(N, device=device) < eps
                 actions = torch.where(explore, random_actions, greedy)
-                obs_buf[t], actions_buf[t] = obs, actions
+                store[t] = dict(obs=obs, actions=actions)
                 next_obs, reward, terminated, truncated, info = env.step(actions)
-                next_obs, info["final_obs"] = concat_groups(next_obs, info), concat_groups(info["final_obs"], info, final=True)
                 guard.watch("observations", next_obs, info["final_obs"])
                 guard.watch("rewards", reward)
                 done = terminated | truncated
-                rewards_buf[t], term_buf[t], dones_buf[t] = reward, terminated.float(), done.float()
-                next_obs_buf[t] = torch.where(done.unsqueeze(-1), info["final_obs"], next_obs)  # s_t+1 of step t
+                s_next = {k: torch.where(done.unsqueeze(-1), info["final_obs"][k], x) for k, x in next_obs.items()}
+                store[t] = dict(next_obs=s_next, rewards=reward, terminated=terminated, dones=done)  # s_t+1 of step t
                 obs.copy_(next_obs)
-            next_max_q = q_fn(next_obs_buf.flatten(0, 1)).max(-1).values.view(T, N)
-            returns = q_lambda_returns(rewards_buf, term_buf, dones_buf, next_max_q, args.gamma, args.q_lambda)
+            next_max_q = q_fn(store["next_obs"].flatten()).max(-1).values.view(T, N)
+            returns = q_lambda_returns(store["rewards"], store["terminated"], store["dones"], next_max_q, args.gamma,
+                                       args.q_lambda)
 
         # ---- learn: epochs of minibatches over the rollout, which is then discarded --------------------
-        b_obs, b_actions, b_returns = obs_buf.flatten(0, 1), actions_buf.flatten(), returns.flatten()
+        b = Batch(obs=store["obs"], actions=store["actions"], returns=returns).flatten()
         for epoch in range(args.update_epochs):
             perm = torch.randperm(batch_size, device=device)
             for start in range(0, batch_size, minibatch_size):
-                idx = perm[start:start + minibatch_size]
-                loss, q_mean = loss_fn(q_net, b_obs[idx], b_actions[idx], b_returns[idx])
+                mb = b[perm[start:start + minibatch_size]]
+                loss, q_mean = loss_fn(q_net, mb["obs"], mb["actions"], mb["returns"])
                 meter.add(td_loss=loss, q_mean=q_mean)
                 guard.watch("TD loss", loss)
                 optimizer.zero_grad(set_to_none=True)

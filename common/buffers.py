@@ -13,6 +13,7 @@ from typing import NamedTuple
 import torch
 
 from common.errors import UserError
+from common.storage import Batch as Named  # (not the replay `Batch` below)
 
 
 class Batch(NamedTuple):
@@ -41,8 +42,13 @@ class ReplayBuffer:
         # uninitialized: only the rows below `size` are ever read or saved, and a large buffer is not written in
         # full up front (a million rows of joint observations would be zero-filled at start-up for nothing; the
         # pages are touched as transitions arrive)
-        self.obs = torch.empty((capacity, *obs_shape), dtype=obs_dtype, device=self.device)
-        self.next_obs = torch.empty((capacity, *obs_shape), dtype=obs_dtype, device=self.device)
+        if isinstance(obs_shape, dict):  # named observation groups: {name: an example batch [n, ...]}
+            self.obs = Named({k: torch.empty((capacity, *x.shape[1:]), dtype=x.dtype, device=self.device)
+                              for k, x in obs_shape.items()})
+            self.next_obs = Named({k: torch.empty_like(x) for k, x in self.obs.items()})
+        else:
+            self.obs = torch.empty((capacity, *obs_shape), dtype=obs_dtype, device=self.device)
+            self.next_obs = torch.empty((capacity, *obs_shape), dtype=obs_dtype, device=self.device)
         self.actions = torch.empty((capacity, *action_shape), dtype=action_dtype, device=self.device)
         self.rewards = torch.empty((capacity, *reward_shape), dtype=torch.float32, device=self.device)  # (A,): per agent
         self.terminated = torch.empty(capacity, dtype=torch.float32, device=self.device)
@@ -54,14 +60,17 @@ class ReplayBuffer:
 
     def add(self, obs, actions, rewards, next_obs, terminated) -> torch.Tensor:
         """Write a batch of n transitions; returns the row indices written (for priorities)."""
-        n = obs.shape[0]
+        n = actions.shape[0]
         if n > self.capacity:
             raise UserError(f"cannot add {n} transitions at once to a buffer of capacity {self.capacity}")
         idx = (self.pos + torch.arange(n, device=self.device)) % self.capacity
-        self.obs[idx] = obs.to(self.obs.dtype)
+        if isinstance(self.obs, dict):  # each group into its own storage (in its dtype)
+            self.obs[idx], self.next_obs[idx] = obs, next_obs
+        else:
+            self.obs[idx] = obs.to(self.obs.dtype)
+            self.next_obs[idx] = next_obs.to(self.obs.dtype)
         self.actions[idx] = actions.to(self.actions.dtype)
         self.rewards[idx] = rewards.to(torch.float32)
-        self.next_obs[idx] = next_obs.to(self.obs.dtype)
         self.terminated[idx] = terminated.to(torch.float32)
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
@@ -93,14 +102,17 @@ class ReplayBuffer:
                 "rewards": self.rewards[:n].clone(), "terminated": self.terminated[:n].clone()}
 
     def load_state_dict(self, sd: dict) -> None:
-        if sd["capacity"] != self.capacity or tuple(sd["obs"].shape[1:]) != tuple(self.obs.shape[1:]):
+        def rows(obs):  # the shape of a row (of each group)
+            return {k: tuple(v.shape[1:]) for k, v in obs.items()} if isinstance(obs, dict) else tuple(obs.shape[1:])
+
+        if sd["capacity"] != self.capacity or rows(sd["obs"]) != rows(self.obs):
             raise UserError(
-                f"saved replay buffer (capacity {sd['capacity']}, obs {tuple(sd['obs'].shape[1:])}) does not fit this one "
-                f"(capacity {self.capacity}, obs {tuple(self.obs.shape[1:])}): resume with the same --buffer-size and env"
+                f"saved replay buffer (capacity {sd['capacity']}, obs {rows(sd['obs'])}) does not fit this one "
+                f"(capacity {self.capacity}, obs {rows(self.obs)}): resume with the same --buffer-size and env"
             )
         n = sd["size"]
         for name in ("obs", "next_obs", "actions", "rewards", "terminated"):
-            getattr(self, name)[:n] = sd[name].to(self.device)
+            getattr(self, name)[:n] = sd[name]  # (copied to this buffer's device)
         self.pos, self.size = sd["pos"], n
 
 
@@ -258,13 +270,16 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
 
 class TrajectoryStore:
-    def __init__(self, num_envs: int, horizon: int, obs_shape: tuple, action_shape: tuple = (),
+    def __init__(self, num_envs: int, horizon: int, obs_shape: tuple | dict, action_shape: tuple = (),
                  action_dtype=torch.float32, max_episodes: int = 4096, device="cpu"):
         if horizon <= 0 or max_episodes <= 0:
             raise UserError("TrajectoryStore needs a positive horizon and max_episodes")
         self.N, self.H, self.E = num_envs, horizon, max_episodes
         self.device = dev = torch.device(device)
-        self.obs = torch.zeros((num_envs, horizon, *obs_shape), device=dev)
+        if isinstance(obs_shape, dict):  # named observation groups: {name: an example batch [N, ...]}
+            self.obs = Named({k: x.new_zeros((num_envs, horizon, *x.shape[1:])) for k, x in obs_shape.items()})
+        else:
+            self.obs = torch.zeros((num_envs, horizon, *obs_shape), device=dev)
         self.actions = torch.zeros((num_envs, horizon, *action_shape), dtype=action_dtype, device=dev)
         # absolute step count of every sub-env (they step together), on the device and every update in place: a
         # training iteration captured as a CUDA graph (common/graphs.py) replays `add` into this memory
@@ -281,7 +296,8 @@ class TrajectoryStore:
     def add(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, done: torch.Tensor) -> None:
         """One vectorized step: `obs` the observation the action was taken in, `done` = terminated | truncated."""
         col = (self.t % self.H).view(1)
-        self.obs.index_copy_(1, col, obs.unsqueeze(1).to(self.obs.dtype))
+        for k, store in (self.obs.items() if isinstance(self.obs, dict) else [(None, self.obs)]):
+            store.index_copy_(1, col, (obs if k is None else obs[k]).unsqueeze(1).to(store.dtype))
         self.actions.index_copy_(1, col, actions.unsqueeze(1).to(self.actions.dtype))
         self.ep_return += rewards
         self.t += 1
@@ -303,8 +319,11 @@ class TrajectoryStore:
         return {"t": int(self.t), **{k: getattr(self, k).clone() for k in self._STATE}}  # (saving waits anyway)
 
     def load_state_dict(self, sd: dict) -> None:
-        if tuple(sd["obs"].shape) != tuple(self.obs.shape) or sd["tab_ret"].shape != self.tab_ret.shape:
-            raise UserError(f"saved H-term store {tuple(sd['obs'].shape)} does not fit this one {tuple(self.obs.shape)}: "
+        def shapes(obs):
+            return {k: tuple(v.shape) for k, v in obs.items()} if isinstance(obs, dict) else tuple(obs.shape)
+
+        if shapes(sd["obs"]) != shapes(self.obs) or sd["tab_ret"].shape != self.tab_ret.shape:
+            raise UserError(f"saved H-term store {shapes(sd['obs'])} does not fit this one {shapes(self.obs)}: "
                              f"resume with the same --num-envs and --h-term-* sizes")
         self.t.fill_(int(sd["t"]))
         for k in self._STATE:

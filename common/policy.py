@@ -2,7 +2,8 @@
 
     obs -> clamp((obs - mean) / sqrt(var + eps), -clip, clip)   the observation normalizer (buffers; none
                                                                 when the run did not normalize)
-        -> [obs, action_mask]                                   a masked env's mask (none given: all allowed)
+        -> {"policy": obs, "action_mask": mask}                 named groups, to a network that reads them (a
+                                                                masked env's mask; none given: all allowed)
         -> net.<act>(obs)                                       the file's network, deterministic: an action
                                                                 in [-1, 1]^d, or a discrete index
         -> low + (clamp(a, -1, 1) + 1) / 2 * (high - low)       the action scaling (buffers; Box spaces only)
@@ -79,9 +80,9 @@ class Policy(nn.Module):
     env's own (unscaled) action space."""
 
     def __init__(self, net: nn.Module, net_kwargs: dict, obs_shape, action_space: gym.Space, obs_norm=None,
-                 clip: float = 10.0, mask_dim: int = 0, act: str = "forward"):
+                 clip: float = 10.0, mask_dim: int = 0, act: str = "forward", groups: bool = False):
         super().__init__()
-        self.net, self.act, self.mask_dim = net, act, int(mask_dim)
+        self.net, self.act, self.mask_dim, self.groups = net, act, int(mask_dim), groups
         self.obs_shape = tuple(int(n) for n in obs_shape)
         self.normalize = obs_norm is not None and obs_norm is not False
         self.clip = float(getattr(obs_norm, "clip", clip))  # a NormalizeObservation wrapper: its clip
@@ -103,17 +104,22 @@ class Policy(nn.Module):
             self.register_buffer("action_high", torch.as_tensor(action_space.high, dtype=torch.float32))
         self.spec = {"net": {k: _plain(v) for k, v in net_kwargs.items()}, "obs_shape": list(self.obs_shape),
                      "action_space": describe_space(action_space), "normalize": self.normalize, "clip": self.clip,
-                     "mask_dim": self.mask_dim, "act": act, "recurrent": isinstance(self, RecurrentPolicy)}
+                     "mask_dim": self.mask_dim, "act": act, "groups": groups,
+                     "recurrent": isinstance(self, RecurrentPolicy)}
 
-    def inputs(self, obs: torch.Tensor, action_mask: torch.Tensor | None) -> torch.Tensor:
-        """What the network reads: the normalized observation, then a masked env's mask as 0/1 columns."""
+    def inputs(self, obs: torch.Tensor, action_mask: torch.Tensor | None):
+        """What the network reads: the normalized observation, as named groups to a network that reads them
+        (`{"policy": ..., "action_mask": ...}`: a masked env's mask, none given: all allowed), else as it is."""
         if self.normalize:
             obs = (obs - self.obs_mean.to(obs.dtype)) / torch.sqrt(self.obs_var.to(obs.dtype) + 1e-8)
             obs = obs.clamp(-self.clip, self.clip)
-        if self.mask_dim:
-            mask = torch.ones(len(obs), self.mask_dim, device=obs.device) if action_mask is None else action_mask
-            obs = torch.cat([obs, mask.to(obs.dtype)], -1)
-        return obs
+        if not self.groups:
+            return obs
+        if not self.mask_dim:
+            return {"policy": obs}
+        if action_mask is None:
+            action_mask = torch.ones(obs.shape[0], self.mask_dim, dtype=torch.bool, device=obs.device)
+        return {"policy": obs, "action_mask": action_mask.to(torch.bool)}
 
     def to_env(self, a: torch.Tensor) -> torch.Tensor:
         """A Box action from [-1, 1]^d (clipped; NaN passes through, the env reports it) to the env's bounds."""
@@ -153,7 +159,7 @@ def load(path: str, algo: str, net_cls: type, device="cpu") -> Policy:
     net = net_cls(**{k: _rebuilt(v) for k, v in spec["net"].items()})
     cls = RecurrentPolicy if spec["recurrent"] else Policy
     policy = cls(net, {}, spec["obs_shape"], space_from(spec["action_space"]), obs_norm=spec["normalize"] or None,
-                 clip=spec["clip"], mask_dim=spec["mask_dim"], act=spec["act"])
+                 clip=spec["clip"], mask_dim=spec["mask_dim"], act=spec["act"], groups=spec.get("groups", False))
     policy.spec = spec
     policy.load_state_dict(ckpt["policy"])
     policy.env_id = ckpt.get("env_id")

@@ -31,18 +31,22 @@ A vec env follows gymnasium's `VectorEnv` API with torch tensors on `env.device`
 * Observation groups (optional, IsaacLab's convention): an env may return a dict
   `{"policy": [N, p], "critic": [N, c]}` (space `gymnasium.spaces.Dict`, `final_obs` the same dict)
   where the critic sees privileged state the policy does not. The PPO files feed `policy` to the actor
-  and `critic` to the value function (stored side by side by `concat_groups`); a deployed policy
-  takes the `policy` group only. Files without an asymmetric critic refuse such an env with one line (`check_single_agent`).
+  and `critic` to the value function; a deployed policy takes the `policy` group only. Files without an asymmetric critic refuse such an env with one line (`check_single_agent`).
 
 * Action masks (optional, for discrete actions): `info["action_mask"]`, bool, True = allowed, for the
   observation returned with it (in `reset`'s info and in every `step`'s): `[N, n]` for `Discrete(n)`, `[N,
   sum(nvec)]` for `MultiDiscrete(nvec)` (each dimension's allowed values, concatenated). The multi-agent
   envs' `info["avail_actions"]` (`common/ma_vec_env.py`) is the same convention with an agent axis. The
-  ppo_vec family and the dqn family mask their logits / their argmax with it (`concat_groups` stores the
-  mask after the observation's columns); files that cannot mask refuse such an env with one line. An env
+  ppo_vec family and the dqn family mask their logits / their argmax with it; files that cannot mask refuse
+  such an env with one line. An env
   that masks says so before its first reset: `env.has_action_mask = True` (`TorchVecEnv` sets it when a
   subclass defines `_action_mask`); `info["final_action_mask"]` may hold the masks of `final_obs`.
 * `MultiDiscrete(nvec)` actions: integer tensors `[N, len(nvec)]`, each column in `[0, nvec[i])`.
+
+What the algorithm files read: the PPO and DQN families wrap the env in `common.wrappers.ObsGroups`, so that
+every observation arrives as named groups, `{"policy": ..., "critic": ... (where the env has it),
+"action_mask": bool ... (where it masks)}`, `final_obs` alike; their networks read the groups by name and
+their storage (`common.storage.Batch`, `common.buffers`) keeps each group as its own tensor, in its own dtype.
 
 `TorchVecEnv` is the base for torch-native batched environments: a subclass describes a single
 task as pure tensor functions over a `[N, state_dim]` state and gets time limits, autoreset,
@@ -432,18 +436,6 @@ def policy_obs(obs):
     return obs["policy"] if isinstance(obs, dict) else obs
 
 
-def concat_groups(obs, info: dict | None = None, final: bool = False):
-    """One tensor per observation for rollout storage: `policy` then `critic` along the last axis when
-    the observation has both groups (the PPO files' actor reads the first columns, the critic the next),
-    else the policy observation; then, where `info` holds an action mask, its columns as 0/1 (the
-    `final_obs` rows with `final=True`: `info["final_action_mask"]` where given, else the same columns)."""
-    x = (torch.cat([obs["policy"], obs["critic"]], -1) if "critic" in obs else obs["policy"]) if isinstance(obs, dict) else obs
-    if info is None or "action_mask" not in info:
-        return x
-    mask = info.get("final_action_mask", info["action_mask"]) if final else info["action_mask"]
-    return torch.cat([x, mask.to(x.dtype)], -1)
-
-
 def mask_width(space: gym.Space) -> int:
     """Columns of an action mask for `space`: n for Discrete(n), sum(nvec) for MultiDiscrete (0 otherwise)."""
     if isinstance(space, gym.spaces.Discrete):
@@ -452,7 +444,7 @@ def mask_width(space: gym.Space) -> int:
 
 
 def mask_columns(env) -> int:
-    """The action-mask columns `concat_groups` appends for `env`: 0 when it does not mask."""
+    """The width of `env`'s action mask (`mask_width` of its action space): 0 when it does not mask."""
     return mask_width(env.single_action_space) if getattr(env, "has_action_mask", False) else 0
 
 
@@ -507,8 +499,8 @@ def check_single_agent(env, env_id: str, algo: str, groups: bool = False, masks:
         raise UserError(f"{env_id} masks its actions (info['action_mask']) and algos/{algo}.py cannot apply a mask: "
                          f"train it with algos/ppo_vec.py (a2c, ppo_h, ppo_rnn, ppo_podracer) or algos/dqn.py "
                          f"(double_dqn, d3qn, pqn)")
-    space = env.single_observation_space
-    if isinstance(space, gym.spaces.Dict) and not groups:
+    space = env.single_observation_space  # (`common.wrappers.ObsGroups` names the policy's group and the mask too)
+    if isinstance(space, gym.spaces.Dict) and set(space.spaces) - {"policy", "action_mask"} and not groups:
         raise UserError(f"{env_id} has observation groups {sorted(space.spaces)} and algos/{algo}.py feeds one "
                          f"observation to all its networks: train it with algos/ppo_vec.py (a2c, ppo_h, ppo_rnn, ppo_podracer: "
                          f"the critic gets the 'critic' group), or make the env without groups (e.g. "

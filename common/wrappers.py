@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from common.errors import UserError, UserTypeError
-from common.vec_env import VecEnvWrapper, unwrap_chain
+from common.vec_env import VecEnvWrapper, mask_width, unwrap_chain
 
 
 def _stat_dtype(device: torch.device) -> torch.dtype:
@@ -266,9 +266,49 @@ def find_wrapper(env, cls):
     return None
 
 
+class ObsGroups(VecEnvWrapper):
+    """Observations as named groups, the form the PPO and DQN files read: `{"policy": [N, ...]}`, with
+    `"critic": [N, ...]` when the env has a privileged `critic` group and `"action_mask": bool [N, n]` when it
+    masks its actions (its `info["action_mask"]`; `info["final_obs"]` takes `info["final_action_mask"]` where
+    the env gives one, else the step's mask). No state of its own: a checkpoint sees the env it wraps."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        space = env.single_observation_space
+        groups = dict(space.spaces) if isinstance(space, gym.spaces.Dict) else {"policy": space}
+        self.masked = bool(getattr(env, "has_action_mask", False))
+        if self.masked:
+            groups["action_mask"] = gym.spaces.MultiBinary(mask_width(env.single_action_space))
+        self.single_observation_space = gym.spaces.Dict(groups)
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, env.num_envs)
+
+    def _groups(self, obs, mask) -> dict:
+        out = dict(obs) if isinstance(obs, dict) else {"policy": obs}
+        if self.masked:
+            out["action_mask"] = mask
+        return out
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return self._groups(obs, info.get("action_mask")), info
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        info, mask = dict(info), info.get("action_mask")
+        info["final_obs"] = self._groups(info["final_obs"], info.get("final_action_mask", mask))
+        return self._groups(obs, mask), reward, terminated, truncated, info
+
+    def state_dict(self) -> dict:
+        return self.env.state_dict()
+
+    def load_state_dict(self, sd: dict) -> None:
+        self.env.load_state_dict(sd)
+
+
 def wrap_env(env, *, rescale_actions: bool = True, norm_obs: bool = False, norm_reward: bool = False,
-             gamma: float = 0.99, training: bool = True):
-    """The standard stack. Box action spaces are rescaled to [-1, 1] when `rescale_actions`."""
+             gamma: float = 0.99, training: bool = True, groups: bool = False):
+    """The standard stack. Box action spaces are rescaled to [-1, 1] when `rescale_actions`; with `groups`,
+    observations come as named groups (`ObsGroups`)."""
     env = EpisodeStatistics(env)
     if rescale_actions and isinstance(env.single_action_space, gym.spaces.Box):
         env = RescaleAction(env)
@@ -276,4 +316,4 @@ def wrap_env(env, *, rescale_actions: bool = True, norm_obs: bool = False, norm_
         env = NormalizeObservation(env, training=training)
     if norm_reward:
         env = NormalizeReward(env, gamma=gamma, training=training)
-    return env
+    return ObsGroups(env) if groups else env

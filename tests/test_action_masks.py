@@ -14,7 +14,8 @@ import torch
 
 import envs
 from common.distributions import Categoricals, action_nvec
-from common.vec_env import check_env, concat_groups
+from common.vec_env import check_env
+from common.wrappers import ObsGroups
 from conftest import checkpoint_params, run_with_snapshots
 from envs.masked import MaskedWalk
 
@@ -93,12 +94,20 @@ def test_check_env_refuses_an_undeclared_mask():
         check_env(Sneaky(num_envs=2), 2, "cpu")
 
 
-def test_concat_groups_appends_the_mask():
-    obs, info = torch.zeros(3, 2), {"action_mask": torch.tensor([[True, False]] * 3),
-                                    "final_action_mask": torch.tensor([[False, True]] * 3)}
-    assert concat_groups(obs, info)[0].tolist() == [0, 0, 1, 0]
-    assert concat_groups(obs, info, final=True)[0].tolist() == [0, 0, 0, 1]
-    assert concat_groups(obs, {}) is obs
+def test_obs_groups_give_the_mask_as_a_group_of_its_own():
+    """common.wrappers.ObsGroups: the observation as named groups, the env's mask one of them (bool, as given),
+    `final_obs` with the env's final masks; an env without a mask gets no mask group."""
+    env = ObsGroups(envs.make("MaskedWalk-v0", num_envs=4, seed=0))
+    obs, info = env.reset(seed=0)
+    assert set(obs) == {"policy", "action_mask"} and obs["action_mask"].dtype == torch.bool
+    assert torch.equal(obs["action_mask"], info["action_mask"])
+    assert set(env.single_observation_space.spaces) == {"policy", "action_mask"}
+    for _ in range(30):
+        obs, _, term, trunc, info = env.step(torch.where(obs["action_mask"], 1.0, 0.0).multinomial(1).squeeze(-1))
+        want = info.get("final_action_mask", info["action_mask"])
+        assert torch.equal(info["final_obs"]["action_mask"], want) and torch.equal(obs["action_mask"], info["action_mask"])
+    plain, _ = ObsGroups(envs.make("CartPole-v1", num_envs=2, seed=0)).reset(seed=0)
+    assert set(plain) == {"policy"}
 
 
 # ---- every masking file takes allowed actions only ---------------------------------------------------------

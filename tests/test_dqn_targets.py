@@ -13,11 +13,12 @@ def _batch(n=6, obs_dim=3, n_actions=3, mask=False, seed=0):
     g = torch.Generator().manual_seed(seed)
     obs, next_obs = torch.randn(n, obs_dim, generator=g), torch.randn(n, obs_dim, generator=g)
     actions = torch.randint(0, n_actions, (n,), generator=g).float()
+    obs, next_obs = {"policy": obs}, {"policy": next_obs}  # observation groups (common.wrappers.ObsGroups)
     if mask:  # the last action is forbidden everywhere; the taken one never is
         actions = actions.clamp(max=n_actions - 2)
-        allowed = torch.ones(n, n_actions)
-        allowed[:, -1] = 0.0
-        obs, next_obs = torch.cat([obs, allowed], 1), torch.cat([next_obs, allowed], 1)
+        allowed = torch.ones(n, n_actions, dtype=torch.bool)
+        allowed[:, -1] = False
+        obs["action_mask"], next_obs["action_mask"] = allowed, allowed
     return Batch(obs=obs, actions=actions, rewards=torch.randn(n, generator=g), next_obs=next_obs,
                  terminated=torch.tensor([0.0, 1.0] * (n // 2)), indices=torch.arange(n), weights=torch.ones(n))
 
@@ -29,8 +30,8 @@ def test_td_target(algo, alpha, mask):
     module = importlib.import_module(f"algos.{algo}")
     torch.manual_seed(1)
     n_actions = 3
-    q_net = module.QNetwork(3, n_actions, hidden=(8,), mask_dim=n_actions if mask else 0)
-    target_net = module.QNetwork(3, n_actions, hidden=(8,), mask_dim=n_actions if mask else 0)
+    q_net = module.QNetwork(3, n_actions, hidden=(8,))
+    target_net = module.QNetwork(3, n_actions, hidden=(8,))
     b, gamma = _batch(mask=mask), 0.9
     loss, q_mean, td_abs = module.td_loss(q_net, target_net, gamma, alpha, b)
 

@@ -115,7 +115,7 @@ FEATURES = {  # column: (what it means, test on (Args fields, source))
     "tracking": ("`--track` (W&B), TensorBoard events by default (`--no-tensorboard`)",
                  lambda a, s: "track" in a and "tensorboard" in a),
     "critic group": ("asymmetric critic: a `critic` observation group feeds the value function",
-                     lambda a, s: "groups=True" in s),
+                     lambda a, s: re.search(r"check_single_agent\([^)]*groups=True", s) is not None),
     "action masks": ("`info[\"action_mask\"]` applied (masked logits / masked argmax)", lambda a, s: "masks=True" in s),
     "adaptive lr": ("`--lr-schedule adaptive --desired-kl` (rsl_rl's KL rule)", lambda a, s: "lr_schedule" in a),
     "CUDA graph": ("on CUDA each iteration replays as one CUDA graph (`--no-capture`: eager)",

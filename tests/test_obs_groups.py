@@ -13,7 +13,7 @@ import torch
 
 import envs
 import envs.partial
-from common.vec_env import check_env, concat_groups, group_dims
+from common.vec_env import check_env, group_dims
 from conftest import ROOT
 from common.wrappers import NormalizeObservation, wrap_env
 
@@ -40,7 +40,6 @@ def test_partially_observed_envs_keep_the_contract_and_the_full_dynamics():
         assert torch.equal(p["critic"], o) and torch.equal(p["policy"], o[:, [0, 2]]) and torch.equal(q, p["policy"])
         assert torch.equal(r2, r) and torch.equal(term2, term)
         assert torch.equal(info2["final_obs"]["critic"], info["final_obs"])
-    assert torch.equal(concat_groups(p), torch.cat([p["policy"], p["critic"]], -1))
 
 
 def test_noisy_variant_adds_noise_to_the_policy_group_only():

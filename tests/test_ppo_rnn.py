@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from algos import ppo_rnn, ppo_vec
+from common.storage import Batch
 from conftest import SMALL_RUNS
 
 SMALL = SMALL_RUNS["ppo_rnn"]
@@ -22,7 +23,7 @@ def test_update_replays_the_rollout_hidden_states_and_resets():
     torch.manual_seed(0)
     T, N, D = 12, 6, 3
     agent = ppo_rnn.Agent(D, gym.spaces.Discrete(3), hidden=(16,), rnn_hidden=8)
-    obs, dones = torch.randn(T, N, D), (torch.rand(T, N) < 0.2).float()
+    obs, dones = Batch(policy=torch.randn(T, N, D)), (torch.rand(T, N) < 0.2).float()  # observation groups
     h0 = torch.randn(2, N, 8) * 0.5
     h, actions, logps, values = h0, [], [], []
     with torch.no_grad():

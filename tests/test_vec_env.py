@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import envs
-from common.vec_env import AutoresetMode, TorchVecEnv, concat_groups
+from common.vec_env import AutoresetMode, TorchVecEnv
 
 
 @pytest.mark.parametrize("env_id", sorted(envs.NATIVE))
@@ -154,6 +154,11 @@ def test_evaluate_runs_on_native_and_gymnasium_ids():
 INFERENCE_IDS = [*envs.NATIVE, *envs.VARIANTS, *envs.MULTI_AGENT, *envs.MUJOCO_IDS, "InvertedPendulum-v5"]
 
 
+def _tensors(obs) -> list:
+    """An observation's tensors: its groups (a dict), or itself."""
+    return list(obs.values()) if isinstance(obs, dict) else [obs]
+
+
 def _random_actions(env):
     return torch.as_tensor(env.action_space.sample())
 
@@ -174,11 +179,11 @@ def test_stepping_inside_then_outside_inference_mode(env_id):
             env.step(_random_actions(env))
     for _ in range(3):
         obs, reward, *_ = env.step(_random_actions(env))
-    assert not concat_groups(obs).is_inference() and not reward.is_inference()
+    assert not any(x.is_inference() for x in _tensors(obs)) and not reward.is_inference()
     obs, _ = env.reset(seed=1)
     env.load_state_dict(env.state_dict())
     obs, reward, *_ = env.step(_random_actions(env))
-    obs = concat_groups(obs)  # the observation groups of envs.VARIANTS side by side
+    obs = torch.cat([x.flatten(1) for x in _tensors(obs)], -1)  # the observation groups of envs.VARIANTS side by side
     weight = torch.ones(obs[0].numel(), requires_grad=True)
     (obs.flatten(1).float() @ weight).sum().backward()  # an inference tensor cannot be saved for backward
     assert weight.grad is not None
