@@ -31,14 +31,13 @@ from common.cli import Clip, Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit,
 from common.device import compile_fn
 from common.distributions import Categoricals, Normal, action_nvec
 from common.errors import UserError
-from common.evaluate import PolicyFn
 from common.graphs import Captured
 from common.logger import Meter
-from common.policy import Policy, restore_policy
+from common.policy import Policy
 from common.run import Run
 from common.storage import Batch
-from common.vec_env import check_single_agent, group_dims, group_spaces, mask_columns
-from common.wrappers import NormalizeObservation, find_wrapper, wrap_env
+from common.vec_env import check_single_agent, group_dims, group_spaces
+from common.wrappers import wrap_env
 
 ALGO = "a2c"
 
@@ -257,12 +256,9 @@ def main(args: Args) -> dict:
         step_fn = compile_fn(opt_step, device, graphs=False)
 
     # the deployable policy: observation normalizer, actor, action scaling to the env's own bounds (common/policy.py)
-    obs_shape = tuple(obs_space["policy"].shape)
-    policy = Policy(agent, net, obs_shape, env.unwrapped.single_action_space, find_wrapper(env, NormalizeObservation),
-                    mask_dim=mask_columns(env), act="deterministic", groups=True)
+    policy = Policy.of(agent, net, env, act="deterministic")
     # the state a checkpoint holds and a resumed run restores, named once
-    run.start(env, dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs), policy,
-              meta=dict(obs_shape=obs_shape, action_space=repr(act_space)))
+    run.start(env, dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs), policy)
     guard = run.guard
     meter = Meter(device, "pg_loss", "v_loss", "entropy")  # summed on the device, read at the logging tick
 
@@ -308,10 +304,10 @@ def main(args: Args) -> dict:
     return run.finish(env)
 
 
-def load_policy(path: str, device: str = "cpu") -> PolicyFn:
+def load_policy(path: str, device: str = "cpu"):
     """The deployable policy of a checkpoint of this file (common/policy.py: observation normalization, the
     deterministic actor, action rescaling), rebuilt without an env; takes torch or numpy, batched or single obs."""
-    return restore_policy(path, ALGO, Agent, device)
+    return Policy.restore(path, ALGO, Agent, device)
 
 
 if __name__ == "__main__":

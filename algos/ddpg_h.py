@@ -37,13 +37,12 @@ from common.cli import Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli
 from common.device import compile_fn
 from common.ensemble import EnsembleMLP
 from common.errors import UserError
-from common.evaluate import PolicyFn
 from common.logger import Meter
 from common.noise import ColoredNoise
-from common.policy import Policy, restore_policy
+from common.policy import Policy
 from common.run import Run
 from common.vec_env import check_single_agent
-from common.wrappers import NormalizeObservation, find_wrapper, wrap_env
+from common.wrappers import wrap_env
 
 ALGO = "ddpg_h"
 
@@ -249,13 +248,11 @@ def main(args: Args) -> dict:
     num_iterations = args.total_steps // N
     obs = env.reset(seed=args.seed)[0].clone()  # where the next step starts: a fixed buffer
     # the deployable policy: observation normalizer, actor, action scaling to the env's own bounds (common/policy.py)
-    policy = Policy(actor, net, obs_space.shape, env.unwrapped.single_action_space,
-                    find_wrapper(env, NormalizeObservation))
+    policy = Policy.of(actor, net, env)
     # the state a checkpoint holds and a resumed run restores, named once
     run.start(env, dict(actor=actor, critic=critic, actor_target=actor_t, critic_target=critic_t,
                     actor_opt=actor_opt, critic_opt=critic_opt, buffer=rb, env=env, h_store=store, h_opt=h_opt,
                     noise=noise, next_obs=obs), policy,
-              meta=dict(obs_shape=tuple(obs_space.shape), action_space=repr(env.unwrapped.single_action_space)),
               extra=lambda: dict(updates=updates))
     guard = run.guard
     updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
@@ -329,10 +326,10 @@ def main(args: Args) -> dict:
     return run.finish(env)
 
 
-def load_policy(path: str, device: str = "cpu") -> PolicyFn:
+def load_policy(path: str, device: str = "cpu"):
     """The deployable policy of a checkpoint of this file (common/policy.py: observation normalization, the
     deterministic actor, action rescaling), rebuilt without an env; takes torch or numpy, batched or single obs."""
-    return restore_policy(path, ALGO, Actor, device)
+    return Policy.restore(path, ALGO, Actor, device)
 
 
 if __name__ == "__main__":

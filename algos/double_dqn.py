@@ -29,13 +29,12 @@ from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from common.cli import Clip, Count, Count0, Layers, Rate, RunArgs, Unit, cli
 from common.device import compile_fn
 from common.errors import UserError
-from common.evaluate import PolicyFn
 from common.logger import Meter
-from common.policy import Policy, restore_policy
+from common.policy import Policy
 from common.run import Run
 from common.storage import Batch
-from common.vec_env import check_single_agent, mask_columns
-from common.wrappers import NormalizeObservation, find_wrapper, wrap_env
+from common.vec_env import check_single_agent
+from common.wrappers import wrap_env
 
 ALGO = "double_dqn"
 
@@ -212,11 +211,9 @@ def main(args: Args) -> dict:
     N = args.num_envs
     num_iterations = args.total_steps // N
     # the deployable policy: observation normalizer, greedy action of the Q-network (common/policy.py)
-    policy = Policy(q_net, net, obs_space["policy"].shape, env.single_action_space,
-                    find_wrapper(env, NormalizeObservation), mask_dim=mask_columns(env), act="greedy", groups=True)
+    policy = Policy.of(q_net, net, env, act="greedy")
     # the state a checkpoint holds and a resumed run restores, named once
     run.start(env, dict(model=q_net, target=target_net, optimizer=optimizer, buffer=rb, env=env, next_obs=obs), policy,
-              meta=dict(obs_shape=tuple(obs_space["policy"].shape), action_space=repr(env.single_action_space)),
               extra=lambda: dict(updates=updates))
     guard = run.guard
     updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far: the target network's schedule
@@ -264,10 +261,10 @@ def main(args: Args) -> dict:
     return run.finish(env)
 
 
-def load_policy(path: str, device: str = "cpu") -> PolicyFn:
+def load_policy(path: str, device: str = "cpu"):
     """The deployable policy of a checkpoint of this file (common/policy.py: observation normalization, the
     greedy action), rebuilt without an env; takes torch or numpy, batched or single observations."""
-    return restore_policy(path, ALGO, QNetwork, device)
+    return Policy.restore(path, ALGO, QNetwork, device)
 
 
 if __name__ == "__main__":

@@ -33,14 +33,13 @@ from common.cli import Clip, Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit,
 from common.device import compile_fn, resolve_device
 from common.distributions import Categoricals, Normal, action_nvec
 from common.errors import UserError
-from common.evaluate import PolicyFn
 from common.graphs import Captured
 from common.logger import Meter
 from common.optim import adapt_lr
-from common.policy import Policy, restore_policy
+from common.policy import Policy
 from common.run import Run
 from common.storage import Batch
-from common.vec_env import check_single_agent, group_dims, group_spaces, mask_columns
+from common.vec_env import check_single_agent, group_dims, group_spaces
 from common.wrappers import (NormalizeObservation, NormalizeReward, find_wrapper,
                              wrap_env)
 
@@ -303,22 +302,18 @@ def main(args: Args) -> dict:
         step_fn = compile_fn(opt_step, device, graphs=False)
 
     # the deployable policy: observation normalizer, actor, action scaling to the env's own bounds (common/policy.py)
-    obs_shape = tuple(obs_space["policy"].shape)
-    norm = find_wrapper(env, NormalizeObservation)
-    policy = Policy(agent, net, obs_shape, env.unwrapped.single_action_space, norm, mask_dim=mask_columns(env),
-                    act="deterministic", groups=True)
+    policy = Policy.of(agent, net, env, act="deterministic")
     # the state a checkpoint holds and a resumed run restores, named once (under torchrun each rank's own: between
     # fusions the ranks' models and optimizers differ too; the checkpoint's `ranks[r]` keeps rank r's)
     run.start(env, dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs), policy,
-              meta=dict(obs_shape=obs_shape, action_space=repr(act_space)),
               extra=lambda: dict(updates=updates,
                                  world_size=ctx.world_size))
     guard = run.guard
     # optimizer steps so far: where the --fuse-every schedule stands (older checkpoints: no early stops)
     updates = run.ckpt.get("updates", run.start_iter * args.update_epochs * args.num_minibatches) if run.ckpt else 0
     # normalizer statistics, pooled across ranks under torchrun (evaluation uses rank 0's, pooled)
-    norm_stats = [w.rms for w in (norm, find_wrapper(env, NormalizeReward)) if w is not None]
-    fresh_stats = False  # the normalizers saw samples that are not pooled yet
+    norm_stats = [w.rms for w in (find_wrapper(env, NormalizeObservation), find_wrapper(env, NormalizeReward))
+                  if w is not None]
     meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
 
     def train_iteration() -> int:
@@ -392,10 +387,10 @@ def main(args: Args) -> dict:
     return result
 
 
-def load_policy(path: str, device: str = "cpu") -> PolicyFn:
+def load_policy(path: str, device: str = "cpu"):
     """The deployable policy of a checkpoint of this file (common/policy.py: observation normalization, the
     deterministic actor, action rescaling), rebuilt without an env; takes torch or numpy, batched or single obs."""
-    return restore_policy(path, ALGO, Agent, device)
+    return Policy.restore(path, ALGO, Agent, device)
 
 
 if __name__ == "__main__":

@@ -46,15 +46,14 @@ from common.cli import Clip, Count, Layers, NonNeg, Rate, RunArgs, Unit, cli
 from common.device import compile_fn
 from common.distributions import Categoricals, Normal, action_nvec
 from common.errors import UserError
-from common.evaluate import RecurrentPolicyFn
 from common.graphs import Captured
 from common.logger import Meter
 from common.optim import adapt_lr
-from common.policy import RecurrentPolicy, restore_policy
+from common.policy import RecurrentPolicy
 from common.run import Run
 from common.storage import Batch
-from common.vec_env import check_single_agent, group_dims, group_spaces, mask_columns
-from common.wrappers import NormalizeObservation, find_wrapper, wrap_env
+from common.vec_env import check_single_agent, group_dims, group_spaces
+from common.wrappers import wrap_env
 
 ALGO = "ppo_rnn"
 
@@ -334,13 +333,9 @@ def main(args: Args) -> dict:
 
     hidden = agent.initial_state(N, device)  # the memory the next rollout starts with
     # the deployable policy: observation normalizer, actor, action scaling to the env's own bounds (common/policy.py)
-    obs_shape = tuple(obs_space["policy"].shape)
-    policy = RecurrentPolicy(agent, net, obs_shape, env.unwrapped.single_action_space,
-                             find_wrapper(env, NormalizeObservation), mask_dim=mask_columns(env), act="deterministic",
-                             groups=True)
+    policy = RecurrentPolicy.of(agent, net, env, act="deterministic")
     # the state a checkpoint holds and a resumed run restores, named once
-    run.start(env, dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs, hidden=hidden), policy,
-              meta=dict(obs_shape=obs_shape, action_space=repr(act_space)))
+    run.start(env, dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs, hidden=hidden), policy)
     guard = run.guard
     meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
 
@@ -401,12 +396,12 @@ def main(args: Args) -> dict:
     return run.finish(env)
 
 
-def load_policy(path: str, device: str = "cpu") -> RecurrentPolicyFn:
+def load_policy(path: str, device: str = "cpu"):
     """The deployable policy of a checkpoint of this file (common/policy.py: observation normalization, the
     actor's GRU and head, action rescaling), rebuilt without an env; takes torch or numpy, batched or single obs.
     It remembers each batch row's hidden state between calls: `policy.reset()` before new episodes,
     `policy.reset(done)` to forget the rows whose episode ended (a batch of another size starts blank)."""
-    return restore_policy(path, ALGO, Agent, device)
+    return RecurrentPolicy.restore(path, ALGO, Agent, device)
 
 
 if __name__ == "__main__":

@@ -44,11 +44,10 @@ from common.cli import Count, Count0, Layers, Rate, RunArgs, Unit, cli
 from common.device import compile_fn, resolve_device
 from common.ensemble import EnsembleMLP
 from common.errors import UserError
-from common.evaluate import PolicyFn
 from common.logger import Meter
 from common.noise import ColoredNoise
 from common.pipeline import Pipeline, flush
-from common.policy import Policy, restore_policy
+from common.policy import Policy
 from common.run import Run
 from common.vec_env import check_single_agent
 from common.wrappers import NormalizeObservation, find_wrapper, wrap_env
@@ -278,12 +277,11 @@ def main(args: Args) -> dict:
     obs_rms = obs_norm.rms if obs_norm else None
 
     # the deployable policy: observation normalizer, actor, action scaling to the env's own bounds (common/policy.py)
-    policy = Policy(actor, net, obs_space.shape, env.unwrapped.single_action_space, obs_rms)
+    policy = Policy.of(actor, net, env)
     # the state a checkpoint holds and a resumed run restores, named once
     run.start(env, dict(actor=actor, critic=critic, critic_target=critic_t, actor_opt=actor_opt,
                     critic_opt=critic_opt, alpha_opt=alpha_opt, buffer=rb, env=env, noise=noise,
                     log_alpha=log_alpha, next_obs=obs, explore_rng=explore_gen), policy,
-              meta=dict(obs_shape=tuple(obs_space.shape), action_space=repr(env.unwrapped.single_action_space)),
               extra=lambda: dict(updates=updates,
                                  learned=learned))
     guard = run.guard
@@ -391,10 +389,10 @@ def main(args: Args) -> dict:
     return result
 
 
-def load_policy(path: str, device: str = "cpu") -> PolicyFn:
+def load_policy(path: str, device: str = "cpu"):
     """The deployable policy of a checkpoint of this file (common/policy.py: observation normalization, the
     deterministic actor, action rescaling), rebuilt without an env; takes torch or numpy, batched or single obs."""
-    return restore_policy(path, ALGO, Actor, device)
+    return Policy.restore(path, ALGO, Actor, device)
 
 
 if __name__ == "__main__":

@@ -8,16 +8,17 @@
                                                                 in [-1, 1]^d, or a discrete index
         -> low + (clamp(a, -1, 1) + 1) / 2 * (high - low)       the action scaling (buffers; Box spaces only)
 
-An algorithm file builds it once around its training network (`Policy(agent, net_kwargs, ...)`): the module
+An algorithm file builds it once around its training network (`Policy.of(agent, net_kwargs, env)`): the module
 shares the network's parameters and the normalizer's statistics (the same tensors, no copy), so it is always
 the policy being trained; `common.run.Run` evaluates it and writes it to every checkpoint (`"policy"`: its
-`state_dict()`; `"policy_spec"`: how to rebuild it, plain data). `load(path, Net)` rebuilds it from a
-checkpoint alone, no env made; `common.export` writes it as TorchScript, a torch.export program or ONNX.
+`state_dict()`; `"policy_spec"`: how to rebuild it, plain data). `Policy.restore(path, algo, Net)` rebuilds it
+from a checkpoint alone, no env made (a file's `load_policy`); `common.export` writes it as TorchScript, a
+torch.export program or ONNX.
 
 The network keeps its own layout: a PPO agent's actor and critic, a Q-network, an actor. `act` names the
 method that is the deterministic policy (`forward`, `deterministic`), or is `greedy`: the argmax of a
-Q-network's values; a recurrent one
-(`RecurrentPolicy`) takes and returns its memory: `action, state = policy(obs, state)`.
+Q-network's values; a recurrent one (`RecurrentPolicy`) takes and returns its memory:
+`action, state = policy(obs, state)`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import torch.nn as nn
 
 from common.checkpoint import load_checkpoint
 from common.errors import UserError
+from common.vec_env import mask_columns
+from common.wrappers import NormalizeObservation, ObsGroups, find_wrapper
 
 
 def describe_space(space: gym.Space) -> dict:
@@ -107,6 +110,23 @@ class Policy(nn.Module):
                      "mask_dim": self.mask_dim, "act": act, "groups": groups,
                      "recurrent": isinstance(self, RecurrentPolicy)}
 
+    @classmethod
+    def of(cls, net: nn.Module, net_kwargs: dict, env, act: str = "forward", obs_norm=None) -> Policy:
+        """The deployable policy of `net` trained on `env` (the training env, wrappers and all): the `policy` group's
+        shape, the env's own action space (before `RescaleAction`), its `NormalizeObservation` (or `obs_norm`, for a
+        file that keeps its own statistics), its action mask; named groups where `ObsGroups` wraps the env."""
+        groups = find_wrapper(env, ObsGroups) is not None
+        space = env.single_observation_space
+        return cls(net, net_kwargs, space["policy"].shape if groups else space.shape, env.unwrapped.single_action_space,
+                   obs_norm if obs_norm is not None else find_wrapper(env, NormalizeObservation),
+                   mask_dim=mask_columns(env) if groups else 0, act=act, groups=groups)
+
+    @staticmethod
+    def restore(path: str, algo: str, net_cls: type, device="cpu"):
+        """What an algorithm file's `load_policy` returns: the checkpoint's policy (`load`), `deployed`: numpy or
+        torch, batched or single observations, no env made."""
+        return deployed(load(path, algo, net_cls, device), device)
+
     def inputs(self, obs: torch.Tensor, action_mask: torch.Tensor | None):
         """What the network reads: the normalized observation, as named groups to a network that reads them
         (`{"policy": ..., "action_mask": ...}`: a masked env's mask, none given: all allowed), else as it is."""
@@ -177,7 +197,3 @@ def deployed(policy: Policy, device=None):
         return RecurrentPolicyFn(policy, policy.initial_state, device, env_id=env_id, obs_shape=policy.obs_shape)
     return PolicyFn(policy, device, env_id=env_id, obs_shape=policy.obs_shape)
 
-
-def restore_policy(path: str, algo: str, net_cls: type, device="cpu"):
-    """What an algorithm file's `load_policy` returns: `deployed(load(...))`."""
-    return deployed(load(path, algo, net_cls, device), device)

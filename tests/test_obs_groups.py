@@ -81,7 +81,7 @@ def test_ppo_files_feed_the_critic_group_to_the_value_function(name, tmp_path, m
     ckpt = torch.load(result["checkpoint"], weights_only=False)
     critic, actor = ("critic_rnn.weight_ih", "actor_rnn.weight_ih") if name == "ppo_rnn" else ("critic.0.weight", "actor.0.weight")
     assert ckpt["model"][critic].shape[1] == 4 and ckpt["model"][actor].shape[1] == 2
-    assert ckpt["obs_shape"] == (2,)
+    assert ckpt["policy_spec"]["obs_shape"] == [2]  # the deployed policy reads the policy group
     resumed = module.main(module.Args(resume=str(snaps[0]), **{**small, "out_dir": str(tmp_path / "b")}))
     for k, v in checkpoint_params(result["checkpoint"]).items():  # exact resume with groups
         assert torch.equal(v, checkpoint_params(resumed["checkpoint"])[k]), k
