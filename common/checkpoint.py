@@ -143,8 +143,10 @@ def _describe(space) -> str:
 
 
 def spaces_of(env) -> dict:
-    """What a checkpoint records of its env (`"spaces"` entry): the single observation and action spaces,
-    described, and the number of agents of a multi-agent env."""
+    """What a checkpoint records of its env (`"spaces"` entry): the env's own single observation and action
+    spaces (beneath the wrappers, as the user made it), described, and the number of agents of a multi-agent
+    env."""
+    env = getattr(env, "unwrapped", env)
     out = {"observation": _describe(env.single_observation_space), "action": _describe(env.single_action_space)}
     if hasattr(env, "n_agents"):
         out["agents"] = int(env.n_agents)
