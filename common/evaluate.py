@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
 
 from common.checkpoint import load_checkpoint  # noqa: E402
 from common.errors import UserFileNotFoundError  # noqa: E402
-from common.vec_env import group_spaces, policy_obs  # noqa: E402
+from common.vec_env import policy_obs  # noqa: E402
 
 
 class PolicyFn:
@@ -100,24 +100,6 @@ class RecurrentPolicyFn(PolicyFn):
         keep = ~torch.as_tensor(np.asarray(done) if not isinstance(done, torch.Tensor) else done,
                                 dtype=torch.bool, device=self.state.device)
         self.state = self.state * keep.view(-1, *([1] * (self.state.dim() - 1))).to(self.state.dtype)
-
-
-def load_run(path, algo: str, args_cls, device="cpu", **make_kwargs):
-    """What an algorithm file's `load_policy` needs from one of its checkpoints: `(checkpoint, its Args, a
-    one-sub-env instance of its env (closed; its spaces are the raw ones, before any wrapper), the saved
-    observation normalizer or None)`. `make_kwargs` go to `envs.make` (e.g. `continuous_actions=True`)."""
-    import envs
-    from common.wrappers import RunningMeanStd
-
-    ckpt = load_checkpoint(path, algo=algo, map_location=device)
-    args = args_cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in ckpt["args"].items()})
-    env = envs.make(args.env, num_envs=1, **make_kwargs)
-    env.close()
-    obs_norm = None
-    if ckpt.get("obs_norm") is not None:
-        obs_norm = RunningMeanStd(tuple(group_spaces(env.single_observation_space)[0].shape), device)
-        obs_norm.load_state_dict(ckpt["obs_norm"])
-    return ckpt, args, env, obs_norm
 
 
 @torch.no_grad()

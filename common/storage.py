@@ -1,15 +1,16 @@
 """`Batch`: named tensors that share their leading dimensions, stored, written and indexed as one.
 
-A rollout is one `Batch` of `[T, N, ...]` tensors, an observation one `Batch` of its named groups (`policy`,
-`critic`, `action_mask`; common/wrappers.py `ObsGroups`), and a batch may hold batches:
+A rollout is one `Batch` of `[T, N, ...]` tensors, an observation one `Batch` of its named groups
+(`policy`, `critic`, `action_mask`: `common.wrappers.ObsGroups`), and a batch may hold batches:
 
-    store = Batch.zeros(T, obs=obs, actions=action, logp=logp)   # [T, *x.shape] of each example x, its dtype
-    store[t] = dict(obs=obs, actions=action)                     # writes the entries given (copies; casts dtype)
-    mb = store.flatten()[idx]                                    # [T * N] rows, then the same rows of every entry
+    store = Batch.zeros(T, obs=obs, actions=action)   # [T, *x.shape] of each example x, in its dtype
+    store[t] = dict(obs=obs, actions=action)          # writes the entries given (copies, casts dtype)
+    mb = store.flatten()[idx]                         # [T * N] rows; then the same rows of each entry
     mb["obs"]["policy"], mb["actions"]
 
-It is a `dict` (`batch["obs"]`, `.items()`, `torch.save`), so compiled functions and CUDA graphs see plain
-tensors. A string key is a name; anything else (an int, a slice, an index tensor) indexes every tensor.
+It is a `dict` (`batch["obs"]`, `.items()`, `torch.save`), so compiled functions and CUDA graphs
+see plain tensors. A string key is a name; anything else (an int, a slice, an index tensor, a
+tuple of them) indexes every tensor.
 """
 
 from __future__ import annotations
@@ -22,16 +23,20 @@ class Batch(dict):
 
     @staticmethod
     def zeros(*lead: int, **examples) -> Batch:
-        """Zeros `[*lead, *x.shape]` for each named example `x` (a tensor or a dict of them), in `x`'s dtype and
-        device."""
-        return Batch({k: Batch.zeros(*lead, **x) if isinstance(x, dict) else x.new_zeros((*lead, *x.shape))
-                      for k, x in examples.items()})
+        """Zeros `[*lead, *x.shape]` for each named example `x` (a tensor or a dict of them), in
+        `x`'s dtype and on its device."""
+        return Batch({
+            k: Batch.zeros(*lead, **x) if isinstance(x, dict) else x.new_zeros((*lead, *x.shape))
+            for k, x in examples.items()
+        })
 
     @staticmethod
     def cat(batches: list) -> Batch:
         """The batches (dicts with the same names) one after the other along the first dimension."""
-        return Batch({k: Batch.cat([b[k] for b in batches]) if isinstance(v, dict) else torch.cat([b[k] for b in batches])
-                      for k, v in batches[0].items()})
+        parts = {k: [b[k] for b in batches] for k in batches[0]}
+        return Batch({
+            k: Batch.cat(p) if isinstance(p[0], dict) else torch.cat(p) for k, p in parts.items()
+        })
 
     def __getitem__(self, key):
         if isinstance(key, str):
@@ -42,13 +47,15 @@ class Batch(dict):
         if isinstance(key, str):
             dict.__setitem__(self, key, value)
             return
-        for k, v in value.items():  # the entries given, into this batch's rows `key` (a batch: its own entries)
+        for k, v in value.items():  # the entries given, into rows `key` (a batch: its own entries)
             dict.__getitem__(self, k)[key] = v
 
     def flatten(self, dims: int = 2) -> Batch:
         """The first `dims` dimensions of every tensor as one (views where the memory allows)."""
-        return Batch({k: v.flatten(dims) if isinstance(v, Batch) else v.flatten(0, dims - 1)
-                      for k, v in self.items()})
+        return Batch({
+            k: v.flatten(dims) if isinstance(v, Batch) else v.flatten(0, dims - 1)
+            for k, v in self.items()
+        })
 
     def copy_(self, other) -> Batch:
         """Copy `other`'s tensors (a dict with the same names) into these, in place."""
@@ -59,8 +66,10 @@ class Batch(dict):
     def clone(self) -> Batch:
         return Batch({k: v.clone() for k, v in self.items()})
 
-    def state_dict(self) -> dict:  # a checkpoint entry (common.run)
-        return {k: v.state_dict() if isinstance(v, Batch) else v.detach().clone() for k, v in self.items()}
+    def state_dict(self) -> dict:
+        """A checkpoint entry (`common.run`): detached copies, nested as the batch is."""
+        return {k: v.state_dict() if isinstance(v, Batch) else v.detach().clone()
+                for k, v in self.items()}
 
     def load_state_dict(self, sd: dict) -> None:
         with torch.no_grad():
