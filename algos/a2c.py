@@ -36,7 +36,7 @@ from common.logger import Meter
 from common.policy import Policy
 from common.run import Run
 from common.storage import Batch
-from common.vec_env import check_single_agent, group_dims
+from common.vec_env import check_single_agent, group_dims, group_spaces
 from common.wrappers import wrap_env
 
 ALGO = "a2c"
@@ -127,7 +127,7 @@ def check_args(args: Args, envs_) -> None:
         raise UserError("--num-steps must be positive")
     if args.total_steps < batch:
         raise UserError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
-    if any(len(s.shape) != 1 for s in envs_.single_observation_space.spaces.values()):  # every group flat
+    if any(len(s.shape) != 1 for s in group_spaces(envs_.single_observation_space)):
         raise UserError(f"{ALGO}'s MLP needs flat observations, {args.env} has {envs_.single_observation_space}")
     space = envs_.single_action_space
     if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)):

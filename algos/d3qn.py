@@ -33,7 +33,7 @@ from common.logger import Meter
 from common.policy import Policy
 from common.run import Run
 from common.storage import Batch
-from common.vec_env import check_single_agent
+from common.vec_env import check_single_agent, group_spaces
 from common.wrappers import wrap_env
 
 ALGO = "d3qn"
@@ -113,9 +113,10 @@ def check_args(args: Args, env) -> None:
             f"d3qn needs a Discrete action space; {args.env} has {env.single_action_space}. "
             f"Use algos/ppo_vec.py (any action space) or, for continuous actions, sac.py or td3.py."
         )
-    if len(env.single_observation_space['policy'].shape) != 1:
+    shape = group_spaces(env.single_observation_space)[0].shape  # the policy group's
+    if len(shape) != 1:
         raise UserError(f"d3qn's MLP needs flat observations, {args.env} has shape "
-                         f"{env.single_observation_space['policy'].shape}; flatten them in the env")
+                         f"{shape}; flatten them in the env")
     if args.batch_size <= 0 or args.gradient_steps <= 0 or args.target_every <= 0:
         raise UserError("--batch-size, --gradient-steps and --target-every must be positive")
     if args.buffer_size < args.num_envs:

@@ -38,7 +38,7 @@ from common.optim import adapt_lr
 from common.policy import Policy
 from common.run import Run
 from common.storage import Batch
-from common.vec_env import check_single_agent, group_dims
+from common.vec_env import check_single_agent, group_dims, group_spaces
 from common.wrappers import wrap_env
 
 ALGO = "ppo_h"
@@ -167,7 +167,7 @@ def check_args(args: Args, envs_) -> None:
         raise UserError(f"--h-term-horizon {args.h_term_horizon} must be at least --h-term-k-step {args.h_term_k_step}")
     if args.total_steps < batch:
         raise UserError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
-    if any(len(s.shape) != 1 for s in envs_.single_observation_space.spaces.values()):  # every group flat
+    if any(len(s.shape) != 1 for s in group_spaces(envs_.single_observation_space)):
         raise UserError(f"{ALGO}'s MLP needs flat observations, {args.env} has {envs_.single_observation_space}")
     space = envs_.single_action_space
     if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)):

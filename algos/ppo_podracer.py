@@ -39,7 +39,7 @@ from common.optim import adapt_lr
 from common.policy import Policy
 from common.run import Run
 from common.storage import Batch
-from common.vec_env import check_single_agent, group_dims
+from common.vec_env import check_single_agent, group_dims, group_spaces
 from common.wrappers import (NormalizeObservation, NormalizeReward, find_wrapper,
                              wrap_env)
 
@@ -155,7 +155,7 @@ def check_args(args: Args, envs_) -> None:
         raise UserError(f"batch {batch} is smaller than --num-minibatches {args.num_minibatches}")
     if args.total_steps < batch:
         raise UserError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
-    if any(len(s.shape) != 1 for s in envs_.single_observation_space.spaces.values()):  # every group flat
+    if any(len(s.shape) != 1 for s in group_spaces(envs_.single_observation_space)):
         raise UserError(f"{ALGO}'s MLP needs flat observations, {args.env} has {envs_.single_observation_space}")
     space = envs_.single_action_space
     if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)):

@@ -134,3 +134,16 @@ def test_the_privileged_critic_measurably_helps_on_noisy_cartpole(tmp_path):
     print(final)
     assert final["CartPoleNoisy-Privileged-v0"] >= 420
     assert final["CartPoleNoisy-Privileged-v0"] >= final["CartPoleNoisy-v0"] + 40
+
+
+@pytest.mark.parametrize("name", ["ppo_vec", "ppo_rnn", "dqn", "pqn"])
+def test_check_args_takes_the_env_as_made_or_as_the_file_wraps_it(name):
+    """A file's `check_args` runs on its own wrapped env (named groups: `ObsGroups`) and on a plain `envs.make`
+    env (population/ checks a member's settings that way), and refuses a critic group it cannot use."""
+    module = __import__(f"algos.{name}", fromlist=["x"])
+    args = module.Args(env="MaskedWalk-v0", total_steps=1_000_000)
+    module.check_args(args, envs.make("MaskedWalk-v0", num_envs=2))
+    module.check_args(args, module.make_env(args, "cpu", 0))
+    if name in ("dqn", "pqn"):
+        with pytest.raises(ValueError, match="observation groups"):
+            module.check_args(module.Args(env="CartPoleNoVel-Privileged-v0"), envs.make("CartPoleNoVel-Privileged-v0"))
