@@ -44,11 +44,14 @@ def rate(step, seconds: float, sync) -> float:
 
 def main() -> str:
     from common.cli import ArgumentParser
+
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--critics", type=int, default=10)
     p.add_argument("--hidden", type=int, nargs="+", default=[256, 256])
     p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--in-dim", type=int, default=17 + 6, help="obs + action dims (default: HalfCheetah's)")
+    p.add_argument(
+        "--in-dim", type=int, default=17 + 6, help="obs + action dims (default: HalfCheetah's)"
+    )
     p.add_argument("--seconds", type=float, default=3.0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1)
@@ -77,9 +80,14 @@ def main() -> str:
         opt_ens.step()
 
     r_loop, r_ens = rate(step_loop, a.seconds, sync), rate(step_ens, a.seconds, sync)
-    lines = [f"{a.critics} critics {sizes}, batch {a.batch}, {a.device}, {a.threads} torch thread(s): critic updates/s",
-             "", "| Python loop over critics | one batched EnsembleMLP | ratio |", "|---:|---:|---:|",
-             f"| {r_loop:,.0f} | {r_ens:,.0f} | {r_ens / r_loop:.2f}x |"]
+    lines = [
+        f"{a.critics} critics {sizes}, batch {a.batch}, {a.device}, {a.threads} torch thread(s): "
+        f"critic updates/s",
+        "",
+        "| Python loop over critics | one batched EnsembleMLP | ratio |",
+        "|---:|---:|---:|",
+        f"| {r_loop:,.0f} | {r_ens:,.0f} | {r_ens / r_loop:.2f}x |",
+    ]
     table = "\n".join(lines)
     print(table)
     return table

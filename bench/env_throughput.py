@@ -45,8 +45,12 @@ def ours(n: int, seconds: float, device: str = "cpu") -> float:
 
 
 def gymnasium_sync(n: int, seconds: float) -> float:
-    env = gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="sync",
-                       vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+    env = gym.make_vec(
+        "CartPole-v1",
+        num_envs=n,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+    )
     env.reset(seed=0)
     rng = np.random.default_rng(0)
     rate = _rate(lambda: env.step(rng.integers(0, 2, n)), n, seconds)
@@ -56,16 +60,23 @@ def gymnasium_sync(n: int, seconds: float) -> float:
 
 def main() -> str:
     from common.cli import ArgumentParser
+
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", type=int, nargs="+", default=[1, 64, 1024, 4096])
-    p.add_argument("--ours-only", type=int, nargs="*", default=[65536], help="sizes measured for ours only")
+    p.add_argument(
+        "--ours-only", type=int, nargs="*", default=[65536], help="sizes measured for ours only"
+    )
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--device", default="cpu")
     a = p.parse_args()
     torch.set_num_threads(int(torch.get_num_threads()))
-    lines = [f"CartPole-v1 env-steps/s, random actions, same-step autoreset, device {a.device}, "
-             f"torch threads {torch.get_num_threads()}", "",
-             "| N | ours (torch) | gymnasium SyncVectorEnv | ratio |", "|---:|---:|---:|---:|"]
+    lines = [
+        f"CartPole-v1 env-steps/s, random actions, same-step autoreset, device {a.device}, "
+        f"torch threads {torch.get_num_threads()}",
+        "",
+        "| N | ours (torch) | gymnasium SyncVectorEnv | ratio |",
+        "|---:|---:|---:|---:|",
+    ]
     for n in a.sizes:
         o, g = ours(n, a.seconds, a.device), gymnasium_sync(n, a.seconds)
         lines.append(f"| {n:,} | {o:,.0f} | {g:,.0f} | {o / g:.1f}x |")

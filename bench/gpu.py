@@ -1,29 +1,32 @@
-"""What one GPU does (issue 19): env-steps/s of MuJoCo Warp, the flagship PPO command end to end, PPO on
-CartPole at 65536 envs, and rsl_rl on the same MuJoCo Warp env, into bench/results/gpu.md.
+"""What one GPU does (issue 19): env-steps/s of MuJoCo Warp, the flagship PPO command end to end,
+PPO on CartPole at 65536 envs, and rsl_rl on the same MuJoCo Warp env, into bench/results/gpu.md.
 
-    python bench/gpu.py             # every part below, then the report (about 70 minutes on one H200)
-    python bench/gpu.py env         # Ant-v5 and Humanoid-v5 env-steps/s: MuJoCo Warp at N = 1024, 4096, 16384
-                                    # on the GPU, and the CPU batch backend (every core) at 4096 for the ratio
-    python bench/gpu.py ppo-ant     # python algos/ppo_vec.py --env Ant --num-envs 4096 --device cuda (each iteration
-                                    # one CUDA graph, common/graphs.py): env-steps/s, time to an eval >= 3000,
-                                    # gymnasium's score
+    python bench/gpu.py             # every part below, then the report (~70 minutes on one H200)
+    python bench/gpu.py env         # Ant-v5 and Humanoid-v5 env-steps/s: MuJoCo Warp at N = 1024,
+                                    # 4096, 16384 on the GPU, and the CPU batch backend (every core)
+                                    # at 4096 for the ratio
+    python bench/gpu.py ppo-ant     # algos/ppo_vec.py --env Ant --num-envs 4096 --device cuda
+                                    # (each iteration one CUDA graph, common/graphs.py):
+                                    # env-steps/s, time to an eval >= 3000, gymnasium's score
     python bench/gpu.py ppo-ant-eager     # the same with --no-capture (a kernel launch per op)
-    python bench/gpu.py ppo-ant-compile   # the same with --compile (a CUDA graph per compiled function)
+    python bench/gpu.py ppo-ant-compile   # the same, --compile (a CUDA graph per compiled function)
     python bench/gpu.py ppo-ant-16k       # Ant with --num-envs 16384
     python bench/gpu.py ppo-humanoid      # Humanoid with --num-envs 4096: time to an eval >= 5000
-    python bench/gpu.py cartpole    # ppo_vec on CartPole-v1 with 65536 envs (16 steps a rollout, 1M samples an
-                                    # update): env-steps/s, time to an eval >= 475
-    python bench/gpu.py rsl_rl      # rsl_rl (IsaacLab's classic Ant config) on the same Warp Ant, 4096 envs
+    python bench/gpu.py cartpole    # ppo_vec on CartPole-v1 with 65536 envs (16 steps a rollout, 1M
+                                    # samples an update): env-steps/s, time to an eval >= 475
+    python bench/gpu.py rsl_rl      # rsl_rl (IsaacLab's classic Ant config)
+                                    # on the same Warp Ant, 4096 envs
     python bench/gpu.py rsl_rl-16k        # the same with 16384 envs (beside ppo-ant-16k)
     python bench/gpu.py rsl_rl-humanoid   # rsl_rl on Warp Humanoid, 4096 envs (beside ppo-humanoid)
-    python bench/gpu.py profile     # where ppo_vec's time goes on the GPU (Ant x4096): torch.profiler over 6 PPO
-                                    # iterations, top ops by GPU and CPU time, launches and syncs per iteration
-    python bench/gpu.py report      # bench/results/gpu.md from whatever parts have run (no GPU needed)
+    python bench/gpu.py profile     # where ppo_vec's time goes on the GPU (Ant x4096):
+                                    # torch.profiler over 6 PPO iterations, top ops by GPU and CPU
+                                    # time, launches and syncs per iteration
+    python bench/gpu.py report      # bench/results/gpu.md from whatever has run (no GPU needed)
 
-Each part writes bench/results/gpu/<part>.json and fits in 10 minutes on one H100 (so that a lent machine
-can run them one call at a time). The training parts are `bench/locomotion.py`'s workers (the same
-clock: evaluations timed and left out; final evaluation on gymnasium's own env, 10 episodes). On a machine
-without CUDA every measuring part prints that no GPU is present and exits 0.
+Each part writes bench/results/gpu/<part>.json and fits in 10 minutes on one H100 (so that a lent
+machine can run them one call at a time). The training parts are `bench/locomotion.py`'s workers
+(the same clock: evaluations timed and left out; final evaluation on gymnasium's own env, 10
+episodes). On a machine without CUDA every measuring part prints that no GPU is present and exits 0.
 """
 
 from __future__ import annotations
@@ -50,12 +53,19 @@ ANT = dict(steps=100_000_000, eval_every=1_048_576, num_envs=4096)
 CARTPOLE = dict(steps=200_000_000, eval_every=8_388_608, num_envs=65536)
 ANT_TARGET, HUMANOID_TARGET, CARTPOLE_TARGET = 3000.0, 5000.0, 475.0
 # the ppo_vec parts: (task, envs, flags, the row's name)
-PPO = {"ppo-ant": ("Ant", 4096, [], "captured"), "ppo-ant-eager": ("Ant", 4096, ["--no-capture"], "eager"),
-       "ppo-ant-compile": ("Ant", 4096, ["--compile"], "compile"), "ppo-ant-16k": ("Ant", 16384, [], "captured"),
-       "ppo-humanoid": ("Humanoid", 4096, [], "captured")}
+PPO = {
+    "ppo-ant": ("Ant", 4096, [], "captured"),
+    "ppo-ant-eager": ("Ant", 4096, ["--no-capture"], "eager"),
+    "ppo-ant-compile": ("Ant", 4096, ["--compile"], "compile"),
+    "ppo-ant-16k": ("Ant", 16384, [], "captured"),
+    "ppo-humanoid": ("Humanoid", 4096, [], "captured"),
+}
 # the rsl_rl parts: (task, envs), each beside the ppo_vec part of the same shape
-RSL_RL = {"rsl_rl": ("Ant-v5", 4096, "ppo-ant"), "rsl_rl-16k": ("Ant-v5", 16384, "ppo-ant-16k"),
-          "rsl_rl-humanoid": ("Humanoid-v5", 4096, "ppo-humanoid")}
+RSL_RL = {
+    "rsl_rl": ("Ant-v5", 4096, "ppo-ant"),
+    "rsl_rl-16k": ("Ant-v5", 16384, "ppo-ant-16k"),
+    "rsl_rl-humanoid": ("Humanoid-v5", 4096, "ppo-humanoid"),
+}
 PARTS = ("env", *PPO, "cartpole", *RSL_RL, "profile")
 
 
@@ -81,7 +91,7 @@ def save(part: str, data: dict) -> None:
     print(f"wrote {(OUT / f'{part}.json').relative_to(ROOT)}", flush=True)
 
 
-# ---- parts ---------------------------------------------------------------------------------------------
+# ---- parts ---------------------------------------------------------------------------------------
 def part_env(seconds: float) -> None:
     from mujoco_throughput import ours
 
@@ -90,18 +100,31 @@ def part_env(seconds: float) -> None:
     rows = []
     for task in ("Ant-v5", "Humanoid-v5"):
         cpu = ours(task, 4096, seconds, "batch", nthread=available_cores(), device="cpu")
-        rows.append({"task": task, "backend": "batch (CPU, every core)", "num_envs": 4096, "sps": cpu})
+        rows.append(
+            {"task": task, "backend": "batch (CPU, every core)", "num_envs": 4096, "sps": cpu}
+        )
         print(f"{task} batch CPU x4096: {cpu:,.0f} env-steps/s", flush=True)
         for n in ENV_SIZES:
             sps = ours(task, n, seconds, "warp", device="cuda")
-            rows.append({"task": task, "backend": "warp (CUDA)", "num_envs": n, "sps": sps, "vs_cpu_4096": sps / cpu})
-            print(f"{task} warp CUDA x{n}: {sps:,.0f} env-steps/s ({sps / cpu:.1f}x the CPU at 4096)", flush=True)
+            rows.append(
+                {
+                    "task": task,
+                    "backend": "warp (CUDA)",
+                    "num_envs": n,
+                    "sps": sps,
+                    "vs_cpu_4096": sps / cpu,
+                }
+            )
+            print(
+                f"{task} warp CUDA x{n}: {sps:,.0f} env-steps/s ({sps / cpu:.1f}x the CPU at 4096)",
+                flush=True,
+            )
     save("env", {"seconds_per_cell": seconds, "rows": rows})
 
 
 def _run_capped(cmd: list[str], log: Path, max_seconds: float | None, env: dict) -> str:
-    """Runs `cmd` with its output in `log`; past `max_seconds` it gets Ctrl-C (the run stops where it is).
-    Returns "done" or "capped"; a failure raises."""
+    """Runs `cmd` with its output in `log`; past `max_seconds` it gets Ctrl-C (the run stops where
+    it is). Returns "done" or "capped"; a failure raises."""
     log.parent.mkdir(parents=True, exist_ok=True)
     print(" ".join(cmd[1:]), flush=True)
     with open(log, "w") as f:
@@ -118,7 +141,8 @@ def _run_capped(cmd: list[str], log: Path, max_seconds: float | None, env: dict)
 
 
 def _partial(run_dir_glob: str, command: str) -> dict:
-    """What a capped ppo_vec run logged (its metrics.jsonl, evaluations on our env): no final gymnasium score."""
+    """What a capped ppo_vec run logged (its metrics.jsonl, evaluations on our env): no final
+    gymnasium score."""
     runs = sorted(RUNS.glob(run_dir_glob), key=lambda p: p.stat().st_mtime)
     if not runs:
         raise SystemExit(f"capped before the run wrote anything ({RUNS / run_dir_glob})")
@@ -130,23 +154,50 @@ def _partial(run_dir_glob: str, command: str) -> dict:
 
 
 def _capped_result(command: str, steps: int, train: float, curve: list[dict]) -> dict:
-    return {"command": command + " (capped)", "steps": steps, "train_seconds": train, "sps": steps / train,
-            "curve": curve, "eval_return": curve[-1]["eval_return"] if curve else None, "gym_return": None,
-            "gym_return_std": None}
+    return {
+        "command": command + " (capped)",
+        "steps": steps,
+        "train_seconds": train,
+        "sps": steps / train,
+        "curve": curve,
+        "eval_return": curve[-1]["eval_return"] if curve else None,
+        "gym_return": None,
+        "gym_return_std": None,
+    }
 
 
 def _train(algo_flags: list[str], out: Path, log: Path, max_seconds: float | None = None) -> dict:
-    """`bench/locomotion.py worker-ours` (ppo_vec on these flags, every core for the host side), stopped after
-    `max_seconds` if given (then what its metrics.jsonl holds, without the final gymnasium score)."""
+    """`bench/locomotion.py worker-ours` (ppo_vec on these flags, every core for the host side),
+    stopped after `max_seconds` if given (then what its metrics.jsonl holds, without the final
+    gymnasium score)."""
     threads = os.cpu_count() or 1
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), WANDB_MODE="disabled")
-    cmd = [sys.executable, str(ROOT / "bench" / "locomotion.py"), "worker-ours", "--algo", "ppo_vec", "--threads",
-           str(threads), "--out", str(out), "--", *algo_flags, "--device", "cuda", "--save-every", "0", "--quiet",
-           "--out-dir", str(RUNS)]
+    cmd = [
+        sys.executable,
+        str(ROOT / "bench" / "locomotion.py"),
+        "worker-ours",
+        "--algo",
+        "ppo_vec",
+        "--threads",
+        str(threads),
+        "--out",
+        str(out),
+        "--",
+        *algo_flags,
+        "--device",
+        "cuda",
+        "--save-every",
+        "0",
+        "--quiet",
+        "--out-dir",
+        str(RUNS),
+    ]
     env_id = algo_flags[algo_flags.index("--env") + 1]
     seed = algo_flags[algo_flags.index("--seed") + 1]
     if _run_capped(cmd, log, max_seconds, env) == "capped":
-        return _partial(f"{env_id}__ppo_vec__s{seed}__*", "python algos/ppo_vec.py " + " ".join(algo_flags))
+        return _partial(
+            f"{env_id}__ppo_vec__s{seed}__*", "python algos/ppo_vec.py " + " ".join(algo_flags)
+        )
     return json.loads(out.read_text())
 
 
@@ -156,27 +207,66 @@ def _reach(curve: list[dict], level: float) -> dict | None:
 
 def _summary(r: dict, level: float) -> dict:
     hit = _reach(r["curve"], level)
-    return {"command": r["command"], "steps": r["steps"], "train_seconds": r["train_seconds"], "sps": r["sps"],
-            "eval_return": r["eval_return"], "gym_return": r["gym_return"], "gym_return_std": r["gym_return_std"],
-            "level": level, "reached_seconds": hit["train_seconds"] if hit else None,
-            "reached_step": hit["step"] if hit else None, "curve": r["curve"]}
+    return {
+        "command": r["command"],
+        "steps": r["steps"],
+        "train_seconds": r["train_seconds"],
+        "sps": r["sps"],
+        "eval_return": r["eval_return"],
+        "gym_return": r["gym_return"],
+        "gym_return_std": r["gym_return_std"],
+        "level": level,
+        "reached_seconds": hit["train_seconds"] if hit else None,
+        "reached_step": hit["step"] if hit else None,
+        "curve": r["curve"],
+    }
 
 
 def part_ppo(part: str, steps: int, max_seconds: float | None = None) -> None:
     task, num_envs, extra, name = PPO[part]
     level = HUMANOID_TARGET if task == "Humanoid" else ANT_TARGET
-    flags = ["--env", task, "--num-envs", str(num_envs), "--total-steps", str(steps), "--seed", "1",
-             "--eval-every", str(ANT["eval_every"]), *extra]
+    flags = [
+        "--env",
+        task,
+        "--num-envs",
+        str(num_envs),
+        "--total-steps",
+        str(steps),
+        "--seed",
+        "1",
+        "--eval-every",
+        str(ANT["eval_every"]),
+        *extra,
+    ]
     tag = part.replace("-", "_")
-    r = _summary(_train(flags, RUNS / f"{tag}.json", OUT / "logs" / f"{tag}.log", max_seconds), level)
-    print(f"ppo_vec {task} x{num_envs} {name}: {r['sps']:,.0f} env-steps/s, gym {_score(r, False)}, "
-          f"eval >= {level:.0f} at {_secs(r['reached_seconds'])}", flush=True)
+    r = _summary(
+        _train(flags, RUNS / f"{tag}.json", OUT / "logs" / f"{tag}.log", max_seconds), level
+    )
+    print(
+        f"ppo_vec {task} x{num_envs} {name}: {r['sps']:,.0f} env-steps/s, gym {_score(r, False)}, "
+        f"eval >= {level:.0f} at {_secs(r['reached_seconds'])}",
+        flush=True,
+    )
     save(part, {name: r})
 
 
 def part_cartpole(steps: int, max_seconds: float | None = None) -> None:
-    flags = ["--env", "CartPole-v1", "--num-envs", str(CARTPOLE["num_envs"]), "--total-steps", str(steps), "--seed",
-             "1", "--eval-every", str(CARTPOLE["eval_every"]), "--num-steps", "16", "--num-minibatches", "4"]
+    flags = [
+        "--env",
+        "CartPole-v1",
+        "--num-envs",
+        str(CARTPOLE["num_envs"]),
+        "--total-steps",
+        str(steps),
+        "--seed",
+        "1",
+        "--eval-every",
+        str(CARTPOLE["eval_every"]),
+        "--num-steps",
+        "16",
+        "--num-minibatches",
+        "4",
+    ]
     r = _train(flags, RUNS / "ppo_cartpole.json", OUT / "logs" / "ppo_cartpole.log", max_seconds)
     save("cartpole", {"ppo_vec": _summary(r, CARTPOLE_TARGET)})
 
@@ -192,27 +282,60 @@ def part_rsl_rl(part: str, steps: int, max_seconds: float | None = None) -> None
     tag = {"rsl_rl": "rsl_rl_ant"}.get(part, part.replace("-", "_"))
     out, log = RUNS / f"{tag}.json", OUT / "logs" / f"{tag}.log"
     threads = os.cpu_count() or 1
-    cmd = [py, str(ROOT / "bench" / "locomotion_rslrl.py"), "--task", task, "--seed", "1", "--steps", str(steps),
-           "--num-envs", str(num_envs), "--eval-every", str(ANT["eval_every"]), "--device", "cuda",
-           "--backend", "warp", "--threads", str(threads), "--out", str(out)]
+    cmd = [
+        py,
+        str(ROOT / "bench" / "locomotion_rslrl.py"),
+        "--task",
+        task,
+        "--seed",
+        "1",
+        "--steps",
+        str(steps),
+        "--num-envs",
+        str(num_envs),
+        "--eval-every",
+        str(ANT["eval_every"]),
+        "--device",
+        "cuda",
+        "--backend",
+        "warp",
+        "--threads",
+        str(threads),
+        "--out",
+        str(out),
+    ]
     command = "bench/locomotion_rslrl.py " + " ".join(cmd[2:])
-    if _run_capped(cmd, log, max_seconds, dict(os.environ, OMP_NUM_THREADS=str(threads))) == "capped":
-        rows = [json.loads(line) for line in log.read_text().splitlines() if line.startswith('{"step"')]
+    if (
+        _run_capped(cmd, log, max_seconds, dict(os.environ, OMP_NUM_THREADS=str(threads)))
+        == "capped"
+    ):
+        rows = [
+            json.loads(line) for line in log.read_text().splitlines() if line.startswith('{"step"')
+        ]
         if not rows:
-            raise SystemExit(f"rsl_rl capped before its first evaluation (every {ANT['eval_every']:,} steps); see {log}")
+            raise SystemExit(
+                f"rsl_rl capped before its first evaluation (every {ANT['eval_every']:,} "
+                f"steps); see {log}"
+            )
         r = _capped_result(command, rows[-1]["step"], rows[-1]["train_seconds"], rows)
     else:
         r = json.loads(out.read_text())
         r["command"] = command
-    save(part, {"rsl_rl": _summary(r, HUMANOID_TARGET if task.startswith("Humanoid") else ANT_TARGET)})
+    save(
+        part,
+        {"rsl_rl": _summary(r, HUMANOID_TARGET if task.startswith("Humanoid") else ANT_TARGET)},
+    )
 
 
-def part_profile(iterations: int = 3, env_id: str = "Ant", num_envs: int = ANT["num_envs"], device: str = "cuda") -> None:
-    """ppo_vec on Ant x4096 (its GPU defaults) in this process under torch.profiler: 3 iterations of warm-up (Warp's
-    graph capture, the first allocations), then `iterations` recorded. The loop calls `Logger.burn_in` once per
-    iteration, which steps the profiler's schedule here. Writes the top ops by GPU and by CPU time to
-    bench/results/gpu/profile.txt and, per iteration: wall time, GPU busy time (the kernels' own time, summed),
-    kernel and graph launches, and calls that make the host wait."""
+def part_profile(
+    iterations: int = 3, env_id: str = "Ant", num_envs: int = ANT["num_envs"], device: str = "cuda"
+) -> None:
+    """ppo_vec on Ant x4096 (its GPU defaults) in this process under torch.profiler: 3 iterations of
+    warm-up (Warp's graph capture, the first allocations), then `iterations` recorded. The loop
+    calls `Logger.burn_in` once per iteration, which steps the profiler's schedule here. Writes the
+    top ops by GPU and by CPU time to bench/results/gpu/profile.txt and, per iteration: wall time,
+    GPU busy time (the kernels' own time, summed), kernel and graph launches, and calls that make
+    the host wait."""
     from dataclasses import replace
 
     import torch
@@ -224,15 +347,25 @@ def part_profile(iterations: int = 3, env_id: str = "Ant", num_envs: int = ANT["
 
     args = replace(ppo.default_args(env_id, num_envs, device), num_envs=num_envs)
     warm, batch = 3, args.num_envs * args.num_steps
-    args = replace(args, env=env_id, device=device, seed=1, total_steps=batch * (warm + iterations + 1), eval_every=0,
-                   save_every=0, quiet=True, out_dir=str(RUNS / "profile"))
+    args = replace(
+        args,
+        env=env_id,
+        device=device,
+        seed=1,
+        total_steps=batch * (warm + iterations + 1),
+        eval_every=0,
+        save_every=0,
+        quiet=True,
+        out_dir=str(RUNS / "profile"),
+    )
     from common.graphs import Captured
 
     ticks: list[float] = []
     original, capture = Logger.burn_in, Captured._capture
     recorded: list[float] = []
 
-    def timed_capture(self):  # what recording and instantiating the iteration's graph costs (host time)
+    # what recording and instantiating the iteration's graph costs (host time)
+    def timed_capture(self):
         t = time.perf_counter()
         capture(self)
         torch.cuda.synchronize()
@@ -244,8 +377,10 @@ def part_profile(iterations: int = 3, env_id: str = "Ant", num_envs: int = ANT["
         prof.step()
 
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device == "cuda" else [])]
-    with profile(activities=activities,
-                 schedule=schedule(wait=1, warmup=warm - 1, active=iterations, repeat=1)) as prof:
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=1, warmup=warm - 1, active=iterations, repeat=1),
+    ) as prof:
         Logger.burn_in, Captured._capture = burn_in, timed_capture
         start = time.perf_counter()
         try:
@@ -253,59 +388,102 @@ def part_profile(iterations: int = 3, env_id: str = "Ant", num_envs: int = ANT["
         finally:
             Logger.burn_in, Captured._capture = original, capture
     events = prof.key_averages()
-    wall = (ticks[warm + iterations - 1] - ticks[warm - 1]) / iterations  # the recorded iterations, host clock
+    # the recorded iterations, host clock
+    wall = (ticks[warm + iterations - 1] - ticks[warm - 1]) / iterations
 
     def total(e, attr):  # torch renamed cuda_* to device_* (both kept for a while)
-        return next((getattr(e, a) for a in (f"self_device_{attr}", f"self_cuda_{attr}") if hasattr(e, a)), 0.0)
+        return next(
+            (getattr(e, a) for a in (f"self_device_{attr}", f"self_cuda_{attr}") if hasattr(e, a)),
+            0.0,
+        )
 
     def calls(*names):
         return sum(e.count for e in events if e.key in names) / iterations
 
-    # the kernels, copies and fills themselves (an op's row also carries its kernels' time: not summed twice)
-    # (user annotations, such as the profiler's step and the optimizer's step, sit on the GPU's track too: left out,
-    # as torch's own table leaves them out of its "Self CUDA time total")
-    gpu_busy = sum(total(e, "time_total") for e in events
-                   if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)) / 1e6 / iterations
-    summary = {"command": f"python algos/ppo_vec.py --env {env_id} --num-envs {num_envs} --device {device} (in process, "
-                          "profiled)",
-               "env_steps_per_iteration": batch, "iterations": iterations, "wall_s_per_iteration": wall,
-               "env_steps_per_s": batch / wall, "gpu_busy_s_per_iteration": gpu_busy,
-               "kernel_launches_per_iteration": calls("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"),
-               "graph_launches_per_iteration": calls("cudaGraphLaunch", "cuGraphLaunch"),
-               "host_waits_per_iteration": calls("cudaStreamSynchronize", "cudaDeviceSynchronize",
-                                                 "cudaEventSynchronize", "cuStreamSynchronize", "cuCtxSynchronize"),
-               # the start-up a run pays before its first replay: set-up with the first (eager) iteration, the
-               # second (eager, checked), the third (recorded, then replayed); and the capture alone
-               "startup_s": [ticks[0] - start, *(ticks[i] - ticks[i - 1] for i in range(1, warm))],
-               "capture_s": recorded[0] if recorded else None}
+    # the kernels, copies and fills themselves (an op's row also carries its kernels' time: not
+    # summed twice)
+    # (user annotations, such as the profiler's step and the optimizer's step, sit on the GPU's
+    # track too: left out, as torch's own table leaves them out of its "Self CUDA time total")
+    gpu_busy = (
+        sum(
+            total(e, "time_total")
+            for e in events
+            if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
+        )
+        / 1e6
+        / iterations
+    )
+    summary = {
+        "command": f"python algos/ppo_vec.py --env {env_id} --num-envs {num_envs} "
+        f"--device {device} (in process, profiled)",
+        "env_steps_per_iteration": batch,
+        "iterations": iterations,
+        "wall_s_per_iteration": wall,
+        "env_steps_per_s": batch / wall,
+        "gpu_busy_s_per_iteration": gpu_busy,
+        "kernel_launches_per_iteration": calls(
+            "cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"
+        ),
+        "graph_launches_per_iteration": calls("cudaGraphLaunch", "cuGraphLaunch"),
+        "host_waits_per_iteration": calls(
+            "cudaStreamSynchronize",
+            "cudaDeviceSynchronize",
+            "cudaEventSynchronize",
+            "cuStreamSynchronize",
+            "cuCtxSynchronize",
+        ),
+        # the start-up a run pays before its first replay: set-up with the first (eager) iteration,
+        # the second (eager, checked), the third (recorded, then replayed); and the capture alone
+        "startup_s": [ticks[0] - start, *(ticks[i] - ticks[i - 1] for i in range(1, warm))],
+        "capture_s": recorded[0] if recorded else None,
+    }
     OUT.mkdir(parents=True, exist_ok=True)
-    sort_gpu = ("self_device_time_total" if hasattr(events[0], "self_device_time_total") else "self_cuda_time_total") \
-        if device == "cuda" else "self_cpu_time_total"
+    sort_gpu = (
+        (
+            "self_device_time_total"
+            if hasattr(events[0], "self_device_time_total")
+            else "self_cuda_time_total"
+        )
+        if device == "cuda"
+        else "self_cpu_time_total"
+    )
     (OUT / "profile.txt").write_text(
-        f"{summary['command']}: {iterations} iterations of {batch:,} env steps\n\n## by GPU time\n\n"
+        f"{summary['command']}: {iterations} iterations of {batch:,} env steps\n\n"
+        f"## by GPU time\n\n"
         + events.table(sort_by=sort_gpu, row_limit=30, max_name_column_width=60)
-        + "\n\n## by CPU time\n\n" + events.table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=60))
+        + "\n\n## by CPU time\n\n"
+        + events.table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=60)
+    )
     print(json.dumps(summary, indent=1), flush=True)
     save("profile", summary)
 
 
-# ---- report ------------------------------------------------------------------------------------------------
+# ---- report --------------------------------------------------------------------------------------
 def _load(part: str) -> dict | None:
     p = OUT / f"{part}.json"
     return json.loads(p.read_text()) if p.exists() else None
 
 
 def _score(r: dict, std: bool = True) -> str:
-    if r.get("gym_return") is None:  # capped: no final gymnasium score; its last in-run evaluation, if any
+    # capped: no final gymnasium score; its last in-run evaluation, if any
+    if r.get("gym_return") is None:
         last = (r.get("curve") or [None])[-1]
-        return (f"n/a (capped run; last eval {last['eval_return']:.0f} at {last['step'] / 1e6:.1f}M steps, "
-                f"{last['train_seconds']:.0f} s)" if last else "n/a (capped run)")
-    return f"{r['gym_return']:.0f} ± {r['gym_return_std']:.0f}" if std else f"{r['gym_return']:.0f}"
+        return (
+            f"n/a (capped run; last eval {last['eval_return']:.0f} at {last['step'] / 1e6:.1f}M "
+            f"steps, {last['train_seconds']:.0f} s)"
+            if last
+            else "n/a (capped run)"
+        )
+    return (
+        f"{r['gym_return']:.0f} \u00b1 {r['gym_return_std']:.0f}"
+        if std
+        else f"{r['gym_return']:.0f}"
+    )
 
 
 def _steady(r: dict) -> float | None:
-    """env-steps/s between a run's first and last evaluation: without its start-up (the first iterations, a capture,
-    the env's kernels loading), which weighs more the shorter the run."""
+    """env-steps/s between a run's first and last evaluation: without its start-up (the first
+    iterations, a capture, the env's kernels loading), which weighs more the shorter the run."""
     c = r.get("curve") or []
     if len(c) < 2 or c[-1]["train_seconds"] <= c[0]["train_seconds"]:
         return None
@@ -324,15 +502,24 @@ def report() -> str:
     lines = ["# One GPU: MuJoCo Warp throughput, PPO end to end, rsl_rl beside it", ""]
     parts = {p: _load(p) for p in PARTS}
     if not any(parts.values()):
-        lines += ["No GPU run yet: on a machine with CUDA, `bash benchmark.sh gpu` (or `python bench/gpu.py PART`, "
-                  "one part at a time) fills this table."]
+        lines += [
+            "No GPU run yet: on a machine with CUDA, `bash benchmark.sh gpu` (or `python "
+            "bench/gpu.py PART`, one part at a time) fills this table."
+        ]
     env = parts["env"]
     if env:
-        lines += [f"## Env-steps/s (uniform random actions, same-step autoreset; {env['machine']}, {env['date']})", "",
-                  "| task | backend | envs | env-steps/s | vs CPU batch at 4096 |", "|---|---|---:|---:|---:|"]
+        lines += [
+            f"## Env-steps/s (uniform random actions, same-step autoreset; {env['machine']}, "
+            f"{env['date']})",
+            "",
+            "| task | backend | envs | env-steps/s | vs CPU batch at 4096 |",
+            "|---|---|---:|---:|---:|",
+        ]
         for r in env["rows"]:
             ratio = f"{r['vs_cpu_4096']:.1f}x" if "vs_cpu_4096" in r else "1.0x"
-            lines.append(f"| {r['task']} | {r['backend']} | {r['num_envs']} | {r['sps']:,.0f} | {ratio} |")
+            lines.append(
+                f"| {r['task']} | {r['backend']} | {r['num_envs']} | {r['sps']:,.0f} | {ratio} |"
+            )
         lines.append("")
     runs = []
     for part in (*PPO, *RSL_RL, "cartpole"):
@@ -340,50 +527,82 @@ def report() -> str:
             if isinstance(r, dict) and "sps" in r:
                 runs.append((part, name, r, parts[part]))
     if runs:
-        lines += ["## Training end to end (evaluations left out of the clock; final score on gymnasium's env, 10 "
-                  "episodes; env-steps/s over the run and between its first and last evaluation)", "",
-                  "| run | GPU, date | env steps | env-steps/s | between evals | eval reached | at | "
-                  "gymnasium return | command |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
-        for part, name, r, meta in runs:  # parts may come from different leases: each row names its GPU
-            lines.append(f"| {part} {name} | {meta['machine'].split(',')[0]}, {meta['date']} | {r['steps'] / 1e6:.0f}M | "
-                         f"{r['sps']:,.0f} | {_rate(_steady(r))} | >= {r['level']:.0f} | "
-                         f"{_secs(r['reached_seconds'])} | {_score(r)} | "
-                         f"`{r['command']}` |")
+        lines += [
+            "## Training end to end (evaluations left out of the clock; final score on gymnasium's "
+            "env, 10 episodes; env-steps/s over the run and between its first and last evaluation)",
+            "",
+            "| run | GPU, date | env steps | env-steps/s | between evals | eval reached | at | "
+            "gymnasium return | command |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        # parts may come from different leases: each row names its GPU
+        for part, name, r, meta in runs:
+            lines.append(
+                f"| {part} {name} | {meta['machine'].split(',')[0]}, {meta['date']} "
+                f"| {r['steps'] / 1e6:.0f}M | {r['sps']:,.0f} | {_rate(_steady(r))} "
+                f"| >= {r['level']:.0f} | {_secs(r['reached_seconds'])} | {_score(r)} "
+                f"| `{r['command']}` |"
+            )
         lines.append("")
-        pairs = [(p, "rsl_rl") for p in ("ppo-ant", "ppo-ant-eager", "ppo-ant-compile")] + \
-            [(ppo, rsl) for rsl, (_, _, ppo) in RSL_RL.items() if rsl != "rsl_rl"]
+        pairs = [(p, "rsl_rl") for p in ("ppo-ant", "ppo-ant-eager", "ppo-ant-compile")] + [
+            (ppo, rsl) for rsl, (_, _, ppo) in RSL_RL.items() if rsl != "rsl_rl"
+        ]
         for part, rsl in pairs:
             peer = (parts[rsl] or {}).get("rsl_rl")
             name, ours = next(iter((parts[part] or {}).items()), (None, None))
             if ours and peer and isinstance(ours, dict) and "sps" in ours:
                 same = parts[part]["machine"] == parts[rsl]["machine"]
-                lease = parts[part]["date"][:13] == parts[rsl]["date"][:13]  # the same hour: the same lease
+                # the same hour: the same lease
+                lease = parts[part]["date"][:13] == parts[rsl]["date"][:13]
                 a, b = _steady(ours), _steady(peer)
                 task, n = PPO[part][0], PPO[part][1]
-                lines.append(f"- {task} x{n}, ours ({name}) / rsl_rl env-steps/s: "
-                             f"{ours['sps'] / peer['sps']:.2f}x over the runs"
-                             + (f", {a / b:.2f}x between evaluations" if a and b else "")
-                             + (f" ({ours['steps'] / 1e6:.1f}M and {peer['steps'] / 1e6:.1f}M steps)")
-                             + ((" (same lease)" if lease else " (the same card type, leases of "
-                                 f"{parts[part]['date']} and {parts[rsl]['date']})") if same
-                                else " (different machines: not a ratio to quote)")
-                             + f"; gymnasium return {_score(ours, False)} vs {_score(peer, False)}")
+                lines.append(
+                    f"- {task} x{n}, ours ({name}) / rsl_rl env-steps/s: "
+                    f"{ours['sps'] / peer['sps']:.2f}x over the runs"
+                    + (f", {a / b:.2f}x between evaluations" if a and b else "")
+                    + (f" ({ours['steps'] / 1e6:.1f}M and {peer['steps'] / 1e6:.1f}M steps)")
+                    + (
+                        (
+                            " (same lease)"
+                            if lease
+                            else " (the same card type, leases of "
+                            f"{parts[part]['date']} and {parts[rsl]['date']})"
+                        )
+                        if same
+                        else " (different machines: not a ratio to quote)"
+                    )
+                    + f"; gymnasium return {_score(ours, False)} vs {_score(peer, False)}"
+                )
     prof = parts["profile"]
     if prof:
-        lines += ["", f"## Where ppo_vec's time goes (torch.profiler, {prof['machine']}, {prof['date']})", "",
-                  f"`{prof['command']}`", "",
-                  f"Per PPO iteration ({prof['env_steps_per_iteration']:,} env steps; {prof['env_steps_per_s']:,.0f} "
-                  f"env-steps/s under the profiler): {prof['wall_s_per_iteration'] * 1e3:.0f} ms of wall time, of which "
-                  f"the GPU is busy {prof['gpu_busy_s_per_iteration'] * 1e3:.0f} ms "
-                  f"({prof['gpu_busy_s_per_iteration'] / prof['wall_s_per_iteration']:.0%}); "
-                  f"{prof['kernel_launches_per_iteration']:,.0f} kernel launches, "
-                  f"{prof['graph_launches_per_iteration']:,.0f} CUDA graph launches, "
-                  f"{prof['host_waits_per_iteration']:,.0f} host waits. Top ops: `bench/results/gpu/profile.txt`."]
+        lines += [
+            "",
+            f"## Where ppo_vec's time goes (torch.profiler, {prof['machine']}, {prof['date']})",
+            "",
+            f"`{prof['command']}`",
+            "",
+            f"Per PPO iteration ({prof['env_steps_per_iteration']:,} env steps; "
+            f"{prof['env_steps_per_s']:,.0f} env-steps/s under the profiler): "
+            f"{prof['wall_s_per_iteration'] * 1e3:.0f} ms of wall time, of which the GPU is busy "
+            f"{prof['gpu_busy_s_per_iteration'] * 1e3:.0f} ms "
+            f"({prof['gpu_busy_s_per_iteration'] / prof['wall_s_per_iteration']:.0%}); "
+            f"{prof['kernel_launches_per_iteration']:,.0f} kernel launches, "
+            f"{prof['graph_launches_per_iteration']:,.0f} CUDA graph launches, "
+            f"{prof['host_waits_per_iteration']:,.0f} host waits. Top ops: "
+            f"`bench/results/gpu/profile.txt`.",
+        ]
         if prof.get("startup_s"):
-            lines += ["", "Start-up (host clock, under the profiler): set-up and iteration 1 "
-                      + ", then ".join(f"{x:.2f} s" for x in prof["startup_s"])
-                      + (f"; recording and instantiating the graph {prof['capture_s']:.2f} s" if prof.get("capture_s")
-                         else "") + "."]
+            lines += [
+                "",
+                "Start-up (host clock, under the profiler): set-up and iteration 1 "
+                + ", then ".join(f"{x:.2f} s" for x in prof["startup_s"])
+                + (
+                    f"; recording and instantiating the graph {prof['capture_s']:.2f} s"
+                    if prof.get("capture_s")
+                    else ""
+                )
+                + ".",
+            ]
     if (OUT / "lease.md").exists():  # the hand-kept record of what each lent GPU ran and found
         lines += ["", (OUT / "lease.md").read_text().rstrip()]
     text = "\n".join(lines) + "\n"
@@ -394,20 +613,32 @@ def report() -> str:
 
 def main() -> None:
     from common.cli import ArgumentParser
+
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("part", nargs="?", default="all", choices=("all", *PARTS, "report"))
     p.add_argument("--seconds", type=float, default=5.0, help="env part: measuring time per cell")
-    p.add_argument("--max-seconds", type=float, help="training parts: stop a run after this many seconds (Ctrl-C; the "
-                                                     "report then shows what it logged, without gymnasium's score)")
-    p.add_argument("--steps", type=int, help=f"training parts: env steps (default: Ant {ANT['steps']:,}, CartPole "
-                                             f"{CARTPOLE['steps']:,})")
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        help="training parts: stop a run after this many seconds (Ctrl-C; the "
+        "report then shows what it logged, without gymnasium's score)",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        help=f"training parts: env steps (default: Ant {ANT['steps']:,}, CartPole "
+        f"{CARTPOLE['steps']:,})",
+    )
     a = p.parse_args()
     if a.part == "report":
         report()
         return
     if not have_cuda():
-        print("no GPU: torch sees no CUDA device here, so bench/gpu.py has nothing to measure (run it on a machine "
-              "with one; `python bench/gpu.py report` rebuilds bench/results/gpu.md from saved results)")
+        print(
+            "no GPU: torch sees no CUDA device here, so bench/gpu.py has nothing to measure (run "
+            "it on a machine with one; `python bench/gpu.py report` rebuilds bench/results/gpu.md "
+            "from saved results)"
+        )
         return
     todo = PARTS if a.part == "all" else (a.part,)
     for part in todo:

@@ -21,18 +21,36 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np
 
-# the same settings as the learning tests of each parent (tests/conftest.py, tests/test_learning_offpolicy.py)
+# the same settings as the learning tests of each parent (tests/conftest.py,
+# tests/test_learning_offpolicy.py)
 SETTINGS = {
-    "ppo": dict(num_envs=64, num_steps=64, num_minibatches=32, update_epochs=10, learning_rate=1e-3, gamma=0.9,
-                norm_reward=True, total_steps=150_000),
+    "ppo": dict(
+        num_envs=64,
+        num_steps=64,
+        num_minibatches=32,
+        update_epochs=10,
+        learning_rate=1e-3,
+        gamma=0.9,
+        norm_reward=True,
+        total_steps=150_000,
+    ),
     "sac": dict(num_envs=4, hidden=(128, 128), total_steps=10_000),
     "td3": dict(num_envs=4, hidden=(128, 128), total_steps=12_000),
 }
 # the longer optional group (through the gymnasium adapter; needs `pip install mujoco`): common
 # MuJoCo settings (CleanRL's continuous PPO; SAC/TD3 as in their papers), 1M / 300k steps
 HOPPER = {
-    "ppo": dict(num_envs=16, num_steps=128, num_minibatches=32, update_epochs=10, learning_rate=3e-4, gamma=0.99,
-                norm_obs=True, norm_reward=True, total_steps=1_000_000),
+    "ppo": dict(
+        num_envs=16,
+        num_steps=128,
+        num_minibatches=32,
+        update_epochs=10,
+        learning_rate=3e-4,
+        gamma=0.99,
+        norm_obs=True,
+        norm_reward=True,
+        total_steps=1_000_000,
+    ),
     "sac": dict(num_envs=1, gradient_steps=1, learning_starts=5_000, total_steps=300_000),
     "td3": dict(num_envs=1, gradient_steps=1, learning_starts=25_000, total_steps=300_000),
 }
@@ -45,7 +63,13 @@ def run_one(job):
 
     torch.set_num_threads(1)
     module = importlib.import_module(f"algos.{algo}")
-    kw = dict((HOPPER if env.startswith("Hopper") else SETTINGS)[pair], env=env, seed=seed, save_every=0, quiet=True)
+    kw = dict(
+        (HOPPER if env.startswith("Hopper") else SETTINGS)[pair],
+        env=env,
+        seed=seed,
+        save_every=0,
+        quiet=True,
+    )
     kw["eval_every"] = kw["total_steps"] // 5
     with tempfile.TemporaryDirectory() as out:
         r = module.main(module.Args(out_dir=out, **kw))
@@ -79,6 +103,7 @@ def plot(pair: str, results, path: Path) -> None:
 
 def main() -> str:
     from common.cli import ArgumentParser
+
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="Pendulum-v1")
     p.add_argument("--pairs", nargs="+", default=["ppo", "sac", "td3"], choices=list(FILES))
@@ -90,17 +115,24 @@ def main() -> str:
     with ProcessPoolExecutor(a.jobs) as pool:
         results = list(pool.map(run_one, jobs))
     Path(a.out).mkdir(parents=True, exist_ok=True)
-    lines = [f"{a.env}: H-term seed-variance study, {len(a.seeds)} seeds, final policy's deterministic 10-episode eval; "
-             f"each pair at its parent's test settings and equal steps; 1 torch thread per run, {a.jobs} in parallel", "",
-             "| algorithm | steps | mean | std across seeds | worst seed | mean wall s | H-term time share |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"{a.env}: H-term seed-variance study, {len(a.seeds)} seeds, final policy's deterministic "
+        f"10-episode eval; each pair at its parent's test settings and equal steps; 1 torch thread "
+        f"per run, {a.jobs} in parallel",
+        "",
+        "| algorithm | steps | mean | std across seeds | worst seed | mean wall s "
+        "| H-term time share |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for pair in a.pairs:
         for algo in FILES[pair]:
             rs = [r for r in results if r[0] == algo]
             f = np.array([r[2] for r in rs])
             steps = (HOPPER if a.env.startswith("Hopper") else SETTINGS)[pair]["total_steps"]
-            lines.append(f"| {algo} | {steps:,} | {f.mean():.1f} | {f.std():.1f} | {f.min():.1f} | "
-                         f"{np.mean([r[3] for r in rs]):.0f} | {np.mean([r[5] for r in rs]):.0%} |")
+            lines.append(
+                f"| {algo} | {steps:,} | {f.mean():.1f} | {f.std():.1f} | {f.min():.1f} | "
+                f"{np.mean([r[3] for r in rs]):.0f} | {np.mean([r[5] for r in rs]):.0%} |"
+            )
             print(algo, f.round(1).tolist(), flush=True)
         plot(pair, results, Path(a.out) / f"hterm_{a.env.split('-')[0].lower()}_{pair}.png")
     table = "\n".join(lines)

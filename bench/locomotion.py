@@ -1,28 +1,32 @@
-"""The locomotion benchmark: `algos/ppo_vec.py` with its MuJoCo defaults beside rsl_rl's PPO on the same
-env objects (Ant, Humanoid, HalfCheetah, Hopper, Walker2d v5, batched CPU backend), eval return against
-env steps and against wall-clock seconds, final deterministic evaluation on gymnasium's own env.
+"""The locomotion benchmark: `algos/ppo_vec.py` with its MuJoCo defaults beside rsl_rl's PPO on the
+same env objects (Ant, Humanoid, HalfCheetah, Hopper, Walker2d v5, batched CPU backend), eval return
+against env steps and against wall-clock seconds, final deterministic evaluation on gymnasium's own
+env.
 
-    python bench/locomotion.py run Hopper                 # seeds 1-3, the task's budget (TASKS below)
+    python bench/locomotion.py run Hopper  # seeds 1-3, the task's budget (TASKS below)
     python bench/locomotion.py run Ant --seeds 1 --steps 2000000 --sides ours
-    python bench/locomotion.py run Hopper --sides fast_td3 sac   # off-policy at scale on the same env
-    python bench/locomotion.py flagship                   # --env Ant --num-envs 4096, every core, 10M steps
-    python bench/locomotion.py report                     # table + one PNG per task from what has run
+    python bench/locomotion.py run Hopper --sides fast_td3 sac  # off-policy at scale, same env
+    python bench/locomotion.py flagship    # --env Ant --num-envs 4096, every core, 10M steps
+    python bench/locomotion.py report      # table + one PNG per task from what has run
 
-How a task runs: for each seed, our run and rsl_rl's run at the same time, each pinned to its own core
-(`taskset`, one torch thread, one MuJoCo thread: the batch backend uses the cores it may run on), the
-cores swapped from one seed to the next. Same `--num-envs`, same env steps, same env class and seed.
+How a task runs: for each seed, our run and rsl_rl's run at the same time, each pinned to its own
+core (`taskset`, one torch thread, one MuJoCo thread: the batch backend uses the cores it may run
+on), the cores swapped from one seed to the next. Same `--num-envs`, same env steps, same env class
+and seed.
 
-* ours: `algos/ppo_vec.py --env TASK --num-envs N --total-steps S --seed K` and nothing else, i.e. the
-  file's MuJoCo defaults for that many envs (`ppo_vec.default_args`), in a worker process of this script
-  that runs the file's `main` with `curves.png` drawing switched off (rsl_rl draws nothing either).
+* ours: `algos/ppo_vec.py --env TASK --num-envs N --total-steps S --seed K` and nothing else, i.e.
+  the file's MuJoCo defaults for that many envs (`ppo_vec.default_args`), in a worker process of
+  this script that runs the file's `main` with `curves.png` drawing switched off (rsl_rl draws
+  nothing either).
 * rsl_rl: `bench/locomotion_rslrl.py` in rsl_rl's own venv `bench/.venv-rslrl` (made on first use:
-  rsl-rl-lib, torch and what our envs need; never a project dependency), IsaacLab's classic Ant/Humanoid
-  PPO config (see that file).
-* clocks start after envs and networks are built; evaluations (deterministic, `eval_episodes` episodes on
-  a fresh copy of our env, every `eval_every` steps on both sides) are timed and left out.
+  rsl-rl-lib, torch and what our envs need; never a project dependency), IsaacLab's classic
+  Ant/Humanoid PPO config (see that file).
+* clocks start after envs and networks are built; evaluations (deterministic, `eval_episodes`
+  episodes on a fresh copy of our env, every `eval_every` steps on both sides) are timed and left
+  out.
 * final: 10 episodes on `gymnasium.make(TASK)` with the same episode seeds for both sides.
-* off-policy sides (`fast_td3`, `sac`; Hopper, HalfCheetah, Ant): the same worker running that file with
-  the flags in OFFPOLICY_FLAGS, budgets in OFFPOLICY, drawn on the same plots.
+* off-policy sides (`fast_td3`, `sac`; Hopper, HalfCheetah, Ant): the same worker running that file
+  with the flags in OFFPOLICY_FLAGS, budgets in OFFPOLICY, drawn on the same plots.
 
 Results: `bench/results/locomotion/<task>/<side>_seed<K>.json`; `report` writes
 `bench/results/locomotion/locomotion.md` and `locomotion_<task>.png`.
@@ -43,8 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "locomotion"
 VENV = ROOT / "bench" / ".venv-rslrl"
 PINS = {"torch": "2.13.0", "rsl-rl-lib": "5.5.1", "gymnasium": "1.4.0"}
-# per task: env steps per run (sized so that a task's group, 3 seeds x both sides, fits in about 2 hours
-# on 2 cores), envs, evaluation interval
+# per task: env steps per run (sized so that a task's group, 3 seeds x both sides, fits in about 2
+# hours on 2 cores), envs, evaluation interval
 TASKS = {
     "Hopper": dict(steps=3_000_000, num_envs=64, eval_every=262_144),
     "HalfCheetah": dict(steps=4_000_000, num_envs=64, eval_every=262_144),
@@ -52,15 +56,16 @@ TASKS = {
     "Ant": dict(steps=3_000_000, num_envs=64, eval_every=262_144),
     "Humanoid": dict(steps=3_000_000, num_envs=64, eval_every=262_144),
 }
-# off-policy at scale (FastTD3-style: many sub-envs, large batches, several updates per vectorized step),
-# run with `--sides fast_td3 sac` on these tasks. On one core the updates are the cost (a TD3/SAC update of
-# 256 samples through 256x256 nets takes ~6 ms on one thread here, the env step ~0.1 ms per env), so the
-# budget is set by updates, not env steps: 16 envs x 8 updates of 256 per vectorized step (0.5 updates per
-# env step), 150k env steps (~75k updates, 8-15 min per run on one core: about 2x a PPO run of the task, the
-# group about 40 min), the first 10k steps random. sac: lr 3e-4 for both nets (the file's 1e-3 defaults are
-# for its small classic-control budgets); fast_td3: the file's defaults otherwise (n-step 3, noise range,
-# raw-observation replay normalized at sampling). Probe (Hopper, seed 1, 150k steps): fast_td3 2416 (gym
-# 2234) in 462 s; sac 339 at 100k steps.
+# off-policy at scale (FastTD3-style: many sub-envs, large batches, several updates per vectorized
+# step), run with `--sides fast_td3 sac` on these tasks. On one core the updates are the cost (a
+# TD3/SAC update of 256 samples through 256x256 nets takes ~6 ms on one thread here, the env step
+# ~0.1 ms per env), so the budget is set by updates, not env steps: 16 envs x 8 updates of 256 per
+# vectorized step (0.5 updates per env step), 150k env steps (~75k updates, 8-15 min per run on one
+# core: about 2x a PPO run of the task, the group about 40 min), the first 10k steps random. sac: lr
+# 3e-4 for both nets (the file's 1e-3 defaults are for its small classic-control budgets); fast_td3:
+# the file's defaults otherwise (n-step 3, noise range, raw-observation replay normalized at
+# sampling). Probe (Hopper, seed 1, 150k steps): fast_td3 2416 (gym 2234) in 462 s; sac 339 at 100k
+# steps.
 OFFPOLICY = {
     "Hopper": dict(steps=150_000, num_envs=16, eval_every=25_000),
     "HalfCheetah": dict(steps=150_000, num_envs=16, eval_every=25_000),
@@ -68,19 +73,36 @@ OFFPOLICY = {
 }
 OFFPOLICY_FLAGS = {
     "fast_td3": ["--batch-size", "256", "--gradient-steps", "8", "--learning-starts", "10000"],
-    "sac": ["--batch-size", "256", "--gradient-steps", "8", "--learning-starts", "10000", "--actor-lr", "3e-4",
-            "--critic-lr", "3e-4"],
+    "sac": [
+        "--batch-size",
+        "256",
+        "--gradient-steps",
+        "8",
+        "--learning-starts",
+        "10000",
+        "--actor-lr",
+        "3e-4",
+        "--critic-lr",
+        "3e-4",
+    ],
 }
-# `adaptive`: ppo_vec with rsl_rl's adaptive-KL learning-rate schedule in place of linear annealing, everything
-# else the MuJoCo defaults (the comparison that decides the default schedule; `--sides adaptive`)
+# `adaptive`: ppo_vec with rsl_rl's adaptive-KL learning-rate schedule in place of linear annealing,
+# everything else the MuJoCo defaults (the comparison that decides the default schedule;
+# `--sides adaptive`)
 SIDE_FLAGS = {**OFFPOLICY_FLAGS, "adaptive": ["--lr-schedule", "adaptive", "--desired-kl", "0.01"]}
-SIDES = {"ours": "ppo_vec (ours)", "rsl_rl": "rsl_rl (IsaacLab cfg)", "fast_td3": "fast_td3 (ours)",
-         "sac": "sac (ours)", "adaptive": "ppo_vec, adaptive lr"}
+SIDES = {
+    "ours": "ppo_vec (ours)",
+    "rsl_rl": "rsl_rl (IsaacLab cfg)",
+    "fast_td3": "fast_td3 (ours)",
+    "sac": "sac (ours)",
+    "adaptive": "ppo_vec, adaptive lr",
+}
 ALGO_OF = {"ours": "ppo_vec", "fast_td3": "fast_td3", "sac": "sac", "adaptive": "ppo_vec"}
 SIDE_OF = {"ppo_vec": "ours", "fast_td3": "fast_td3", "sac": "sac"}
 # the flagship command on this CPU: 4096 envs, the GPU-sized defaults, all cores
 FLAGSHIP = dict(steps=10_000_000, eval_every=1_048_576)
-# CleanRL's published PPO scores at 1M steps (MuJoCo v4, 3 seeds, training-episode returns; REFERENCES.md)
+# CleanRL's published PPO scores at 1M steps (MuJoCo v4, 3 seeds, training-episode returns;
+# REFERENCES.md)
 CLEANRL_1M = {"Hopper": 2382.9, "HalfCheetah": 1442.6, "Walker2d": 2288.0, "Humanoid": 716.1}
 TARGET = {"Hopper": 3000, "HalfCheetah": 5000, "Walker2d": 3500, "Ant": 3000}
 GYM_SEED = 20_000
@@ -92,18 +114,43 @@ def thread_env() -> dict:
 
 def ensure_venv() -> Path:
     py = VENV / "bin" / "python"
-    probe = "import torch, rsl_rl, gymnasium, mujoco, tyro; from importlib.metadata import version; " \
-            "print(torch.__version__.split('+')[0], version('rsl-rl-lib'), gymnasium.__version__)"
+    probe = (
+        "import torch, rsl_rl, gymnasium, mujoco, tyro; from importlib.metadata import version; "
+        "print(torch.__version__.split('+')[0], version('rsl-rl-lib'), gymnasium.__version__)"
+    )
     want = f"{PINS['torch']} {PINS['rsl-rl-lib']} {PINS['gymnasium']}"
-    if py.exists() and subprocess.run([str(py), "-c", probe], capture_output=True, text=True).stdout.strip() == want:
+    if (
+        py.exists()
+        and subprocess.run([str(py), "-c", probe], capture_output=True, text=True).stdout.strip()
+        == want
+    ):
         return py
-    print(f"creating {VENV.relative_to(ROOT)} ({', '.join(f'{k}=={v}' for k, v in PINS.items())})", flush=True)
+    print(
+        f"creating {VENV.relative_to(ROOT)} ({', '.join(f'{k}=={v}' for k, v in PINS.items())})",
+        flush=True,
+    )
     if not py.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    f"torch=={PINS['torch']}", f"rsl-rl-lib=={PINS['rsl-rl-lib']}",
-                    f"gymnasium[mujoco]=={PINS['gymnasium']}", "mujoco>=4.0", "numpy>=1.26", "tyro>=0.9"], check=True)
-    got = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run(
+        [
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            f"torch=={PINS['torch']}",
+            f"rsl-rl-lib=={PINS['rsl-rl-lib']}",
+            f"gymnasium[mujoco]=={PINS['gymnasium']}",
+            "mujoco>=4.0",
+            "numpy>=1.26",
+            "tyro>=0.9",
+        ],
+        check=True,
+    )
+    got = subprocess.run(
+        [str(py), "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.strip()
     if got != want:
         raise RuntimeError(f"{VENV} has {got}, wanted {want}")
     return py
@@ -113,19 +160,28 @@ def ensure_venv() -> Path:
 # our side: a worker process running algos/ppo_vec.py's main on the command-line flags given
 # ---------------------------------------------------------------------------------------------
 def eval_curve(metrics: Path) -> tuple[list[dict], float]:
-    """A run's evaluations from its metrics.jsonl, each with the training seconds so far (evaluation time left
-    out), and the training seconds at its last row."""
+    """A run's evaluations from its metrics.jsonl, each with the training seconds so far (evaluation
+    time left out), and the training seconds at its last row."""
     rows = [json.loads(line) for line in Path(metrics).read_text().splitlines()]
     curve, eval_total = [], 0.0
     for r in rows:
         if "eval_return" in r:
             eval_total += r["eval_seconds"]
-            curve.append({"step": r["step"], "seconds": r["seconds"], "train_seconds": r["seconds"] - eval_total,
-                          "eval_return": r["eval_return"], "eval_return_std": r["eval_return_std"]})
+            curve.append(
+                {
+                    "step": r["step"],
+                    "seconds": r["seconds"],
+                    "train_seconds": r["seconds"] - eval_total,
+                    "eval_return": r["eval_return"],
+                    "eval_return_std": r["eval_return_std"],
+                }
+            )
     return curve, rows[-1]["seconds"] - eval_total
 
 
-def worker_ours(out: str, algo: str, flags: list[str], threads: int = 1, side: str | None = None) -> None:
+def worker_ours(
+    out: str, algo: str, flags: list[str], threads: int = 1, side: str | None = None
+) -> None:
     sys.path.insert(0, str(ROOT))
     import importlib
 
@@ -144,11 +200,24 @@ def worker_ours(out: str, algo: str, flags: list[str], threads: int = 1, side: s
     ref = gym_rollouts(mod.load_policy(res["checkpoint"]), args.env, 10, seed=GYM_SEED)
     header = set(vars(RunArgs())) - {"num_envs"}
     settings = {k: v for k, v in vars(args).items() if k not in header}
-    result = {"side": side or SIDE_OF[algo], "algo": algo, "task": args.env, "seed": args.seed, "num_envs": args.num_envs,
-              "steps": curve[-1]["step"], "threads": threads, "command": f"python algos/{algo}.py " + " ".join(flags),
-              "config": settings, "curve": curve, "train_seconds": curve[-1]["train_seconds"],
-              "sps": curve[-1]["step"] / curve[-1]["train_seconds"], "eval_return": curve[-1]["eval_return"],
-              "gym_return": ref["eval_return"], "gym_return_std": ref["eval_return_std"], "gym_returns": ref["returns"]}
+    result = {
+        "side": side or SIDE_OF[algo],
+        "algo": algo,
+        "task": args.env,
+        "seed": args.seed,
+        "num_envs": args.num_envs,
+        "steps": curve[-1]["step"],
+        "threads": threads,
+        "command": f"python algos/{algo}.py " + " ".join(flags),
+        "config": settings,
+        "curve": curve,
+        "train_seconds": curve[-1]["train_seconds"],
+        "sps": curve[-1]["step"] / curve[-1]["train_seconds"],
+        "eval_return": curve[-1]["eval_return"],
+        "gym_return": ref["eval_return"],
+        "gym_return_std": ref["eval_return_std"],
+        "gym_returns": ref["returns"],
+    }
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(result, indent=1))
 
@@ -164,48 +233,124 @@ def short(task: str) -> str:
     return task.split("-")[0]
 
 
-def run(task: str, seeds: list[int], steps: int | None, num_envs: int | None, eval_every: int | None,
-        sides: list[str]) -> None:
-    """Runs go two at a time, one core each (a seed's two sides; with one side, two seeds), cores swapped
-    from one pair to the next."""
+def run(
+    task: str,
+    seeds: list[int],
+    steps: int | None,
+    num_envs: int | None,
+    eval_every: int | None,
+    sides: list[str],
+) -> None:
+    """Runs go two at a time, one core each (a seed's two sides; with one side, two seeds), cores
+    swapped from one pair to the next."""
     py_rsl = ensure_venv() if "rsl_rl" in sides else None
     tid, name = task_id(task), short(task)
     logs = RESULTS / name / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    jobs = [(seed, side) for seed in seeds for side in sides]  # two at a time: a seed's two sides, or two seeds
-    for i, pair in enumerate(jobs[k:k + 2] for k in range(0, len(jobs), 2)):
+    # two at a time: a seed's two sides, or two seeds
+    jobs = [(seed, side) for seed in seeds for side in sides]
+    for i, pair in enumerate(jobs[k : k + 2] for k in range(0, len(jobs), 2)):
         procs = []
         for j, (seed, side) in enumerate(pair):
             core = str((i + j) % 2)
             cfg = OFFPOLICY[name] if side in OFFPOLICY_FLAGS else TASKS[name]
-            n, s, e = (num_envs or cfg["num_envs"], steps or cfg["steps"], eval_every or cfg["eval_every"])
+            n, s, e = (
+                num_envs or cfg["num_envs"],
+                steps or cfg["steps"],
+                eval_every or cfg["eval_every"],
+            )
             out = RESULTS / name / f"{side}_seed{seed}.json"
             if side == "rsl_rl":
-                cmd = [str(py_rsl), str(ROOT / "bench" / "locomotion_rslrl.py"), "--task", tid, "--seed", str(seed),
-                       "--steps", str(s), "--num-envs", str(n), "--eval-every", str(e),
-                       "--gym-seed", str(GYM_SEED), "--out", str(out)]
+                cmd = [
+                    str(py_rsl),
+                    str(ROOT / "bench" / "locomotion_rslrl.py"),
+                    "--task",
+                    tid,
+                    "--seed",
+                    str(seed),
+                    "--steps",
+                    str(s),
+                    "--num-envs",
+                    str(n),
+                    "--eval-every",
+                    str(e),
+                    "--gym-seed",
+                    str(GYM_SEED),
+                    "--out",
+                    str(out),
+                ]
             else:
-                flags = ["--env", name, "--num-envs", str(n), "--total-steps", str(s), "--seed", str(seed),
-                         "--eval-every", str(e), "--save-every", "0", "--quiet",
-                         "--out-dir", str(ROOT / "bench" / "runs" / "locomotion"), *SIDE_FLAGS.get(side, [])]
-                cmd = [sys.executable, __file__, "worker-ours", "--algo", ALGO_OF[side], "--side", side, "--out", str(out),
-                       "--", *flags]
+                flags = [
+                    "--env",
+                    name,
+                    "--num-envs",
+                    str(n),
+                    "--total-steps",
+                    str(s),
+                    "--seed",
+                    str(seed),
+                    "--eval-every",
+                    str(e),
+                    "--save-every",
+                    "0",
+                    "--quiet",
+                    "--out-dir",
+                    str(ROOT / "bench" / "runs" / "locomotion"),
+                    *SIDE_FLAGS.get(side, []),
+                ]
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "worker-ours",
+                    "--algo",
+                    ALGO_OF[side],
+                    "--side",
+                    side,
+                    "--out",
+                    str(out),
+                    "--",
+                    *flags,
+                ]
             log = open(logs / f"{side}_seed{seed}.log", "w")
             print(f"[{name} seed {seed}] {side} on core {core}: {' '.join(cmd[1:])}", flush=True)
-            procs.append(((seed, side), subprocess.Popen(["taskset", "-c", core, *cmd], cwd=ROOT, env=thread_env(),
-                                                         stdout=log, stderr=subprocess.STDOUT)))
+            procs.append(
+                (
+                    (seed, side),
+                    subprocess.Popen(
+                        ["taskset", "-c", core, *cmd],
+                        cwd=ROOT,
+                        env=thread_env(),
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    ),
+                )
+            )
         for (seed, side), p in procs:
             if p.wait() != 0:
-                raise SystemExit(f"{name} seed {seed} {side} failed (exit {p.returncode}); see "
-                                 f"{logs}/{side}_seed{seed}.log")
+                raise SystemExit(
+                    f"{name} seed {seed} {side} failed (exit {p.returncode}); see "
+                    f"{logs}/{side}_seed{seed}.log"
+                )
             r = json.loads((RESULTS / name / f"{side}_seed{seed}.json").read_text())
-            print(f"[{name} seed {seed}] {side}: gym {r['gym_return']:.0f}, ours-env {r['eval_return']:.0f}, "
-                  f"{r['sps']:,.0f} env-steps/s, {r['train_seconds']:.0f} s", flush=True)
-    meta = {"task": tid, "seeds": seeds, "sides": sides, "group_wall_seconds": time.perf_counter() - t0,
-            "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}",
-            "date": time.strftime("%Y-%m-%d")}
-    group = RESULTS / name / ("group.json" if sides == ["ours", "rsl_rl"] else f"group_{'_'.join(sides)}.json")
+            print(
+                f"[{name} seed {seed}] {side}: gym {r['gym_return']:.0f}, ours-env "
+                f"{r['eval_return']:.0f}, {r['sps']:,.0f} env-steps/s, {r['train_seconds']:.0f} s",
+                flush=True,
+            )
+    meta = {
+        "task": tid,
+        "seeds": seeds,
+        "sides": sides,
+        "group_wall_seconds": time.perf_counter() - t0,
+        "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}",
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    group = (
+        RESULTS
+        / name
+        / ("group.json" if sides == ["ours", "rsl_rl"] else f"group_{'_'.join(sides)}.json")
+    )
     if group.exists():  # seeds added to a group run earlier: one record, the wall times summed
         old = json.loads(group.read_text())
         if set(old["seeds"]).isdisjoint(seeds):
@@ -216,31 +361,69 @@ def run(task: str, seeds: list[int], steps: int | None, num_envs: int | None, ev
 
 
 def flagship(steps: int, seed: int) -> None:
-    """The design card's command, `python algos/ppo_vec.py --env Ant --num-envs 4096` (its GPU-sized defaults), on
-    this machine's cores (every core, no pinning), `steps` env steps; final eval on gymnasium's Ant."""
+    """The design card's command, `python algos/ppo_vec.py --env Ant --num-envs 4096` (its GPU-sized
+    defaults), on this machine's cores (every core, no pinning), `steps` env steps; final eval on
+    gymnasium's Ant."""
     out = RESULTS / "Ant" / f"flagship_seed{seed}.json"
-    flags = ["--env", "Ant", "--num-envs", "4096", "--total-steps", str(steps), "--seed", str(seed),
-             "--eval-every", str(FLAGSHIP["eval_every"]), "--save-every", "0", "--quiet",
-             "--out-dir", str(ROOT / "bench" / "runs" / "locomotion")]
+    flags = [
+        "--env",
+        "Ant",
+        "--num-envs",
+        "4096",
+        "--total-steps",
+        str(steps),
+        "--seed",
+        str(seed),
+        "--eval-every",
+        str(FLAGSHIP["eval_every"]),
+        "--save-every",
+        "0",
+        "--quiet",
+        "--out-dir",
+        str(ROOT / "bench" / "runs" / "locomotion"),
+    ]
     threads = os.cpu_count() or 1
     env = dict(thread_env(), OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     (RESULTS / "Ant" / "logs").mkdir(parents=True, exist_ok=True)
-    print(f"[Ant flagship] python algos/ppo_vec.py {' '.join(flags)} ({threads} threads)", flush=True)
+    print(
+        f"[Ant flagship] python algos/ppo_vec.py {' '.join(flags)} ({threads} threads)", flush=True
+    )
     with open(RESULTS / "Ant" / "logs" / f"flagship_seed{seed}.log", "w") as log:
-        rc = subprocess.run([sys.executable, __file__, "worker-ours", "--threads", str(threads), "--out", str(out), "--",
-                             *flags], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        rc = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "worker-ours",
+                "--threads",
+                str(threads),
+                "--out",
+                str(out),
+                "--",
+                *flags,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        ).returncode
     if rc != 0:
-        raise SystemExit(f"flagship run failed (exit {rc}); see {RESULTS}/Ant/logs/flagship_seed{seed}.log")
+        raise SystemExit(
+            f"flagship run failed (exit {rc}); see {RESULTS}/Ant/logs/flagship_seed{seed}.log"
+        )
     r = json.loads(out.read_text())
-    print(f"[Ant flagship] gym {r['gym_return']:.0f}, ours-env {r['eval_return']:.0f}, {r['sps']:,.0f} env-steps/s, "
-          f"{r['train_seconds']:.0f} s", flush=True)
+    print(
+        f"[Ant flagship] gym {r['gym_return']:.0f}, ours-env {r['eval_return']:.0f}, "
+        f"{r['sps']:,.0f} env-steps/s, {r['train_seconds']:.0f} s",
+        flush=True,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # report
 # ---------------------------------------------------------------------------------------------
 def interp(curve: list[dict], key: str, x: float) -> float:
-    """eval return at `x` (env steps or train seconds) on a piecewise-linear curve; nan before its first point."""
+    """eval return at `x` (env steps or train seconds) on a piecewise-linear curve; nan before its
+    first point."""
     import numpy as np
 
     xs = [c[key] for c in curve]
@@ -293,8 +476,11 @@ def plot(name: str, data: dict, path: Path) -> None:
 
 
 def flagship_report() -> list[str]:
-    """The flagship runs' rows and their PNG (beside the 64-env CPU-default runs of ppo_vec on Ant)."""
-    runs = [json.loads(p.read_text()) for p in sorted((RESULTS / "Ant").glob("flagship_seed*.json"))]
+    """The flagship runs' rows and their PNG (beside the 64-env CPU-default runs of ppo_vec on
+    Ant)."""
+    runs = [
+        json.loads(p.read_text()) for p in sorted((RESULTS / "Ant").glob("flagship_seed*.json"))
+    ]
     if not runs:
         return []
     import matplotlib
@@ -305,11 +491,22 @@ def flagship_report() -> list[str]:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, key in zip(axes, ("step", "train_seconds")):
         for r in runs:
-            ax.plot([c[key] for c in r["curve"]], [c["eval_return"] for c in r["curve"]], "o-", color="tab:purple",
-                    label=f"--num-envs 4096 (GPU-sized defaults), {r['threads']} threads, seed {r['seed']}")
+            ax.plot(
+                [c[key] for c in r["curve"]],
+                [c["eval_return"] for c in r["curve"]],
+                "o-",
+                color="tab:purple",
+                label=f"--num-envs 4096 (GPU-sized defaults), {r['threads']} "
+                f"threads, seed {r['seed']}",
+            )
         for r in load("Ant").get("ours", []):
-            ax.plot([c[key] for c in r["curve"]], [c["eval_return"] for c in r["curve"]], color="tab:blue", alpha=0.5,
-                    label=f"CPU defaults (64 envs), 1 thread, seed {r['seed']}")
+            ax.plot(
+                [c[key] for c in r["curve"]],
+                [c["eval_return"] for c in r["curve"]],
+                color="tab:blue",
+                alpha=0.5,
+                label=f"CPU defaults (64 envs), 1 thread, seed {r['seed']}",
+            )
         ax.set_xlabel("env steps" if key == "step" else "training wall-clock seconds")
         ax.set_ylabel("eval return (deterministic, 10 episodes)")
         ax.grid(alpha=0.3)
@@ -318,23 +515,37 @@ def flagship_report() -> list[str]:
     fig.tight_layout()
     fig.savefig(RESULTS / "locomotion_ant_4096.png", dpi=80)
     plt.close(fig)
-    out = ["", "## The flagship command on this CPU: `python algos/ppo_vec.py --env Ant --num-envs 4096`", "",
-           "| seed | threads | env steps | gymnasium return | our env | train time | env-steps/s |",
-           "|---:|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "",
+        "## The flagship command on this CPU: `python algos/ppo_vec.py --env Ant --num-envs 4096`",
+        "",
+        "| seed | threads | env steps | gymnasium return | our env | train time | env-steps/s |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in runs:
-        out.append(f"| {r['seed']} | {r['threads']} | {r['steps'] / 1e6:.1f}M | {r['gym_return']:.0f} ± "
-                   f"{r['gym_return_std']:.0f} | {r['eval_return']:.0f} | {r['train_seconds']:.0f} s | {r['sps']:,.0f} |")
-    out += ["", "Curve: locomotion_ant_4096.png (beside the 64-env runs above, which use one core each)."]
+        out.append(
+            f"| {r['seed']} | {r['threads']} | {r['steps'] / 1e6:.1f}M | {r['gym_return']:.0f} ± "
+            f"{r['gym_return_std']:.0f} | {r['eval_return']:.0f} | {r['train_seconds']:.0f} s | "
+            f"{r['sps']:,.0f} |"
+        )
+    out += [
+        "",
+        "Curve: locomotion_ant_4096.png (beside the 64-env runs above, which use one core each).",
+    ]
     return out
 
 
 def report() -> str:
     import numpy as np
 
-    lines = ["# Locomotion: ppo_vec (MuJoCo defaults) vs rsl_rl (IsaacLab classic PPO config), same env objects", "",
-             "| task | side | seeds | envs | env steps | gymnasium return (mean ± std over seeds) | per seed | "
-             "train time | env-steps/s | at equal wall time | CleanRL 1M | reached at |",
-             "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
+    lines = [
+        "# Locomotion: ppo_vec (MuJoCo defaults) vs rsl_rl (IsaacLab classic PPO "
+        "config), same env objects",
+        "",
+        "| task | side | seeds | envs | env steps | gymnasium return (mean ± std over seeds) "
+        "| per seed | train time | env-steps/s | at equal wall time | CleanRL 1M | reached at |",
+        "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|",
+    ]
     notes = []
     for name in TASKS:
         data = load(name)
@@ -342,43 +553,73 @@ def report() -> str:
             continue
         png = RESULTS / f"locomotion_{name.lower()}.png"
         plot(name, data, png)
-        # equal wall time: every run's curve read at the shortest final training time among the PPO runs
-        t_eq = min(r["train_seconds"] for side, runs in data.items() for r in runs if side in ("ours", "rsl_rl")
-                   or not {"ours", "rsl_rl"} & set(data))
+        # equal wall time: every run's curve read at the shortest final training time among the PPO
+        # runs
+        t_eq = min(
+            r["train_seconds"]
+            for side, runs in data.items()
+            for r in runs
+            if side in ("ours", "rsl_rl") or not {"ours", "rsl_rl"} & set(data)
+        )
         for side, runs in data.items():
             g = np.array([r["gym_return"] for r in runs])
             at_t = np.mean([interp(r["curve"], "train_seconds", t_eq) for r in runs])
-            ended = max(r["curve"][-1]["train_seconds"] for r in runs)  # a run that ended earlier: its final value
-            at_cell = f"{at_t:.0f} @ {t_eq:.0f} s" + (f" (final: ended at {ended:.0f} s)" if ended < t_eq else "")
+            # a run that ended earlier: its final value
+            ended = max(r["curve"][-1]["train_seconds"] for r in runs)
+            at_cell = f"{at_t:.0f} @ {t_eq:.0f} s" + (
+                f" (final: ended at {ended:.0f} s)" if ended < t_eq else ""
+            )
             ref = CLEANRL_1M.get(name) or TARGET.get(name)
             reach = [first_reach(r["curve"], ref) for r in runs] if ref else []
             got = [c for c in reach if c]
-            where = (f"{len(got)}/{len(runs)}: {np.mean([c['step'] for c in got]) / 1e6:.2f}M steps, "
-                     f"{np.mean([c['train_seconds'] for c in got]):.0f} s" if got else f"0/{len(runs)}") if ref else ""
+            where = (
+                (
+                    f"{len(got)}/{len(runs)}: {np.mean([c['step'] for c in got]) / 1e6:.2f}M "
+                    f"steps, {np.mean([c['train_seconds'] for c in got]):.0f} s"
+                    if got
+                    else f"0/{len(runs)}"
+                )
+                if ref
+                else ""
+            )
             lines.append(
-                f"| {name} | {SIDES[side]} | {len(runs)} | {runs[0]['num_envs']} | {runs[0]['steps'] / 1e6:.2f}M | "
+                f"| {name} | {SIDES[side]} | {len(runs)} | {runs[0]['num_envs']} | "
+                f"{runs[0]['steps'] / 1e6:.2f}M | "
                 f"{g.mean():.0f} ± {g.std():.0f} | {', '.join(f'{x:.0f}' for x in g)} | "
-                f"{np.mean([r['train_seconds'] for r in runs]):.0f} s | {np.mean([r['sps'] for r in runs]):,.0f} | "
-                f"{at_cell} | {CLEANRL_1M.get(name, '—')} | {where} |")
+                f"{np.mean([r['train_seconds'] for r in runs]):.0f} s | "
+                f"{np.mean([r['sps'] for r in runs]):,.0f} | "
+                f"{at_cell} | {CLEANRL_1M.get(name, '—')} | {where} |"
+            )
         if {"ours", "rsl_rl"} <= set(data):
             sps = [np.mean([r["sps"] for r in data[s]]) for s in ("ours", "rsl_rl")]
             gym = [np.mean([r["gym_return"] for r in data[s]]) for s in ("ours", "rsl_rl")]
-            notes.append(f"- {name}: env-steps/s ratio ours/rsl_rl {sps[0] / sps[1]:.2f}x; gymnasium return at "
-                         f"equal env steps {gym[0]:.0f} vs {gym[1]:.0f}; curve {png.name}")
+            notes.append(
+                f"- {name}: env-steps/s ratio ours/rsl_rl {sps[0] / sps[1]:.2f}x; gymnasium return "
+                f"at equal env steps {gym[0]:.0f} vs {gym[1]:.0f}; curve {png.name}"
+            )
         if {"ours", "adaptive"} <= set(data):
             gym = [np.mean([r["gym_return"] for r in data[s]]) for s in ("ours", "adaptive")]
             seeds = ", ".join(f"{r['gym_return']:.0f}" for r in data["adaptive"])
-            notes.append(f"- {name}: ppo_vec with the adaptive-KL schedule vs linear annealing: gymnasium return "
-                         f"{gym[1]:.0f} ({seeds}) vs {gym[0]:.0f}")
+            notes.append(
+                f"- {name}: ppo_vec with the adaptive-KL schedule vs linear annealing: gymnasium "
+                f"return {gym[1]:.0f} ({seeds}) vs {gym[0]:.0f}"
+            )
         meta = RESULTS / name / "group.json"
         if meta.exists():
             m = json.loads(meta.read_text())
-            notes.append(f"  - group run {m['date']}: {m['group_wall_seconds'] / 60:.0f} min wall time, {m['machine']}")
-    lines += ["", "Each run: one core and one torch thread (the two sides of a seed run at the same time, one core "
-              "each). \"at equal wall time\": eval return on our env (gymnasium-exact, tests/test_mujoco_parity.py) "
-              "read off each run's curve at the shortest final training time of the task. \"reached at\": first "
-              "evaluation at or above CleanRL's 1M-step score (Ant: the issue's 3000), mean over the seeds that "
-              "reached it.", ""] + notes
+            notes.append(
+                f"  - group run {m['date']}: {m['group_wall_seconds'] / 60:.0f} min wall time, "
+                f"{m['machine']}"
+            )
+    lines += [
+        "",
+        "Each run: one core and one torch thread (the two sides of a seed run at the same time, "
+        'one core each). "at equal wall time": eval return on our env (gymnasium-exact, '
+        "tests/test_mujoco_parity.py) read off each run's curve at the shortest final training "
+        'time of the task. "reached at": first evaluation at or above CleanRL\'s 1M-step score '
+        "(Ant: the issue's 3000), mean over the seeds that reached it.",
+        "",
+    ] + notes
     lines += flagship_report()
     out = "\n".join(lines) + "\n"
     (RESULTS / "locomotion.md").write_text(out)
@@ -390,27 +631,44 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "worker-ours":
         i = sys.argv.index("--")
         from common.cli import ArgumentParser
+
         p = ArgumentParser()
         p.add_argument("--out", required=True)
         p.add_argument("--algo", default="ppo_vec")
         p.add_argument("--threads", type=int, default=1)
         p.add_argument("--side")
         a = p.parse_args(sys.argv[2:i])
-        worker_ours(a.out, a.algo, sys.argv[i + 1:], a.threads, a.side)
+        worker_ours(a.out, a.algo, sys.argv[i + 1 :], a.threads, a.side)
         return
     from common.cli import ArgumentParser
+
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run one task, both sides, its seeds")
-    r.add_argument("task", type=lambda t: {k.lower(): k for k in TASKS}.get(t.lower().removesuffix("-v5"), t),
-                   choices=list(TASKS))
+    r.add_argument(
+        "task",
+        type=lambda t: {k.lower(): k for k in TASKS}.get(t.lower().removesuffix("-v5"), t),
+        choices=list(TASKS),
+    )
     r.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    r.add_argument("--steps", type=int, help="env steps per run (default: the task budget in TASKS, or OFFPOLICY for fast_td3 and sac)")
+    r.add_argument(
+        "--steps",
+        type=int,
+        help="env steps per run (default: the task budget in TASKS, or OFFPOLICY "
+        "for fast_td3 and sac)",
+    )
     r.add_argument("--num-envs", type=int)
     r.add_argument("--eval-every", type=int)
-    r.add_argument("--sides", nargs="+", choices=list(ALGO_OF) + ["rsl_rl"], default=["ours", "rsl_rl"],
-                   help="what runs, two at a time: ours (ppo_vec), rsl_rl, fast_td3, sac")
-    f = sub.add_parser("flagship", help="python algos/ppo_vec.py --env Ant --num-envs 4096 on every core")
+    r.add_argument(
+        "--sides",
+        nargs="+",
+        choices=list(ALGO_OF) + ["rsl_rl"],
+        default=["ours", "rsl_rl"],
+        help="what runs, two at a time: ours (ppo_vec), rsl_rl, fast_td3, sac",
+    )
+    f = sub.add_parser(
+        "flagship", help="python algos/ppo_vec.py --env Ant --num-envs 4096 on every core"
+    )
     f.add_argument("--steps", type=int, default=FLAGSHIP["steps"])
     f.add_argument("--seed", type=int, default=1)
     sub.add_parser("report", help="table and PNGs from the results saved so far")
@@ -423,7 +681,10 @@ def main() -> None:
         report()
         return
     if a.task not in OFFPOLICY and set(a.sides) & set(OFFPOLICY_FLAGS):
-        raise SystemExit(f"off-policy sides run on {', '.join(OFFPOLICY)} only (OFFPOLICY in {Path(__file__).name})")
+        raise SystemExit(
+            f"off-policy sides run on {', '.join(OFFPOLICY)} only (OFFPOLICY in "
+            f"{Path(__file__).name})"
+        )
     run(a.task, a.seeds, a.steps, a.num_envs, a.eval_every, a.sides)
     report()
 

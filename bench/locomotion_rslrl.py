@@ -2,8 +2,8 @@
 through `envs.rsl_rl.RslRlVecEnv`, evaluated the way `algos/ppo_vec.py` evaluates itself. Runs in
 rsl_rl's own venv (`bench/.venv-rslrl`, made by `bench/locomotion.py`); writes one JSON file.
 
-    bench/.venv-rslrl/bin/python bench/locomotion_rslrl.py --task Hopper-v5 --seed 1 --steps 1000000 \
-        --num-envs 64 --eval-every 262144 --out result.json
+    bench/.venv-rslrl/bin/python bench/locomotion_rslrl.py --task Hopper-v5 --seed 1 \
+        --steps 1000000 --num-envs 64 --eval-every 262144 --out result.json
 
 Settings: IsaacLab's PPO runner config for its classic Ant and Humanoid tasks (the two files are the
 same: `source/isaaclab_tasks/isaaclab_tasks/manager_based/classic/{ant,humanoid}/agents/
@@ -37,27 +37,49 @@ from envs.rsl_rl import RslRlVecEnv
 
 
 def isaaclab_classic_cfg(obs_norm: bool) -> dict:
-    """IsaacLab's classic Ant/Humanoid `RslRlOnPolicyRunnerCfg` (MLP [400, 200, 100] elu, init noise std 1,
-    lr 5e-4 with the adaptive-KL schedule, desired KL 0.01, 32 steps per env, 5 epochs x 4 minibatches,
-    clipped value loss, no entropy bonus) as rsl_rl 5's runner dict."""
-    model = {"class_name": "MLPModel", "hidden_dims": [400, 200, 100], "activation": "elu",
-             "obs_normalization": obs_norm}
+    """IsaacLab's classic Ant/Humanoid `RslRlOnPolicyRunnerCfg` (MLP [400, 200, 100] elu, init noise
+    std 1, lr 5e-4 with the adaptive-KL schedule, desired KL 0.01, 32 steps per env, 5 epochs x 4
+    minibatches, clipped value loss, no entropy bonus) as rsl_rl 5's runner dict."""
+    model = {
+        "class_name": "MLPModel",
+        "hidden_dims": [400, 200, 100],
+        "activation": "elu",
+        "obs_normalization": obs_norm,
+    }
     return {
         "num_steps_per_env": 32,
         "save_interval": 50,
         "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
-        "actor": dict(model, distribution_cfg={"class_name": "GaussianDistribution", "init_std": 1.0,
-                                               "std_type": "scalar"}),
+        "actor": dict(
+            model,
+            distribution_cfg={
+                "class_name": "GaussianDistribution",
+                "init_std": 1.0,
+                "std_type": "scalar",
+            },
+        ),
         "critic": dict(model),
-        "algorithm": {"class_name": "PPO", "value_loss_coef": 1.0, "use_clipped_value_loss": True,
-                      "clip_param": 0.2, "entropy_coef": 0.0, "num_learning_epochs": 5, "num_mini_batches": 4,
-                      "learning_rate": 5.0e-4, "schedule": "adaptive", "gamma": 0.99, "lam": 0.95,
-                      "desired_kl": 0.01, "max_grad_norm": 1.0},
+        "algorithm": {
+            "class_name": "PPO",
+            "value_loss_coef": 1.0,
+            "use_clipped_value_loss": True,
+            "clip_param": 0.2,
+            "entropy_coef": 0.0,
+            "num_learning_epochs": 5,
+            "num_mini_batches": 4,
+            "learning_rate": 5.0e-4,
+            "schedule": "adaptive",
+            "gamma": 0.99,
+            "lam": 0.95,
+            "desired_kl": 0.01,
+            "max_grad_norm": 1.0,
+        },
     }
 
 
 def main() -> None:
     from common.cli import ArgumentParser
+
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="Hopper-v5")
     p.add_argument("--seed", type=int, default=1)
@@ -69,8 +91,14 @@ def main() -> None:
     p.add_argument("--gym-seed", type=int, default=20_000)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--obs-norm", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--device", default="cpu", help="cpu, or cuda (the env, rsl_rl's runner and the evaluations)")
-    p.add_argument("--backend", default="auto", help="MuJoCo backend: auto (warp on CUDA), batch or warp")
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help="cpu, or cuda (the env, rsl_rl's runner and the evaluations)",
+    )
+    p.add_argument(
+        "--backend", default="auto", help="MuJoCo backend: auto (warp on CUDA), batch or warp"
+    )
     p.add_argument("--out", required=True)
     a = p.parse_args()
     from rsl_rl.runners import OnPolicyRunner
@@ -83,7 +111,10 @@ def main() -> None:
     iters_per_eval = max(1, a.eval_every // per_iter)
     total_iters = a.steps // per_iter
     dev = torch.device(a.device)
-    env = RslRlVecEnv(envs.make(a.task, num_envs=a.num_envs, seed=a.seed, device=dev, backend=a.backend), seed=a.seed)
+    env = RslRlVecEnv(
+        envs.make(a.task, num_envs=a.num_envs, seed=a.seed, device=dev, backend=a.backend),
+        seed=a.seed,
+    )
     runner = OnPolicyRunner(env, cfg, log_dir=None, device=str(dev))
     low, high = env.low, env.high
 
@@ -91,7 +122,9 @@ def main() -> None:
     def policy(obs: torch.Tensor) -> torch.Tensor:
         from tensordict import TensorDict
 
-        obs = torch.as_tensor(obs, dtype=torch.float32, device=dev).reshape(-1, env.env.single_observation_space.shape[0])
+        obs = torch.as_tensor(obs, dtype=torch.float32, device=dev).reshape(
+            -1, env.env.single_observation_space.shape[0]
+        )
         actor = runner.alg.get_policy()
         return torch.clamp(actor(TensorDict({"policy": obs}, batch_size=[obs.shape[0]])), low, high)
 
@@ -106,16 +139,39 @@ def main() -> None:
         runner.alg.train_mode()
         eval_total += res["eval_seconds"]
         seconds = time.perf_counter() - t0
-        rows.append({"step": done_iters * per_iter, "seconds": seconds, "train_seconds": seconds - eval_total,
-                     "eval_return": res["eval_return"], "eval_return_std": res["eval_return_std"]})
+        rows.append(
+            {
+                "step": done_iters * per_iter,
+                "seconds": seconds,
+                "train_seconds": seconds - eval_total,
+                "eval_return": res["eval_return"],
+                "eval_return_std": res["eval_return_std"],
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     runner.alg.eval_mode()
-    ref = gym_rollouts(lambda o: policy(o)[0].cpu().numpy(), a.task, a.gym_episodes, seed=a.gym_seed)
-    out = {"side": "rsl_rl", "task": a.task, "seed": a.seed, "num_envs": a.num_envs, "steps": rows[-1]["step"],
-           "threads": a.threads, "device": str(dev), "backend": getattr(env.env, "backend", None), "obs_norm": a.obs_norm, "config": cfg, "curve": rows,
-           "train_seconds": rows[-1]["train_seconds"], "sps": rows[-1]["step"] / rows[-1]["train_seconds"],
-           "eval_return": rows[-1]["eval_return"], "gym_return": ref["eval_return"],
-           "gym_return_std": ref["eval_return_std"], "gym_returns": ref["returns"]}
+    ref = gym_rollouts(
+        lambda o: policy(o)[0].cpu().numpy(), a.task, a.gym_episodes, seed=a.gym_seed
+    )
+    out = {
+        "side": "rsl_rl",
+        "task": a.task,
+        "seed": a.seed,
+        "num_envs": a.num_envs,
+        "steps": rows[-1]["step"],
+        "threads": a.threads,
+        "device": str(dev),
+        "backend": getattr(env.env, "backend", None),
+        "obs_norm": a.obs_norm,
+        "config": cfg,
+        "curve": rows,
+        "train_seconds": rows[-1]["train_seconds"],
+        "sps": rows[-1]["step"] / rows[-1]["train_seconds"],
+        "eval_return": rows[-1]["eval_return"],
+        "gym_return": ref["eval_return"],
+        "gym_return_std": ref["eval_return_std"],
+        "gym_returns": ref["returns"],
+    }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=1))
 

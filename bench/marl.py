@@ -28,8 +28,15 @@ import torch
 # settings per algorithm: those of its learning test in tests/ (MADDPG/MATD3 with a longer budget)
 _COMMON = dict(env="simple_spread", eval_every=0, eval_episodes=100)
 CONFIGS: dict[str, dict] = {
-    "mappo": dict(_COMMON, num_envs=64, num_steps=25, num_minibatches=4, update_epochs=10, hidden=(128, 128),
-                  total_steps=600_000),
+    "mappo": dict(
+        _COMMON,
+        num_envs=64,
+        num_steps=25,
+        num_minibatches=4,
+        update_epochs=10,
+        hidden=(128, 128),
+        total_steps=600_000,
+    ),
     "vdn": dict(_COMMON, total_steps=150_000),
     "qmix": dict(_COMMON, total_steps=100_000, gamma=0.95),
     "maddpg": dict(_COMMON, num_envs=16, total_steps=150_000),
@@ -49,8 +56,9 @@ def random_return(continuous: bool, episodes: int, seed: int) -> float:
             return torch.rand(n, a, 5, generator=gen)
         return torch.randint(0, 5, (n, a), generator=gen)
 
-    return ma_evaluate(policy, "simple_spread", episodes=episodes, seed=seed,
-                       continuous_actions=continuous)["eval_return"]
+    return ma_evaluate(
+        policy, "simple_spread", episodes=episodes, seed=seed, continuous_actions=continuous
+    )["eval_return"]
 
 
 def run_one(job):
@@ -63,7 +71,11 @@ def run_one(job):
     r = module.main(module.Args(out_dir=out, **kw))
     with open(Path(r["run_dir"]) / "metrics.csv") as f:
         rows = [row for row in csv.DictReader(f) if row.get("return")]
-    curve = [(float(row["step"]), float(row["return"])) for row in rows if row["return"] not in ("", "nan")]
+    curve = [
+        (float(row["step"]), float(row["return"]))
+        for row in rows
+        if row["return"] not in ("", "nan")
+    ]
     return algo, seed, r["eval_return"], r["seconds"], curve
 
 
@@ -94,10 +106,13 @@ def plot(results, algos, path):
 
 def main() -> str:
     from common.cli import ArgumentParser
+
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--algos", nargs="+", default=list(CONFIGS))
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    p.add_argument("--scale", type=float, default=1.0, help="multiplies each algorithm's step budget")
+    p.add_argument(
+        "--scale", type=float, default=1.0, help="multiplies each algorithm's step budget"
+    )
     p.add_argument("--jobs", type=int, default=2, help="runs in parallel, one torch thread each")
     p.add_argument("--episodes", type=int, default=100, help="random-policy evaluation episodes")
     p.add_argument("--png", default="bench/results/marl_simple_spread.png")
@@ -110,19 +125,28 @@ def main() -> str:
         with ProcessPoolExecutor(a.jobs) as pool:
             results = list(pool.map(run_one, jobs))
     rnd = {c: random_return(c, a.episodes, seed=123) for c in (False, True)}
-    lines = [f"MPE simple_spread (3 agents, 25-step episodes): final deterministic policy, mean +- std over "
-             f"seeds {a.seeds}; 1 torch thread per run, {a.jobs} runs in parallel", "",
-             "| algorithm | actions | env steps | final return | wall s / run |", "|---|---|---:|---:|---:|"]
+    lines = [
+        f"MPE simple_spread (3 agents, 25-step episodes): final deterministic policy, mean +- std "
+        f"over seeds {a.seeds}; 1 torch thread per run, {a.jobs} runs in parallel",
+        "",
+        "| algorithm | actions | env steps | final return | wall s / run |",
+        "|---|---|---:|---:|---:|",
+    ]
     for algo in a.algos:
         rs = np.array([r[2] for r in results if r[0] == algo])
         ts = np.array([r[3] for r in results if r[0] == algo])
         cont = algo in CONTINUOUS
         steps = int(CONFIGS[algo]["total_steps"] * a.scale)
-        lines.append(f"| {algo} | {'continuous' if cont else 'discrete'} | {steps:,} | "
-                     f"{rs.mean():.2f} +- {rs.std():.2f} | {ts.mean():.0f} |")
+        lines.append(
+            f"| {algo} | {'continuous' if cont else 'discrete'} | {steps:,} | "
+            f"{rs.mean():.2f} +- {rs.std():.2f} | {ts.mean():.0f} |"
+        )
         print(algo, rs.round(2).tolist(), flush=True)
-    lines += ["", f"Uniform-random policy ({a.episodes} episodes): discrete {rnd[False]:.2f}, "
-                  f"continuous {rnd[True]:.2f}. Curves: {Path(a.png).name}."]
+    lines += [
+        "",
+        f"Uniform-random policy ({a.episodes} episodes): discrete {rnd[False]:.2f}, "
+        f"continuous {rnd[True]:.2f}. Curves: {Path(a.png).name}.",
+    ]
     plot(results, a.algos, a.png)
     table = "\n".join(lines)
     print("\n" + table)

@@ -1,4 +1,5 @@
-"""Does PPO learn on the batched MuJoCo envs (CPU `batch` backend)? A stated budget, one table, a curve.
+"""Does PPO learn on the batched MuJoCo envs (CPU `batch` backend)? A stated budget, one table, a
+curve.
 
 Runs `algos/ppo_vec.py` with its MuJoCo defaults (`MUJOCO_DEFAULTS`) scaled to a CPU (fewer envs,
 a longer horizon), then evaluates the deterministic policy on gymnasium's own `<Task>-v5` (the
@@ -42,6 +43,7 @@ def random_return(env_id: str, episodes: int, seed: int) -> tuple[float, float]:
 
 def main() -> str:
     from common.cli import ArgumentParser
+
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="Hopper-v5")
     p.add_argument("--steps", type=int, default=3_000_000)
@@ -56,27 +58,45 @@ def main() -> str:
     rnd, rnd_std = random_return(a.env, a.episodes, seed=10_000)
     rows = []
     for seed in a.seeds:
-        args = replace(ppo_vec.default_args(a.env), num_envs=a.num_envs, num_steps=a.num_steps, seed=seed,
-                       num_minibatches=a.num_minibatches, update_epochs=a.update_epochs,
-                       total_steps=a.steps, eval_every=a.steps // 6, save_every=0, quiet=True,
-                       out_dir="runs/bench-mujoco", mujoco_backend="batch")
+        args = replace(
+            ppo_vec.default_args(a.env),
+            num_envs=a.num_envs,
+            num_steps=a.num_steps,
+            seed=seed,
+            num_minibatches=a.num_minibatches,
+            update_epochs=a.update_epochs,
+            total_steps=a.steps,
+            eval_every=a.steps // 6,
+            save_every=0,
+            quiet=True,
+            out_dir="runs/bench-mujoco",
+            mujoco_backend="batch",
+        )
         res = ppo_vec.main(args)
         policy = ppo_vec.load_policy(res["checkpoint"])
         ref = gym_rollouts(policy, a.env, a.episodes, seed=20_000)
         png = Path(a.out) / f"mujoco_{a.env.split('-')[0].lower()}_ppo_seed{seed}.png"
         shutil.copy(Path(res["run_dir"]) / "curves.png", png)
         rows.append((seed, res, ref, png))
-    lines = [f"# PPO on {a.env}: batched CPU env (`batch` backend), {a.steps:,} steps, "
-             f"{a.num_envs} envs x {a.num_steps} steps per rollout, {a.num_minibatches} minibatches x "
-             f"{a.update_epochs} epochs", "",
-             "| seed | eval on our env | eval on gymnasium's env | wall time | env-steps/s | curve |",
-             "|---|---:|---:|---:|---:|---|"]
+    lines = [
+        f"# PPO on {a.env}: batched CPU env (`batch` backend), {a.steps:,} steps, "
+        f"{a.num_envs} envs x {a.num_steps} steps per rollout, {a.num_minibatches} minibatches x "
+        f"{a.update_epochs} epochs",
+        "",
+        "| seed | eval on our env | eval on gymnasium's env | wall time | env-steps/s | curve |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
     for seed, res, ref, png in rows:
-        lines.append(f"| {seed} | {res['eval_return']:.1f} ± {res['eval_return_std']:.1f} | "
-                     f"{ref['eval_return']:.1f} ± {ref['eval_return_std']:.1f} | {res['seconds']:.0f} s | "
-                     f"{res['steps'] / res['seconds']:,.0f} | {png.name} |")
-    lines += ["", f"Uniform-random policy on gymnasium's {a.env}: {rnd:.1f} ± {rnd_std:.1f} "
-              f"({a.episodes} episodes). Evaluations: deterministic policy, {a.episodes} episodes."]
+        lines.append(
+            f"| {seed} | {res['eval_return']:.1f} ± {res['eval_return_std']:.1f} | "
+            f"{ref['eval_return']:.1f} ± {ref['eval_return_std']:.1f} | {res['seconds']:.0f} s | "
+            f"{res['steps'] / res['seconds']:,.0f} | {png.name} |"
+        )
+    lines += [
+        "",
+        f"Uniform-random policy on gymnasium's {a.env}: {rnd:.1f} ± {rnd_std:.1f} "
+        f"({a.episodes} episodes). Evaluations: deterministic policy, {a.episodes} episodes.",
+    ]
     out = "\n".join(lines)
     print(out)
     return out

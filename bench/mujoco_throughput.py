@@ -38,18 +38,29 @@ def _rate(step, n: int, seconds: float, sync=lambda: None, min_steps: int = 3) -
             return steps * n / dt
 
 
-def ours(env_id: str, n: int, seconds: float, backend: str, nthread: int | None = None, device="cpu") -> float:
+def ours(
+    env_id: str, n: int, seconds: float, backend: str, nthread: int | None = None, device="cpu"
+) -> float:
     env = envs.make(env_id, num_envs=n, device=device, seed=0, backend=backend, nthread=nthread)
     env.reset(seed=0)
     shape = (n, *env.single_action_space.shape)
     sync = torch.cuda.synchronize if env.device.type == "cuda" else (lambda: None)
     gen = torch.Generator(device=env.device).manual_seed(0)
-    return _rate(lambda: env.step(torch.rand(shape, device=env.device, generator=gen) * 2 - 1), n, seconds, sync)
+    return _rate(
+        lambda: env.step(torch.rand(shape, device=env.device, generator=gen) * 2 - 1),
+        n,
+        seconds,
+        sync,
+    )
 
 
 def gymnasium_sync(env_id: str, n: int, seconds: float) -> float:
-    env = gym.make_vec(env_id, num_envs=n, vectorization_mode="sync",
-                       vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+    env = gym.make_vec(
+        env_id,
+        num_envs=n,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+    )
     env.reset(seed=0)
     rng = np.random.default_rng(0)
     shape = env.action_space.shape
@@ -60,35 +71,55 @@ def gymnasium_sync(env_id: str, n: int, seconds: float) -> float:
 
 def main() -> str:
     from common.cli import ArgumentParser
+
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="Ant-v5")
     p.add_argument("--sizes", type=int, nargs="+", default=[64, 1024, 4096])
     p.add_argument("--seconds", type=float, default=5.0, help="measuring time per cell")
     p.add_argument("--no-warp", action="store_true", help="skip MuJoCo Warp (e.g. not installed)")
-    p.add_argument("--warp-max", type=int, default=4096, help="largest N measured for warp on a CPU")
+    p.add_argument(
+        "--warp-max", type=int, default=4096, help="largest N measured for warp on a CPU"
+    )
     a = p.parse_args()
     cores = available_cores()
     cuda = torch.cuda.is_available()
     rows = [("batch, 1 thread", lambda n: ours(a.env, n, a.seconds, "batch", 1))]
     if cores > 1:
-        rows.append((f"batch, {cores} threads", lambda n: ours(a.env, n, a.seconds, "batch", cores)))
+        rows.append(
+            (f"batch, {cores} threads", lambda n: ours(a.env, n, a.seconds, "batch", cores))
+        )
     if not a.no_warp:
         where = "CUDA" if cuda else "Warp CPU device"
-        rows.append((f"warp ({where})", lambda n: ours(a.env, n, a.seconds, "warp", device="cuda" if cuda else "cpu")
-                     if cuda or n <= a.warp_max else float("nan")))
-        ours(a.env, 2, 0.0, "warp", device="cuda" if cuda else "cpu")  # compile the kernels once, untimed
+        rows.append(
+            (
+                f"warp ({where})",
+                lambda n: (
+                    ours(a.env, n, a.seconds, "warp", device="cuda" if cuda else "cpu")
+                    if cuda or n <= a.warp_max
+                    else float("nan")
+                ),
+            )
+        )
+        # compile the kernels once, untimed
+        ours(a.env, 2, 0.0, "warp", device="cuda" if cuda else "cpu")
     rows.append(("gymnasium make_vec sync", lambda n: gymnasium_sync(a.env, n, a.seconds)))
     results = {name: [fn(n) for n in a.sizes] for name, fn in rows}
     ref = results["gymnasium make_vec sync"]
-    lines = [f"# {a.env} env-steps/s (random actions, same-step autoreset; {cores} CPU cores"
-             f"{', CUDA' if cuda else ', no GPU'})", "",
-             "| backend | " + " | ".join(f"N={n}" for n in a.sizes) + " |",
-             "|---|" + "---:|" * len(a.sizes)]
+    lines = [
+        f"# {a.env} env-steps/s (random actions, same-step autoreset; {cores} CPU cores"
+        f"{', CUDA' if cuda else ', no GPU'})",
+        "",
+        "| backend | " + " | ".join(f"N={n}" for n in a.sizes) + " |",
+        "|---|" + "---:|" * len(a.sizes),
+    ]
     for name, vals in results.items():
         cells = [f"{v:,.0f} ({v / r:.1f}x)" if v == v else "-" for v, r in zip(vals, ref)]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["", "Ratios (in parentheses) are against gymnasium's sync vector env at the same N, measured in "
-              "the same run."]
+    lines += [
+        "",
+        "Ratios (in parentheses) are against gymnasium's sync vector env at the same N, measured "
+        "in the same run.",
+    ]
     out = "\n".join(lines)
     print(out)
     return out

@@ -24,8 +24,15 @@ import numpy as np
 
 # RL Baselines3 Zoo benchmark.md (deterministic eval of one agent; training budget in brackets)
 RL_ZOO = {
-    "Pendulum-v1": {"ppo_vec": "-172.2 +- 104.2 (100k)", "sac": "-157.0 +- 88.7 (20k)", "td3": "-151.9 +- 90.2 (20k)"},
-    "LunarLanderContinuous-v3": {"sac": "260.4 +- 65.5 (500k, v2)", "td3": "207.5 +- 67.6 (300k, v2)"},
+    "Pendulum-v1": {
+        "ppo_vec": "-172.2 +- 104.2 (100k)",
+        "sac": "-157.0 +- 88.7 (20k)",
+        "td3": "-151.9 +- 90.2 (20k)",
+    },
+    "LunarLanderContinuous-v3": {
+        "sac": "260.4 +- 65.5 (500k, v2)",
+        "td3": "207.5 +- 67.6 (300k, v2)",
+    },
     "BipedalWalker-v3": {"sac": "297.7 +- 33.1 (500k)", "td3": "306.0 +- 56.9 (1M)"},
 }
 
@@ -39,7 +46,8 @@ def run_one(job):
     kw = dict(env=env, seed=seed, total_steps=steps, eval_every=0, save_every=0, quiet=True)
     if hidden:
         kw["hidden"] = tuple(hidden)
-    if algo == "redq":  # as in tests/test_learning_offpolicy.py: small ensemble members, early start
+    # as in tests/test_learning_offpolicy.py: small ensemble members, early start
+    if algo == "redq":
         kw.update(batch_size=128, learning_starts=1_000)
     with tempfile.TemporaryDirectory() as out:
         r = module.main(module.Args(out_dir=out, **kw))
@@ -48,12 +56,17 @@ def run_one(job):
 
 def main() -> str:
     from common.cli import ArgumentParser
+
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="Pendulum-v1")
     p.add_argument("--algos", nargs="+", default=["ddpg", "td3", "sac", "modsac", "redq"])
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    p.add_argument("--steps", type=int, default=10_000, help="env steps per run (redq: half, learning from 1k)")
-    p.add_argument("--hidden", type=int, nargs="*", default=[128, 128], help="hidden sizes (redq: half width)")
+    p.add_argument(
+        "--steps", type=int, default=10_000, help="env steps per run (redq: half, learning from 1k)"
+    )
+    p.add_argument(
+        "--hidden", type=int, nargs="*", default=[128, 128], help="hidden sizes (redq: half width)"
+    )
     p.add_argument("--jobs", type=int, default=2, help="runs in parallel, one torch thread each")
     a = p.parse_args()
     jobs = []
@@ -64,14 +77,21 @@ def main() -> str:
     with ProcessPoolExecutor(a.jobs) as pool:
         results = list(pool.map(run_one, jobs))
     ref = RL_ZOO.get(a.env, {})
-    lines = [f"{a.env}: final policy, 10 deterministic eval episodes, mean +- std over seeds {a.seeds}; "
-             f"{a.steps:,} env steps (REDQ {a.steps // 2:,}, learning from step 1,000), hidden {tuple(a.hidden)} (REDQ half width), 1 torch "
-             f"thread per run, {a.jobs} runs in parallel", "",
-             "| algorithm | eval return | wall s / run | RL Zoo (deterministic eval, budget) |", "|---|---:|---:|---|"]
+    lines = [
+        f"{a.env}: final policy, 10 deterministic eval episodes, mean +- std over seeds {a.seeds}; "
+        f"{a.steps:,} env steps (REDQ {a.steps // 2:,}, learning from step 1,000), hidden "
+        f"{tuple(a.hidden)} (REDQ half width), 1 torch thread per run, {a.jobs} runs in parallel",
+        "",
+        "| algorithm | eval return | wall s / run | RL Zoo (deterministic eval, budget) |",
+        "|---|---:|---:|---|",
+    ]
     for algo in a.algos:
         rs = np.array([r[2] for r in results if r[0] == algo])
         ts = np.array([r[3] for r in results if r[0] == algo])
-        lines.append(f"| {algo} | {rs.mean():.1f} +- {rs.std():.1f} | {ts.mean():.0f} | {ref.get(algo, '')} |")
+        lines.append(
+            f"| {algo} | {rs.mean():.1f} +- {rs.std():.1f} | {ts.mean():.0f} "
+            f"| {ref.get(algo, '')} |"
+        )
         print(algo, rs.round(1).tolist(), flush=True)
     table = "\n".join(lines)
     print("\n" + table)

@@ -1,35 +1,39 @@
 """Side by side with Stable-Baselines3 on this machine, in one invocation: the wall time each side's
 training needs to reach a deterministic 10-episode evaluation on gymnasium's own env of >= 475 on
 CartPole-v1 (PPO, DQN, PQN) and >= -200 on Pendulum-v1 (SAC, TD3), with **each algorithm file's own
-defaults** (`python algos/<file>.py --env <id>`, nothing else) against SB3 with RL Zoo's tuned settings.
+defaults** (`python algos/<file>.py --env <id>`, nothing else) against SB3 with RL Zoo's tuned
+settings.
 
-    python bench/peers.py                                  # every comparison, seeds 1-5 (~30-40 min on 2 cores)
+    python bench/peers.py  # every comparison, seeds 1-5 (~30-40 min on 2 cores)
     python bench/peers.py --only ppo dqn --seeds 1 2 3
     python bench/peers.py --from-log bench/results/peers.jsonl   # rebuild the table, no runs
 
 SB3 is never a project dependency: the first run creates `bench/.venv-peers` (python -m venv, then
-pip install of torch==2.13.0, stable-baselines3==2.9.2 and gymnasium[classic-control]==1.4.0 (PINS): a
-download, a few minutes; where plain pip would pull a CUDA torch, create that venv beforehand with the CPU
-wheel) and runs the SB3 side there (`bench/peers_sb3.py`, RL Baselines3 Zoo hyper-parameters); our side
-runs with this interpreter. Every run is its own process, one at a time, with OMP_NUM_THREADS=1 and torch.set_num_threads(1) on both sides.
-DQN and PQN are both compared with SB3's DQN: one SB3 run per seed, in this invocation, serves both rows.
+pip install of torch==2.13.0, stable-baselines3==2.9.2 and gymnasium[classic-control]==1.4.0 (PINS):
+a download, a few minutes; where plain pip would pull a CUDA torch, create that venv beforehand with
+the CPU wheel) and runs the SB3 side there (`bench/peers_sb3.py`, RL Baselines3 Zoo
+hyper-parameters); our side runs with this interpreter. Every run is its own process, one at a time,
+with OMP_NUM_THREADS=1 and torch.set_num_threads(1) on both sides. DQN and PQN are both compared
+with SB3's DQN: one SB3 run per seed, in this invocation, serves both rows.
 
-The only flag the benchmark gives our files is the evaluation cadence (`--eval-every`, the same number
-of env steps as SB3's): a measurement setting, not a training one. Each side evaluates after the update
-that completes every `eval_every` env steps (ours: the file's own evaluation point; SB3: a callback at
-the start of the next rollout), on one `gymnasium.make(env_id)`, episode k reset with seed
-`seed + 10000 + k` (common/evaluate.py's `gym_rollouts`; the SB3 script carries a copy of its loop).
-For ours, the algorithm file's `evaluate` (our torch env) is replaced by it in the worker process;
-nothing else in the algorithm changes. A run stops at its first evaluation >= the threshold, or at its
-own step budget (ours: the file's default `--total-steps`; SB3: the zoo's `n_timesteps`): not reached.
+The only flag the benchmark gives our files is the evaluation cadence (`--eval-every`, the same
+number of env steps as SB3's): a measurement setting, not a training one. Each side evaluates after
+the update that completes every `eval_every` env steps (ours: the file's own evaluation point; SB3:
+a callback at the start of the next rollout), on one `gymnasium.make(env_id)`, episode k reset with
+seed `seed + 10000 + k` (common/evaluate.py's `gym_rollouts`; the SB3 script carries a copy of its
+loop). For ours, the algorithm file's `evaluate` (our torch env) is replaced by it in the worker
+process; nothing else in the algorithm changes. A run stops at its first evaluation >= the
+threshold, or at its own step budget (ours: the file's default `--total-steps`; SB3: the zoo's
+`n_timesteps`): not reached.
 
-Clocks: both start when training starts (SB3: the callback's `_on_training_start`, after the model and
-its envs are built; ours: when the algorithm file's Logger is ready, after envs, networks, buffers and
-the logger's own writers are built) and stop at the end of the first evaluation >= the threshold. **The headline is training
-seconds** (the issue's "training seconds only"): the clock minus the time of every evaluation inside
-it; the clock with the evaluations is shown beside it. Medians over seeds; a seed that never reached
-counts as infinitely slow (the median is "n/a" when half of them did not reach).
-Ours writes curves.png at each evaluation; the worker makes that plot a no-op (SB3 draws nothing).
+Clocks: both start when training starts (SB3: the callback's `_on_training_start`, after the model
+and its envs are built; ours: when the algorithm file's Logger is ready, after envs, networks,
+buffers and the logger's own writers are built) and stop at the end of the first evaluation >= the
+threshold. **The headline is training seconds** (the issue's "training seconds only"): the clock
+minus the time of every evaluation inside it; the clock with the evaluations is shown beside it.
+Medians over seeds; a seed that never reached counts as infinitely slow (the median is "n/a" when
+half of them did not reach). Ours writes curves.png at each evaluation; the worker makes that plot a
+no-op (SB3 draws nothing).
 """
 
 from __future__ import annotations
@@ -50,25 +54,39 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / "bench" / ".venv-peers"
 PINS = {"torch": "2.13.0", "stable-baselines3": "2.9.2", "gymnasium": "1.4.0"}
 
-# comparison -> (our file, env, threshold, eval cadence in env steps (both sides), SB3 algorithm, target ratio)
+# comparison -> (our file, env, threshold, eval cadence in env steps (both sides), SB3 algorithm,
+# target ratio)
 COMPARISONS = {
-    "ppo": dict(file="ppo_vec", env="CartPole-v1", threshold=475.0, eval_every=2048, sb3="ppo", target=10.0),
-    "dqn": dict(file="dqn", env="CartPole-v1", threshold=475.0, eval_every=2048, sb3="dqn", target=5.0),
-    "pqn": dict(file="pqn", env="CartPole-v1", threshold=475.0, eval_every=2048, sb3="dqn", target=5.0),
-    "sac": dict(file="sac", env="Pendulum-v1", threshold=-200.0, eval_every=1000, sb3="sac", target=10.0),
-    "td3": dict(file="td3", env="Pendulum-v1", threshold=-200.0, eval_every=1000, sb3="td3", target=10.0),
+    "ppo": dict(
+        file="ppo_vec", env="CartPole-v1", threshold=475.0, eval_every=2048, sb3="ppo", target=10.0
+    ),
+    "dqn": dict(
+        file="dqn", env="CartPole-v1", threshold=475.0, eval_every=2048, sb3="dqn", target=5.0
+    ),
+    "pqn": dict(
+        file="pqn", env="CartPole-v1", threshold=475.0, eval_every=2048, sb3="dqn", target=5.0
+    ),
+    "sac": dict(
+        file="sac", env="Pendulum-v1", threshold=-200.0, eval_every=1000, sb3="sac", target=10.0
+    ),
+    "td3": dict(
+        file="td3", env="Pendulum-v1", threshold=-200.0, eval_every=1000, sb3="td3", target=10.0
+    ),
 }
 ZOO_TEXT = {
-    "ppo": "RL Zoo ppo.yml CartPole-v1: n_envs 8, n_timesteps 1e5, n_steps 32, batch_size 256, gae_lambda 0.8, "
-           "gamma 0.98, n_epochs 20, ent_coef 0.0, learning_rate lin_0.001, clip_range lin_0.2 (MlpPolicy 64x64)",
-    "dqn": "RL Zoo dqn.yml CartPole-v1: n_timesteps 5e4, learning_rate 2.3e-3, batch_size 64, buffer_size 1e5, "
-           "learning_starts 1000, gamma 0.99, target_update_interval 10, train_freq 256, gradient_steps 128, "
-           "exploration_fraction 0.16, exploration_final_eps 0.04, net_arch 256x256 (1 env)",
-    "sac": "RL Zoo sac.yml Pendulum-v1: n_timesteps 20000, learning_rate 1e-3, SB3 defaults otherwise (1 env, "
-           "buffer 1e6, learning_starts 100, batch 256, tau 0.005, gamma 0.99, train_freq 1, gradient_steps 1, "
-           "ent_coef auto, net_arch 256x256)",
-    "td3": "RL Zoo td3.yml Pendulum-v1: n_timesteps 20000, gamma 0.98, buffer_size 200000, learning_starts 10000, "
-           "noise normal 0.1, gradient_steps -1, train_freq [1, episode], learning_rate 1e-3, net_arch [400, 300]",
+    "ppo": "RL Zoo ppo.yml CartPole-v1: n_envs 8, n_timesteps 1e5, n_steps 32, batch_size 256, "
+    "gae_lambda 0.8, gamma 0.98, n_epochs 20, ent_coef 0.0, learning_rate lin_0.001, clip_range "
+    "lin_0.2 (MlpPolicy 64x64)",
+    "dqn": "RL Zoo dqn.yml CartPole-v1: n_timesteps 5e4, learning_rate 2.3e-3, batch_size "
+    "64, buffer_size 1e5, learning_starts 1000, gamma 0.99, target_update_interval 10, "
+    "train_freq 256, gradient_steps 128, exploration_fraction 0.16, exploration_final_eps 0.04, "
+    "net_arch 256x256 (1 env)",
+    "sac": "RL Zoo sac.yml Pendulum-v1: n_timesteps 20000, learning_rate 1e-3, SB3 defaults "
+    "otherwise (1 env, buffer 1e6, learning_starts 100, batch 256, tau 0.005, gamma 0.99, "
+    "train_freq 1, gradient_steps 1, ent_coef auto, net_arch 256x256)",
+    "td3": "RL Zoo td3.yml Pendulum-v1: n_timesteps 20000, gamma 0.98, buffer_size 200000, "
+    "learning_starts 10000, noise normal 0.1, gradient_steps -1, train_freq [1, episode], "
+    "learning_rate 1e-3, net_arch [400, 300]",
 }
 
 
@@ -81,21 +99,38 @@ def thread_env() -> dict:
 # ---------------------------------------------------------------------------------------------
 def ensure_venv() -> Path:
     py = VENV / "bin" / "python"
-    probe = ("import torch, stable_baselines3, gymnasium; print(torch.__version__.split('+')[0], "
-             "stable_baselines3.__version__, gymnasium.__version__)")
+    probe = (
+        "import torch, stable_baselines3, gymnasium; print(torch.__version__.split('+')[0], "
+        "stable_baselines3.__version__, gymnasium.__version__)"
+    )
     want = f"{PINS['torch']} {PINS['stable-baselines3']} {PINS['gymnasium']}"
     if py.exists():
         got = subprocess.run([str(py), "-c", probe], capture_output=True, text=True).stdout.strip()
         if got == want:
             return py
-    print(f"creating {VENV.relative_to(ROOT)} (torch=={PINS['torch']}, stable-baselines3=="
-          f"{PINS['stable-baselines3']}, gymnasium[classic-control]=={PINS['gymnasium']})", flush=True)
+    print(
+        f"creating {VENV.relative_to(ROOT)} (torch=={PINS['torch']}, stable-baselines3=="
+        f"{PINS['stable-baselines3']}, gymnasium[classic-control]=={PINS['gymnasium']})",
+        flush=True,
+    )
     if not py.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    subprocess.run([str(py), "-m", "pip", "install", "-q", f"torch=={PINS['torch']}",
-                    f"stable-baselines3=={PINS['stable-baselines3']}",
-                    f"gymnasium[classic-control]=={PINS['gymnasium']}"], check=True)
-    got = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run(
+        [
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            f"torch=={PINS['torch']}",
+            f"stable-baselines3=={PINS['stable-baselines3']}",
+            f"gymnasium[classic-control]=={PINS['gymnasium']}",
+        ],
+        check=True,
+    )
+    got = subprocess.run(
+        [str(py), "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.strip()
     if got != want:
         raise RuntimeError(f"{VENV} has {got}, wanted {want}")
     return py
@@ -120,11 +155,25 @@ def worker(algo: str, seed: int, flags: list[str], threshold: float | None, prof
     from common.logger import Logger
 
     torch.set_num_threads(1)
-    mod = importlib.import_module(f"algos.{COMPARISONS[algo]['file'] if algo in COMPARISONS else algo}")
+    mod = importlib.import_module(
+        f"algos.{COMPARISONS[algo]['file'] if algo in COMPARISONS else algo}"
+    )
     # no curves.png at each evaluation (`--no-plots`): SB3 draws nothing either
-    args = cli(mod.Args, argv=[*flags, "--seed", str(seed), "--save-every", "0", "--quiet", "--no-plots", "--out-dir",
-                               str(ROOT / "bench" / "runs" / "peers")],
-               defaults_for=getattr(mod, "default_args", None))
+    args = cli(
+        mod.Args,
+        argv=[
+            *flags,
+            "--seed",
+            str(seed),
+            "--save-every",
+            "0",
+            "--quiet",
+            "--no-plots",
+            "--out-dir",
+            str(ROOT / "bench" / "runs" / "peers"),
+        ],
+        defaults_for=getattr(mod, "default_args", None),
+    )
     probe = gym.make(args.env)
     obs_shape = tuple(probe.observation_space.shape)
     probe.close()
@@ -146,10 +195,18 @@ def worker(algo: str, seed: int, flags: list[str], threshold: float | None, prof
     def gym_evaluate(policy, env_id, episodes=10, seed=0, device="cpu", **_):
         t = time.perf_counter()
         state["eval_start"] = t - state["logger"].t0
-        r = gym_rollouts(PolicyFn(policy, device, env_id=env_id, obs_shape=obs_shape), env_id, episodes, seed)
+        r = gym_rollouts(
+            PolicyFn(policy, device, env_id=env_id, obs_shape=obs_shape), env_id, episodes, seed
+        )
         now = time.perf_counter()
-        state["evals"].append(dict(step=None, seconds=now - state["logger"].t0, eval_seconds=now - t,
-                                   eval_return=r["eval_return"]))
+        state["evals"].append(
+            dict(
+                step=None,
+                seconds=now - state["logger"].t0,
+                eval_seconds=now - t,
+                eval_return=r["eval_return"],
+            )
+        )
         state["final"] = {k: v for k, v in r.items() if k != "returns"}
         return r
 
@@ -174,10 +231,23 @@ def worker(algo: str, seed: int, flags: list[str], threshold: float | None, prof
         import shutil
 
         shutil.rmtree(state["logger"].run_dir, ignore_errors=True)
-    out = dict(side="ours", algo=algo, env=args.env, seed=seed, evals=state["evals"], budget=args.total_steps)
+    out = dict(
+        side="ours",
+        algo=algo,
+        env=args.env,
+        seed=seed,
+        evals=state["evals"],
+        budget=args.total_steps,
+    )
     hit = next((e for e in state["evals"] if e["eval_return"] >= threshold), None)
-    out.update(reached=hit is not None, seconds=hit["seconds"] if hit else None, step=hit["step"] if hit else None)
-    out["versions"] = dict(torch=torch.__version__, gymnasium=gym.__version__, threads=torch.get_num_threads())
+    out.update(
+        reached=hit is not None,
+        seconds=hit["seconds"] if hit else None,
+        step=hit["step"] if hit else None,
+    )
+    out["versions"] = dict(
+        torch=torch.__version__, gymnasium=gym.__version__, threads=torch.get_num_threads()
+    )
     if prof is not None:
         import io
         import pstats
@@ -187,9 +257,14 @@ def worker(algo: str, seed: int, flags: list[str], threshold: float | None, prof
         total = st.total_tt
         rows = []
         for (file, line, fn), (cc, nc, tt, ct, _) in st.stats.items():
-            rows.append(dict(fn=f"{Path(file).name}:{line}({fn})", calls=nc, tottime=tt, cumtime=ct))
-        out["profile"] = dict(total=total, by_tottime=sorted(rows, key=lambda r: -r["tottime"])[:15],
-                              by_cumtime=sorted(rows, key=lambda r: -r["cumtime"])[:25])
+            rows.append(
+                dict(fn=f"{Path(file).name}:{line}({fn})", calls=nc, tottime=tt, cumtime=ct)
+            )
+        out["profile"] = dict(
+            total=total,
+            by_tottime=sorted(rows, key=lambda r: -r["tottime"])[:15],
+            by_cumtime=sorted(rows, key=lambda r: -r["cumtime"])[:25],
+        )
     return out
 
 
@@ -202,11 +277,14 @@ def run(cmd: list[str], log) -> dict:
     proc = subprocess.run(cmd, cwd=ROOT, env=thread_env(), capture_output=True, text=True)
     wall = time.perf_counter() - t
     line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
-    if proc.returncode != 0 or line is None:  # stop here: a row with a failed run would be a wrong number
+    # stop here: a row with a failed run would be a wrong number
+    if proc.returncode != 0 or line is None:
         print(f"FAILED ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}", flush=True)
-        raise SystemExit(f"error: a run failed (above); the runs before it are in {log.name} "
-                         f"(`python bench/peers.py --from-log {log.name}` rebuilds their table)")
-    res = json.loads(line[len("RESULT "):])
+        raise SystemExit(
+            f"error: a run failed (above); the runs before it are in {log.name} "
+            f"(`python bench/peers.py --from-log {log.name}` rebuilds their table)"
+        )
+    res = json.loads(line[len("RESULT ") :])
     res["process_wall"] = wall
     res["load_before"] = load
     log.write(json.dumps(res) + "\n")
@@ -216,19 +294,38 @@ def run(cmd: list[str], log) -> dict:
 
 def sb3_cmd(py: Path, algo: str, seed: int) -> list[str]:
     c = COMPARISONS[algo]
-    return [str(py), "bench/peers_sb3.py", c["sb3"], "--seed", str(seed), "--eval-every", str(c["eval_every"]),
-            "--threshold", f"{c['threshold']:g}"]
+    return [
+        str(py),
+        "bench/peers_sb3.py",
+        c["sb3"],
+        "--seed",
+        str(seed),
+        "--eval-every",
+        str(c["eval_every"]),
+        "--threshold",
+        f"{c['threshold']:g}",
+    ]
 
 
 def our_flags(algo: str) -> list[str]:
-    """The flags our side gets: the env, and the evaluation cadence (a measurement setting); nothing else."""
+    """The flags our side gets: the env, and the evaluation cadence (a measurement setting); nothing
+    else."""
     c = COMPARISONS[algo]
     return ["--env", c["env"], "--eval-every", str(c["eval_every"])]
 
 
 def ours_cmd(algo: str, seed: int, profile: bool = False) -> list[str]:
     c = COMPARISONS[algo]
-    cmd = [sys.executable, "bench/peers.py", "--worker", algo, "--seed", str(seed), "--threshold", f"{c['threshold']:g}"]
+    cmd = [
+        sys.executable,
+        "bench/peers.py",
+        "--worker",
+        algo,
+        "--seed",
+        str(seed),
+        "--threshold",
+        f"{c['threshold']:g}",
+    ]
     if profile:
         cmd += ["--profile", "always"]
     return cmd + ["--", *our_flags(algo)]
@@ -267,16 +364,39 @@ def median(xs):
 
 def main() -> None:
     from common.cli import ArgumentParser
+
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--only", nargs="+", choices=list(COMPARISONS), default=list(COMPARISONS),
-                   help="the comparisons to run (default: all five, ~30-40 min on 2 cores)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="seeds of both sides (default: 1-5)")
-    p.add_argument("--profile", choices=["auto", "never", "always"], default="auto",
-                   help="cProfile one run of ours (the first seed) for comparisons that miss their target (auto)")
-    p.add_argument("--log", default="bench/results/peers.jsonl",
-                   help="every run's JSON result, one line each (default: the committed bench/results/peers.jsonl; "
-                        "replaced when the invocation completes, kept as it was when it fails)")
-    p.add_argument("--from-log", metavar="JSONL", help="no runs: rebuild the table from a --log file")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        choices=list(COMPARISONS),
+        default=list(COMPARISONS),
+        help="the comparisons to run (default: all five, ~30-40 min on 2 cores)",
+    )
+    p.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=[1, 2, 3, 4, 5],
+        help="seeds of both sides (default: 1-5)",
+    )
+    p.add_argument(
+        "--profile",
+        choices=["auto", "never", "always"],
+        default="auto",
+        help="cProfile one run of ours (the first seed) for comparisons that "
+        "miss their target (auto)",
+    )
+    p.add_argument(
+        "--log",
+        default="bench/results/peers.jsonl",
+        help="every run's JSON result, one line each (default: the committed "
+        "bench/results/peers.jsonl; "
+        "replaced when the invocation completes, kept as it was when it fails)",
+    )
+    p.add_argument(
+        "--from-log", metavar="JSONL", help="no runs: rebuild the table from a --log file"
+    )
     # worker mode (our side, one run)
     p.add_argument("--worker", choices=list(COMPARISONS), help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
@@ -293,8 +413,10 @@ def main() -> None:
         print(report(results, profiles, versions_of(results), None))
         return
     if importlib.util.find_spec("torch") is None:  # our side runs with this interpreter
-        sys.exit(f"bench/peers.py: {sys.executable} has no torch; run it with the project's venv "
-                 "(.venv/bin/python bench/peers.py, or bash benchmark.sh peers)")
+        sys.exit(
+            f"bench/peers.py: {sys.executable} has no torch; run it with the project's venv "
+            "(.venv/bin/python bench/peers.py, or bash benchmark.sh peers)"
+        )
     t_group = time.perf_counter()
     py = ensure_venv()
     log_path = ROOT / a.log
@@ -313,13 +435,19 @@ def main() -> None:
                 sb3 = dict(sb3_runs[key], algo=algo)
                 ours = run(ours_cmd(algo, seed), log)
                 results[algo].append((seed, sb3, ours))
-                print(f"{algo} seed {seed}: SB3 {fmt(train_secs(sb3), '.2f')} s training ({fmt(clock_secs(sb3), '.2f')} "
-                      f"with evals, at {fmt(sb3.get('step'), ',')} steps), ours {fmt(train_secs(ours), '.2f')} s "
-                      f"({fmt(clock_secs(ours), '.2f')}, at {fmt(ours.get('step'), ',')} steps)", flush=True)
+                print(
+                    f"{algo} seed {seed}: SB3 {fmt(train_secs(sb3), '.2f')} s training "
+                    f"({fmt(clock_secs(sb3), '.2f')} with evals, at {fmt(sb3.get('step'), ',')} "
+                    f"steps), ours {fmt(train_secs(ours), '.2f')} s "
+                    f"({fmt(clock_secs(ours), '.2f')}, at {fmt(ours.get('step'), ',')} steps)",
+                    flush=True,
+                )
         profiles = {}
         for algo, rows in results.items():
             ratio = ratio_of(rows)
-            if a.profile == "always" or (a.profile == "auto" and (ratio is None or ratio < COMPARISONS[algo]["target"])):
+            if a.profile == "always" or (
+                a.profile == "auto" and (ratio is None or ratio < COMPARISONS[algo]["target"])
+            ):
                 print(f"{algo}: profiling ours (seed {rows[0][0]}) under cProfile", flush=True)
                 profiles[algo] = run(ours_cmd(algo, rows[0][0], profile=True), log)
     partial.replace(log_path)
@@ -327,7 +455,9 @@ def main() -> None:
 
 
 def versions_of(results) -> dict:
-    return next((r[1]["versions"] for rows in results.values() for r in rows if "versions" in r[1]), {})
+    return next(
+        (r[1]["versions"] for rows in results.values() for r in rows if "versions" in r[1]), {}
+    )
 
 
 def from_log(path: Path):
@@ -341,9 +471,13 @@ def from_log(path: Path):
             sb3[(r["algo"], r["seed"])] = r
         elif r.get("side") == "ours":
             ours.setdefault(r["algo"], {})[r["seed"]] = r
-    results = {algo: [(seed, dict(sb3.get((COMPARISONS[algo]["sb3"], seed), {}), algo=algo), o)
-                      for seed, o in sorted(by_seed.items())]
-               for algo, by_seed in sorted(ours.items(), key=lambda kv: list(COMPARISONS).index(kv[0]))}
+    results = {
+        algo: [
+            (seed, dict(sb3.get((COMPARISONS[algo]["sb3"], seed), {}), algo=algo), o)
+            for seed, o in sorted(by_seed.items())
+        ]
+        for algo, by_seed in sorted(ours.items(), key=lambda kv: list(COMPARISONS).index(kv[0]))
+    }
     return results, profiles
 
 
@@ -356,8 +490,11 @@ def ratio_of(rows, clock=train_secs) -> float | None:
 
 def reached(rows, i) -> str:
     steps = [r[i].get("step") for r in rows if r[i].get("reached")]
-    return (f"{len(steps)}/{len(rows)} reached, median {fmt(median(steps), ',.0f')} steps"
-            if steps else f"0/{len(rows)} reached")
+    return (
+        f"{len(steps)}/{len(rows)} reached, median {fmt(median(steps), ',.0f')} steps"
+        if steps
+        else f"0/{len(rows)} reached"
+    )
 
 
 def report(results, profiles, versions, total_seconds) -> str:
@@ -366,84 +503,153 @@ def report(results, profiles, versions, total_seconds) -> str:
 
     import gymnasium
 
-    out = [f"Stable-Baselines3 (RL Zoo settings) vs ours (each file's defaults), side by side on this machine "
-           f"({os.cpu_count()} CPU cores, {cpu_name()}), one torch thread each (OMP_NUM_THREADS=1, "
-           f"torch.set_num_threads(1)), one run at a time, one invocation, {date}. "
-           "Seconds of training to the first deterministic 10-episode gymnasium evaluation at or above the threshold "
-           "(evaluation time excluded; with it in the \"clock\" columns), medians over seeds:", ""]
-    out += ["| comparison | seeds | SB3 training s | ours training s | ratio SB3/ours | target | SB3 clock s | ours clock s "
-            "| ratio (clock) | SB3 | ours |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    out = [
+        "Stable-Baselines3 (RL Zoo settings) vs ours (each file's defaults), side by side on this "
+        f"machine ({os.cpu_count()} CPU cores, {cpu_name()}), one torch thread each "
+        "(OMP_NUM_THREADS=1, torch.set_num_threads(1)), one run at a time, one invocation, "
+        f"{date}. Seconds of training to the first deterministic 10-episode gymnasium evaluation "
+        'at or above the threshold (evaluation time excluded; with it in the "clock" columns), '
+        "medians over seeds:",
+        "",
+    ]
+    out += [
+        "| comparison | seeds | SB3 training s | ours training s | ratio SB3/ours | target "
+        "| SB3 clock s | ours clock s | ratio (clock) | SB3 | ours |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
     detail = []
     for algo, rows in results.items():
         c = COMPARISONS[algo]
         seeds = ", ".join(str(r[0]) for r in rows)
         ratio, ratio_clock = ratio_of(rows), ratio_of(rows, clock_secs)
         met = "met" if ratio is not None and ratio >= c["target"] else "missed"
-        name = (f"{algo.upper()} {c['env']} >= {c['threshold']:g} (SB3 {c['sb3'].upper()})" if c["sb3"] != algo
-                else f"{algo.upper()} {c['env']} >= {c['threshold']:g}")
+        name = (
+            f"{algo.upper()} {c['env']} >= {c['threshold']:g} (SB3 {c['sb3'].upper()})"
+            if c["sb3"] != algo
+            else f"{algo.upper()} {c['env']} >= {c['threshold']:g}"
+        )
         rs = lambda x: fmt(x, ".1f") + ("x" if x is not None and x != float("inf") else "")
-        out.append(f"| {name} | {seeds} | {fmt(median([train_secs(r[1]) for r in rows]))} | "
-                   f"{fmt(median([train_secs(r[2]) for r in rows]))} | {rs(ratio)} | >= {c['target']:g}x ({met}) | "
-                   f"{fmt(median([clock_secs(r[1]) for r in rows]))} | {fmt(median([clock_secs(r[2]) for r in rows]))} | "
-                   f"{rs(ratio_clock)} | {reached(rows, 1)} | {reached(rows, 2)} |")
-        detail += ["", f"{name}, per seed (evaluations every {c['eval_every']:,} env steps on both sides; training s = "
-                   f"clock s minus the evaluations inside it)", "",
-                   "| seed | SB3 steps | SB3 evals (s) | SB3 training s | SB3 clock s | ours steps | ours evals (s) "
-                   "| ours training s | ours clock s | ratio | ratio (clock) |",
-                   "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        out.append(
+            f"| {name} | {seeds} | {fmt(median([train_secs(r[1]) for r in rows]))} "
+            f"| {fmt(median([train_secs(r[2]) for r in rows]))} | {rs(ratio)} "
+            f"| >= {c['target']:g}x ({met}) | {fmt(median([clock_secs(r[1]) for r in rows]))} "
+            f"| {fmt(median([clock_secs(r[2]) for r in rows]))} | {rs(ratio_clock)} "
+            f"| {reached(rows, 1)} | {reached(rows, 2)} |"
+        )
+        detail += [
+            "",
+            f"{name}, per seed (evaluations every {c['eval_every']:,} env steps on both sides; "
+            f"training s = clock s minus the evaluations inside it)",
+            "",
+            "| seed | SB3 steps | SB3 evals (s) | SB3 training s | SB3 clock s | ours steps "
+            "| ours evals (s) | ours training s | ours clock s | ratio | ratio (clock) |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for seed, sb, o in rows:
+
             def evals(r):
                 t = r.get("seconds")
                 n = sum(1 for e in r.get("evals", []) if t is not None and e["seconds"] <= t + 1e-9)
-                return f"{n} ({eval_secs(r):.2f})" if t is not None else f"{len(r.get('evals', []))} (never)"
+                return (
+                    f"{n} ({eval_secs(r):.2f})"
+                    if t is not None
+                    else f"{len(r.get('evals', []))} (never)"
+                )
+
             ts, to = train_secs(sb), train_secs(o)
             cs, co = clock_secs(sb), clock_secs(o)
-            detail.append(f"| {seed} | {fmt(sb.get('step'), ',')} | {evals(sb)} | {fmt(ts, '.2f')} | {fmt(cs, '.2f')} | "
-                          f"{fmt(o.get('step'), ',')} | {evals(o)} | {fmt(to, '.2f')} | {fmt(co, '.2f')} | "
-                          f"{fmt(ts / to if ts and to and to != float('inf') else None, '.1f')} | "
-                          f"{fmt(cs / co if cs and co and co != float('inf') else None, '.1f')} |")
+            detail.append(
+                f"| {seed} | {fmt(sb.get('step'), ',')} | {evals(sb)} "
+                f"| {fmt(ts, '.2f')} | {fmt(cs, '.2f')} | {fmt(o.get('step'), ',')} "
+                f"| {evals(o)} | {fmt(to, '.2f')} | {fmt(co, '.2f')} "
+                f"| {fmt(ts / to if ts and to and to != float('inf') else None, '.1f')} "
+                f"| {fmt(cs / co if cs and co and co != float('inf') else None, '.1f')} |"
+            )
     out += detail
-    out += ["", "Commands and settings (both sides: OMP_NUM_THREADS=1 MKL_NUM_THREADS=1, torch.set_num_threads(1)):"]
+    out += [
+        "",
+        "Commands and settings (both sides: OMP_NUM_THREADS=1 MKL_NUM_THREADS=1, "
+        "torch.set_num_threads(1)):",
+    ]
     for algo in results:
         c = COMPARISONS[algo]
         flags = " ".join(our_flags(algo))
-        out.append(f"- {algo.upper()} SB3: `bench/.venv-peers/bin/python {' '.join(sb3_cmd(Path('x'), algo, 1)[1:])}` "
-                   f"(seed varied); {ZOO_TEXT[c['sb3']]}")
+        out.append(
+            f"- {algo.upper()} SB3: `bench/.venv-peers/bin/python "
+            f"{' '.join(sb3_cmd(Path('x'), algo, 1)[1:])}` (seed varied); {ZOO_TEXT[c['sb3']]}"
+        )
         budget = next((r[2].get("budget") for r in results[algo] if r[2].get("budget")), None)
-        out.append(f"- {algo.upper()} ours: `python algos/{c['file']}.py {flags} --seed 1` (the file's defaults for "
-                   f"{c['env']}: `python algos/{c['file']}.py --env {c['env']} --help` lists them; step budget "
-                   f"{fmt(budget, ',')}), run as `python bench/peers.py --worker {algo} --seed 1 --threshold "
-                   f"{c['threshold']:g} -- {flags}`, which replaces its `evaluate` by gymnasium rollouts")
-    out.append("- evaluation: 10 deterministic episodes on gymnasium.make(env), episode k seeded seed+10000+k, both sides; "
-               "each side evaluates after the update that completes each `eval_every` env steps")
+        out.append(
+            f"- {algo.upper()} ours: `python algos/{c['file']}.py {flags} --seed 1` (the file's "
+            f"defaults for {c['env']}: `python algos/{c['file']}.py --env {c['env']} --help` lists "
+            f"them; step budget {fmt(budget, ',')}), run as `python bench/peers.py --worker {algo} "
+            f"--seed 1 --threshold {c['threshold']:g} -- {flags}`, which replaces its `evaluate` "
+            f"by gymnasium rollouts"
+        )
+    out.append(
+        "- evaluation: 10 deterministic episodes on gymnasium.make(env), episode k seeded "
+        "seed+10000+k, both sides; "
+        "each side evaluates after the update that completes each `eval_every` env steps"
+    )
     if any(COMPARISONS[a]["sb3"] != a for a in results):
         out.append("- DQN and PQN rows share one SB3 DQN run per seed (this invocation)")
-    loads = [r[i]["load_before"] for rows in results.values() for r in rows for i in (1, 2) if "load_before" in r[i]]
+    loads = [
+        r[i]["load_before"]
+        for rows in results.values()
+        for r in rows
+        for i in (1, 2)
+        if "load_before" in r[i]
+    ]
     if loads:
-        out.append(f"- machine load: 1-minute load average before each run {min(loads):.1f} to {max(loads):.1f} "
-                   f"(1.0 = one busy core of {os.cpu_count()}; above that, other work shared the cores)")
-    out.append(f"- versions: SB3 side torch {versions.get('torch', '?')}, stable-baselines3 {versions.get('sb3', '?')}, "
-               f"gymnasium {versions.get('gymnasium', '?')}; our side torch {torch.__version__}, gymnasium "
-               f"{gymnasium.__version__}; Python {platform.python_version()}")
+        out.append(
+            f"- machine load: 1-minute load average before each run {min(loads):.1f} to "
+            f"{max(loads):.1f} (1.0 = one busy core of {os.cpu_count()}; above that, other "
+            f"work shared the cores)"
+        )
+    out.append(
+        f"- versions: SB3 side torch {versions.get('torch', '?')}, stable-baselines3 "
+        f"{versions.get('sb3', '?')}, gymnasium {versions.get('gymnasium', '?')}; our "
+        f"side torch {torch.__version__}, gymnasium {gymnasium.__version__}; Python "
+        f"{platform.python_version()}"
+    )
     if total_seconds is not None:
         out.append(f"- group run time: {total_seconds / 60:.1f} min (`bash benchmark.sh peers`)")
     for algo, prof in profiles.items():
         if "profile" not in prof:
             continue
         pr = prof["profile"]
-        out += ["", f"Profile of ours, {algo.upper()} seed {prof['seed']} (cProfile, {pr['total']:.2f} s profiled "
-                f"incl. setup; profiled clock {fmt(prof.get('seconds'), '.2f')} s): top functions by own time", "",
-                "| function | calls | own s | cumulative s |", "|---|---:|---:|---:|"]
-        out += [f"| `{r['fn']}` | {r['calls']:,} | {r['tottime']:.3f} | {r['cumtime']:.3f} |" for r in pr["by_tottime"]]
-        out += ["", "by cumulative time:", "", "| function | calls | own s | cumulative s |", "|---|---:|---:|---:|"]
-        out += [f"| `{r['fn']}` | {r['calls']:,} | {r['tottime']:.3f} | {r['cumtime']:.3f} |" for r in pr["by_cumtime"]]
+        out += [
+            "",
+            f"Profile of ours, {algo.upper()} seed {prof['seed']} (cProfile, {pr['total']:.2f} s "
+            f"profiled incl. setup; profiled clock {fmt(prof.get('seconds'), '.2f')} s): top "
+            f"functions by own time",
+            "",
+            "| function | calls | own s | cumulative s |",
+            "|---|---:|---:|---:|",
+        ]
+        out += [
+            f"| `{r['fn']}` | {r['calls']:,} | {r['tottime']:.3f} | {r['cumtime']:.3f} |"
+            for r in pr["by_tottime"]
+        ]
+        out += [
+            "",
+            "by cumulative time:",
+            "",
+            "| function | calls | own s | cumulative s |",
+            "|---|---:|---:|---:|",
+        ]
+        out += [
+            f"| `{r['fn']}` | {r['calls']:,} | {r['tottime']:.3f} | {r['cumtime']:.3f} |"
+            for r in pr["by_cumtime"]
+        ]
     return "\n".join(out)
 
 
 def cpu_name() -> str:
     try:
-        return next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+        return next(
+            l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")
+        )
     except (OSError, StopIteration):
         return platform.machine()
 

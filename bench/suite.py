@@ -40,22 +40,39 @@ EVAL_EPISODES = 10
 
 @dataclass
 class Experiment:
-    algo: str                      # algos/<algo>.py
+    algo: str  # algos/<algo>.py
     env: str
     steps: int
     eval_every: int
-    flags: dict = field(default_factory=dict)   # extra command-line flags (tyro names, underscores ok)
-    name: str = ""                 # label in tables and file names (default: algo)
-    solved: float | None = None    # report the wall time to the first eval >= this
+    # extra command-line flags (tyro names, underscores ok)
+    flags: dict = field(default_factory=dict)
+    name: str = ""  # label in tables and file names (default: algo)
+    solved: float | None = None  # report the wall time to the first eval >= this
 
     @property
     def label(self) -> str:
         return self.name or self.algo
 
     def command(self, seed: int, out_dir: str, python: str = sys.executable) -> list[str]:
-        cmd = [python, f"algos/{self.algo}.py", "--env", self.env, "--seed", str(seed),
-               "--total-steps", str(self.steps), "--eval-every", str(self.eval_every),
-               "--eval-episodes", str(EVAL_EPISODES), "--save-every", "0", "--out-dir", out_dir, "--quiet"]
+        cmd = [
+            python,
+            f"algos/{self.algo}.py",
+            "--env",
+            self.env,
+            "--seed",
+            str(seed),
+            "--total-steps",
+            str(self.steps),
+            "--eval-every",
+            str(self.eval_every),
+            "--eval-episodes",
+            str(EVAL_EPISODES),
+            "--save-every",
+            "0",
+            "--out-dir",
+            out_dir,
+            "--quiet",
+        ]
         for k, v in self.flags.items():
             flag = "--" + k.replace("_", "-")
             if isinstance(v, bool):
@@ -93,13 +110,17 @@ REFERENCES = {
     ("Walker2d-v5", "ppo_vec"): (ZOO, "3478.8 +- 821.7 (1M, v3); CleanRL v4: 2288.0 +- 571.8"),
     ("Walker2d-v5", "sac"): (ZOO, "3863.2 +- 254.3 (1M, v3); CleanRL v4: 3591.5 +- 911.3"),
     ("Walker2d-v5", "td3"): (ZOO, "4717.8 +- 46.3 (1M, v3); CleanRL v4: 4057.6 +- 658.8"),
-    ("Ant-v5", "ppo_vec"): (ZOO, "1327.2 +- 451.6 (1M, v3); CleanRL Isaac Gym PPO: 3953 +- 667 (4096 envs, 240 s, GPU)"),
+    ("Ant-v5", "ppo_vec"): (
+        ZOO,
+        "1327.2 +- 451.6 (1M, v3); CleanRL Isaac Gym PPO: 3953 +- 667 (4096 envs, 240 s, GPU)",
+    ),
     ("Ant-v5", "sac"): (ZOO, "4615.8 +- 1354.1 (1M, v3)"),
     ("Ant-v5", "td3"): (ZOO, "5813.3 +- 589.8 (1M, v3)"),
 }
 SOURCES = {
-    ZOO: "RL Baselines3 Zoo `benchmark.md`: one trained agent, deterministic evaluation over ~150k steps, "
-         "+- over episodes (not seeds), training budget in brackets; older gym versions where marked",
+    ZOO: "RL Baselines3 Zoo `benchmark.md`: one trained agent, deterministic evaluation over ~150k "
+    "steps, +- over episodes (not seeds), training budget in brackets; older gym "
+    "versions where marked",
     CLEANRL: "CleanRL `docs/benchmark`: 3 seeds, 1M steps, training-episode returns",
 }
 
@@ -108,7 +129,8 @@ SOURCES = {
 # ---------------------------------------------------------------------------------------------
 PENDULUM_OFF = dict(num_envs=4, hidden=(128, 128))
 CHASING_PPO = dict(num_envs=256, num_steps=32, num_minibatches=4)  # as tests/test_chasing.py
-STOCK_PPO = dict(num_envs=256, num_steps=64, learning_rate=3e-4, num_minibatches=8, update_epochs=4)  # as bench/stock_trading.py
+# as bench/stock_trading.py
+STOCK_PPO = dict(num_envs=256, num_steps=64, learning_rate=3e-4, num_minibatches=8, update_epochs=4)
 
 GROUPS: dict[str, dict] = {
     "quick": dict(
@@ -116,9 +138,23 @@ GROUPS: dict[str, dict] = {
         about="minutes on a laptop CPU: classic control and the seed documents' demo envs",
         experiments=[
             Experiment("ppo_vec", "CartPole-v1", 400_000, 40_000, solved=475),
-            Experiment("dqn", "CartPole-v1", 100_000, 10_000, solved=475),  # the file's defaults (100k)
-            Experiment("ppo_vec", "Pendulum-v1", 150_000, 15_000, dict(num_envs=64, num_steps=64, num_minibatches=32,
-                       update_epochs=10, learning_rate=1e-3, gamma=0.9, norm_reward=True)),
+            # the file's defaults (100k)
+            Experiment("dqn", "CartPole-v1", 100_000, 10_000, solved=475),
+            Experiment(
+                "ppo_vec",
+                "Pendulum-v1",
+                150_000,
+                15_000,
+                dict(
+                    num_envs=64,
+                    num_steps=64,
+                    num_minibatches=32,
+                    update_epochs=10,
+                    learning_rate=1e-3,
+                    gamma=0.9,
+                    norm_reward=True,
+                ),
+            ),
             Experiment("sac", "Pendulum-v1", 12_000, 2_000, PENDULUM_OFF),
             Experiment("td3", "Pendulum-v1", 14_000, 2_000, PENDULUM_OFF),
             Experiment("ddpg", "Pendulum-v1", 12_000, 2_000, PENDULUM_OFF),
@@ -128,7 +164,8 @@ GROUPS: dict[str, dict] = {
     ),
     "full": dict(
         seeds=[1, 2, 3],
-        about="hours on a CPU, or a GPU: the quick group's tasks at longer budgets, Acrobot, and MuJoCo v5 at 1M steps",
+        about="hours on a CPU, or a GPU: the quick group's tasks at longer budgets, Acrobot, and "
+        "MuJoCo v5 at 1M steps",
         experiments=[
             Experiment("ppo_vec", "CartPole-v1", 1_000_000, 50_000, solved=475),
             Experiment("dqn", "CartPole-v1", 100_000, 10_000, solved=475),
@@ -140,10 +177,27 @@ GROUPS: dict[str, dict] = {
             Experiment("ddpg", "Pendulum-v1", 20_000, 2_000, PENDULUM_OFF),
             Experiment("ppo_vec", "Chasing-v0", 1_000_000, 50_000, CHASING_PPO),
             Experiment("ppo_vec", "StockTrading-v0", 10_000_000, 500_000, STOCK_PPO),
-            *[Experiment(a, e, 1_000_000, 50_000, dict(num_envs=1, learning_starts=10_000, hidden=(256, 256)))
-              for e in ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5") for a in ("sac", "td3")],
-            *[Experiment("ppo_vec", e, 2_000_000, 100_000, dict(num_envs=64, num_steps=64, num_minibatches=16,
-                         update_epochs=10)) for e in ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5")],
+            *[
+                Experiment(
+                    a,
+                    e,
+                    1_000_000,
+                    50_000,
+                    dict(num_envs=1, learning_starts=10_000, hidden=(256, 256)),
+                )
+                for e in ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5")
+                for a in ("sac", "td3")
+            ],
+            *[
+                Experiment(
+                    "ppo_vec",
+                    e,
+                    2_000_000,
+                    100_000,
+                    dict(num_envs=64, num_steps=64, num_minibatches=16, update_epochs=10),
+                )
+                for e in ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5")
+            ],
         ],
     ),
 }
@@ -178,14 +232,21 @@ def run_one(exp: Experiment, seed: int, group: str, python: str) -> dict:
     shutil.copyfile(run_dir / "metrics.jsonl", dest)
     rows = load_rows(dest)
     final = [r for r in rows if r.get("eval_return") is not None]
-    print(f"  {exp.env} {exp.label} seed {seed}: eval {final[-1]['eval_return']:.1f}, {wall:.0f} s", flush=True)
+    print(
+        f"  {exp.env} {exp.label} seed {seed}: eval {final[-1]['eval_return']:.1f}, {wall:.0f} s",
+        flush=True,
+    )
     return {"cmd": cmd, "wall": wall, "run_dir": str(run_dir)}
 
 
 def do_run(group: str, jobs: int, only: list[str] | None, python: str) -> None:
     spec = GROUPS[group]
-    todo = [(e, s) for e in spec["experiments"] for s in spec["seeds"]
-            if not only or e.env in only or e.label in only or f"{e.env}:{e.label}" in only]
+    todo = [
+        (e, s)
+        for e in spec["experiments"]
+        for s in spec["seeds"]
+        if not only or e.env in only or e.label in only or f"{e.env}:{e.label}" in only
+    ]
     print(f"group {group}: {len(todo)} runs, {jobs} at a time, one torch thread each", flush=True)
     t0 = time.perf_counter()
     with ThreadPoolExecutor(jobs) as pool:  # each run is its own process
@@ -193,8 +254,10 @@ def do_run(group: str, jobs: int, only: list[str] | None, python: str) -> None:
     meta_path = results_dir(group) / "runs" / "commands.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     for (e, s), r in zip(todo, results):
-        meta[f"{e.env}__{e.label}__s{s}"] = {"command": " ".join(Path(c).name if c == python else c for c in r["cmd"]),
-                                            "wall_seconds": round(r["wall"], 1)}
+        meta[f"{e.env}__{e.label}__s{s}"] = {
+            "command": " ".join(Path(c).name if c == python else c for c in r["cmd"]),
+            "wall_seconds": round(r["wall"], 1),
+        }
     meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     print(f"group {group}: {len(todo)} runs in {time.perf_counter() - t0:.0f} s", flush=True)
 
@@ -209,8 +272,11 @@ def load_rows(path: Path) -> list[dict]:
 
 def eval_curve(rows: list[dict]) -> list[tuple[int, float, float]]:
     """(step, seconds, eval_return) at every evaluation of a run."""
-    return [(r["step"], r["seconds"], r["eval_return"]) for r in rows
-            if r.get("eval_return") is not None and math.isfinite(r["eval_return"])]
+    return [
+        (r["step"], r["seconds"], r["eval_return"])
+        for r in rows
+        if r.get("eval_return") is not None and math.isfinite(r["eval_return"])
+    ]
 
 
 def _mean_std(xs):
@@ -247,7 +313,8 @@ def plot_env(env_id: str, entries: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for i, ent in enumerate(entries):
         color = f"C{i}"
-        n = min(len(c) for c in ent["curves"].values())  # seeds of one experiment evaluate at the same steps
+        # seeds of one experiment evaluate at the same steps
+        n = min(len(c) for c in ent["curves"].values())
         arr = np.array([c[:n] for c in ent["curves"].values()], dtype=float)  # [seeds, n, 3]
         steps, secs = arr[0, :, 0], arr[:, :, 1].mean(0)
         mean, std = arr[:, :, 2].mean(0), arr[:, :, 2].std(0)
@@ -290,8 +357,17 @@ def baseline_rows(env_id: str) -> list[str]:
         env = envs.make(env_id, num_envs=1)
         shape = env.single_action_space.shape
         env.close()
-        r = evaluate(lambda obs: torch.zeros(obs.shape[0], *shape), env_id, EVAL_EPISODES * 10, seed=10_000)
-        rows.append(("zero action (" + ("stand still" if env_id == "Chasing-v0" else "hold cash, no trade") + ")", r))
+        r = evaluate(
+            lambda obs: torch.zeros(obs.shape[0], *shape), env_id, EVAL_EPISODES * 10, seed=10_000
+        )
+        rows.append(
+            (
+                "zero action ("
+                + ("stand still" if env_id == "Chasing-v0" else "hold cash, no trade")
+                + ")",
+                r,
+            )
+        )
     return rows
 
 
@@ -303,18 +379,26 @@ def report(group: str) -> str:
     spec = GROUPS[group]
     entries = collect(group)
     if not entries:
-        raise SystemExit(f"no metrics for group {group!r} under {results_dir(group) / 'runs'}: "
-                         f"run `python bench/suite.py run {group}` first")
+        raise SystemExit(
+            f"no metrics for group {group!r} under {results_dir(group) / 'runs'}: "
+            f"run `python bench/suite.py run {group}` first"
+        )
     meta_path = results_dir(group) / "runs" / "commands.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     envs_in_order = list(dict.fromkeys(e["exp"].env for e in entries))
-    lines = [f"## Benchmark group `{group}`", "",
-             f"Metric: the final policy's deterministic evaluation, mean return over {EVAL_EPISODES} episodes on a fresh "
-             f"env (seed + 10000), then mean +- std over seeds {spec['seeds']}. Wall time: the run's own clock "
-             f"(training + evaluations), one torch thread per run, two runs at a time on a 2-core CPU. "
-             f"Reproduce: `bash benchmark.sh {group}`; one row by hand: the command in `runs/commands.json`.", "",
-             "| env | algorithm | env steps | eval return | per seed | wall s / run | time to solve | reference |",
-             "|---|---|---:|---:|---|---:|---:|---|"]
+    lines = [
+        f"## Benchmark group `{group}`",
+        "",
+        f"Metric: the final policy's deterministic evaluation, mean return over {EVAL_EPISODES} "
+        f"episodes on a fresh env (seed + 10000), then mean +- std over seeds {spec['seeds']}. "
+        f"Wall time: the run's own clock (training + evaluations), one torch thread per run, two "
+        f"runs at a time on a 2-core CPU. Reproduce: `bash benchmark.sh {group}`; one row by hand: "
+        f"the command in `runs/commands.json`.",
+        "",
+        "| env | algorithm | env steps | eval return | per seed | wall s / run "
+        "| time to solve | reference |",
+        "|---|---|---:|---:|---|---:|---:|---|",
+    ]
     used_sources = set()
     for env_id in envs_in_order:
         for ent in (e for e in entries if e["exp"].env == env_id):
@@ -326,10 +410,15 @@ def report(group: str) -> str:
             scale = max(abs(v) for v in finals)
             solve = ""
             if exp.solved is not None:
-                hits = [next((t for st, t, v in c if v >= exp.solved), None) for c in curves.values()]
+                hits = [
+                    next((t for st, t, v in c if v >= exp.solved), None) for c in curves.values()
+                ]
                 got = [h for h in hits if h is not None]
-                solve = (f"{_mean_std(got)[0]:.0f} s ({len(got)}/{len(hits)} >= {exp.solved:g})" if got
-                         else f"not reached (>= {exp.solved:g})")
+                solve = (
+                    f"{_mean_std(got)[0]:.0f} s ({len(got)}/{len(hits)} >= {exp.solved:g})"
+                    if got
+                    else f"not reached (>= {exp.solved:g})"
+                )
             ref = REFERENCES.get((env_id, exp.algo))
             if ref:
                 used_sources.add(ref[0])
@@ -337,20 +426,33 @@ def report(group: str) -> str:
                     used_sources.add(CLEANRL)
             ref_txt = f"{ref[0]}: {ref[1]}" if ref else ""
             per_seed = ", ".join(_fmt(v, scale) for v in finals)
-            lines.append(f"| {env_id} | {exp.label} | {steps:,} | {_fmt(m, scale)} +- {_fmt(s, scale)} | {per_seed} | "
-                         f"{_mean_std(secs)[0]:.0f} | {solve} | {ref_txt} |")
+            lines.append(
+                f"| {env_id} | {exp.label} | {steps:,} | {_fmt(m, scale)} +- {_fmt(s, scale)} "
+                f"| {per_seed} | {_mean_std(secs)[0]:.0f} | {solve} | {ref_txt} |"
+            )
         for name, r in baseline_rows(env_id):
             scale = abs(r["eval_return"]) + r["eval_return_std"]
-            lines.append(f"| {env_id} | {name} | | {_fmt(r['eval_return'], scale)} +- {_fmt(r['eval_return_std'], scale)} "
-                         f"(over {len(r['returns'])} episodes) | | | | |")
+            lines.append(
+                f"| {env_id} | {name} | | {_fmt(r['eval_return'], scale)} +- "
+                f"{_fmt(r['eval_return_std'], scale)} (over {len(r['returns'])} episodes) | | | | |"
+            )
     lines.append("")
     if "StockTrading-v0" in envs_in_order:
-        lines += ["StockTrading-v0's eval return is in-sample: 100 x log growth of the account over 252-day episodes "
-                  "starting on random days of 2010-2019. The held-out backtest (2020-2022, against equal-weight "
-                  "buy-and-hold) is in [stock_trading.md](stock_trading.md).", ""]
+        lines += [
+            "StockTrading-v0's eval return is in-sample: 100 x log growth of the account over "
+            "252-day episodes starting on random days of 2010-2019. The held-out backtest "
+            "(2020-2022, against equal-weight buy-and-hold) is in "
+            "[stock_trading.md](stock_trading.md).",
+            "",
+        ]
     for src in sorted(used_sources):
         lines.append(f"- {src}: {SOURCES[src]}.")
-    lines += ["", "Curves (eval return vs environment steps and vs wall time, mean over seeds, band +-1 std):", ""]
+    lines += [
+        "",
+        "Curves (eval return vs environment steps and vs wall time, mean over "
+        "seeds, band +-1 std):",
+        "",
+    ]
     for env_id in envs_in_order:
         png = f"{group}_{env_id}.png"
         plot_env(env_id, [e for e in entries if e["exp"].env == env_id], results_dir(group) / png)
@@ -358,7 +460,9 @@ def report(group: str) -> str:
     lines += ["", "Commands (one per seed; `--seed` varies):", ""]
     for ent in entries:
         key = f"{ent['exp'].env}__{ent['exp'].label}__s{next(iter(ent['curves']))}"
-        cmd = meta.get(key, {}).get("command") or " ".join(ent["exp"].command(next(iter(ent["curves"])), "runs", "python"))
+        cmd = meta.get(key, {}).get("command") or " ".join(
+            ent["exp"].command(next(iter(ent["curves"])), "runs", "python")
+        )
         lines.append(f"- `{cmd}`")
     text = "\n".join(lines) + "\n"
     (results_dir(group) / f"{group}.md").write_text(text)
@@ -368,11 +472,14 @@ def report(group: str) -> str:
 
 def main(argv=None) -> None:
     from common.cli import ArgumentParser
+
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=["run", "report", "list"])
     p.add_argument("group", choices=sorted(GROUPS))
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (each one torch thread)")
-    p.add_argument("--only", nargs="*", help="run only these envs / algorithm labels / ENV:LABEL pairs")
+    p.add_argument(
+        "--only", nargs="*", help="run only these envs / algorithm labels / ENV:LABEL pairs"
+    )
     p.add_argument("--python", default=sys.executable, help="interpreter for the algorithm files")
     a = p.parse_args(argv)
     if a.action == "list":

@@ -5,10 +5,10 @@ tasks (`Ant-v5`, ..., short aliases `Ant`, ...) run batched in `envs.mujoco_loco
 gymnasium id goes through `gymnasium.make_vec` behind the same torch-tensor contract
 (`envs.gym_adapter`). `Chasing-v0` (`envs.chasing`, an agent chasing a randomly moving target, the
 chasing demo of ElegantRL's VecEnv tutorial) is native too and takes `dim` (default 2), e.g.
-`envs.make("Chasing-v0", num_envs=N, dim=3)`; `envs.chasing.pursuit_policy` is its scripted baseline.
-`StockTrading-v0` (`envs.stock_trading`, FinRL-style multi-stock trading on skfolio's S&P 500 data or
-a CSV named by `STOCK_TRADING_CSV`) is native and takes `split`, `data`, `initial_cash`, ...
-The multi-agent MPE tasks in `MULTI_AGENT` (`simple_spread`, `simple_tag`,
+`envs.make("Chasing-v0", num_envs=N, dim=3)`; `envs.chasing.pursuit_policy` is its scripted
+baseline. `StockTrading-v0` (`envs.stock_trading`, FinRL-style multi-stock trading on skfolio's S&P
+500 data or a CSV named by `STOCK_TRADING_CSV`) is native and takes `split`, `data`, `initial_cash`,
+... The multi-agent MPE tasks in `MULTI_AGENT` (`simple_spread`, `simple_tag`,
 also under mpe2's names `simple_spread_v3`, `simple_tag_v3`) follow `common/ma_vec_env.py`.
 """
 
@@ -28,8 +28,8 @@ from common.errors import UserError, UserTypeError
 
 
 def _stock_trading(*args, **kwargs):
-    """`envs.stock_trading.StockTrading`, imported on first use (so that `import envs` does not load the
-    stock data code)."""
+    """`envs.stock_trading.StockTrading`, imported on first use (so that `import envs` does not load
+    the stock data code)."""
     from envs.stock_trading import StockTrading as cls
 
     return cls(*args, **kwargs)
@@ -42,8 +42,10 @@ NATIVE = {
     "MountainCarContinuous-v0": MountainCarContinuous,
     "Pendulum-v1": Pendulum,
     "Chasing-v0": Chasing,  # not a gymnasium task: our own (envs/chasing.py)
-    "StockTrading-v0": _stock_trading,  # not a gymnasium task: multi-stock daily trading (envs/stock_trading.py)
-    "MaskedWalk-v0": MaskedWalk,  # not gymnasium tasks: action masks and MultiDiscrete actions (envs/masked.py)
+    # not a gymnasium task: multi-stock daily trading (envs/stock_trading.py)
+    "StockTrading-v0": _stock_trading,
+    # not gymnasium tasks: action masks and MultiDiscrete actions (envs/masked.py)
+    "MaskedWalk-v0": MaskedWalk,
     "MaskedWalk-NoMask-v0": UnmaskedWalk,
     "GridReach-v0": GridReach,
 }
@@ -56,19 +58,24 @@ def _genesis_go2(*args, **kwargs):
     return make_go2(*args, **kwargs)
 
 
-# variants of the native tasks: partially observed (envs/partial.py), with a `critic` observation group holding
-# the full state (-Privileged) for the asymmetric critic of the PPO files
+# variants of the native tasks: partially observed (envs/partial.py), with a `critic` observation
+# group holding the full state (-Privileged) for the asymmetric critic of the PPO files
 VARIANTS = {
     "CartPoleNoVel-v0": _partial(CartPole, (0, 2), False, "CartPoleNoVel-v0"),
     "CartPoleNoVel-Privileged-v0": _partial(CartPole, (0, 2), True, "CartPoleNoVel-Privileged-v0"),
     "CartPoleNoisy-v0": _partial(CartPole, None, False, "CartPoleNoisy-v0", NOISE),
-    "CartPoleNoisy-Privileged-v0": _partial(CartPole, None, True, "CartPoleNoisy-Privileged-v0", NOISE),
+    "CartPoleNoisy-Privileged-v0": _partial(
+        CartPole, None, True, "CartPoleNoisy-Privileged-v0", NOISE
+    ),
 }
 
-# external simulators behind envs.from_rsl_rl.FromRslRl (their packages are not project dependencies)
+# external simulators behind envs.from_rsl_rl.FromRslRl (their packages are not project
+# dependencies)
 EXTERNAL = {
-    "GenesisGo2-v0": _genesis_go2,  # Unitree Go2 walking in Genesis (envs/genesis_go2.py), with a critic group
-    "GenesisGo2-NoCritic-v0": lambda *a, **kw: _genesis_go2(*a, privileged_critic=False, **kw),  # policy group only
+    # Unitree Go2 walking in Genesis (envs/genesis_go2.py), with a critic group
+    "GenesisGo2-v0": _genesis_go2,
+    # policy group only
+    "GenesisGo2-NoCritic-v0": lambda *a, **kw: _genesis_go2(*a, privileged_critic=False, **kw),
 }
 
 # multi-agent tasks (`common/ma_vec_env.py` contract), under our ids and mpe2's
@@ -84,16 +91,27 @@ CUSTOM: dict = {}
 
 
 def register(env_id: str, factory) -> None:
-    """Make a torch vec env of your own available as `env_id` to `make` and so to every algorithm file
-    (`main(Args(env=env_id))`). `factory(num_envs=..., device=..., seed=..., **kwargs)` returns an
-    object that keeps the contract of `common/vec_env.py` (subclass `common.vec_env.TorchVecEnv`);
-    `make` checks it with one reset and one step (`common.vec_env.check_env`) before training starts.
-    A gymnasium env (numpy, one sub-env) needs no registration here: register it with gymnasium and
-    pass its id. From the command line, `--env package.module:factory` imports and registers the factory."""
+    """Make a torch vec env of your own available as `env_id` to `make` and so to every algorithm
+    file (`main(Args(env=env_id))`). `factory(num_envs=..., device=..., seed=..., **kwargs)` returns
+    an object that keeps the contract of `common/vec_env.py` (subclass
+    `common.vec_env.TorchVecEnv`); `make` checks it with one reset and one step
+    (`common.vec_env.check_env`) before training starts. A gymnasium env (numpy, one sub-env) needs
+    no registration here: register it with gymnasium and pass its id. From the command line,
+    `--env package.module:factory` imports and registers the factory."""
     if not callable(factory):
-        raise UserTypeError(f"register({env_id!r}, factory): factory must be callable, got {type(factory).__name__}")
-    if env_id in NATIVE or env_id in VARIANTS or env_id in EXTERNAL or env_id in MULTI_AGENT or mujoco_id(env_id) is not None:
-        raise UserError(f"{env_id!r} is one of the library's own env ids: register yours under another id")
+        raise UserTypeError(
+            f"register({env_id!r}, factory): factory must be callable, got {type(factory).__name__}"
+        )
+    if (
+        env_id in NATIVE
+        or env_id in VARIANTS
+        or env_id in EXTERNAL
+        or env_id in MULTI_AGENT
+        or mujoco_id(env_id) is not None
+    ):
+        raise UserError(
+            f"{env_id!r} is one of the library's own env ids: register yours under another id"
+        )
     CUSTOM[env_id] = factory
 
 
@@ -108,10 +126,15 @@ def _import_factory(spec: str):
     try:
         factory = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as e:
-        raise UserError(f"--env {spec!r}: cannot load factory {attr!r} from module {module!r} ({e}); name an "
-                         f"importable module and a factory(num_envs, device, seed, **kw) in it, e.g. my_tasks:make_go2") from None
+        raise UserError(
+            f"--env {spec!r}: cannot load factory {attr!r} from module {module!r} ({e}); name an "
+            f"importable module and a factory(num_envs, device, seed, **kw) in it, e.g. "
+            f"my_tasks:make_go2"
+        ) from None
     if not callable(factory):
-        raise UserError(f"--env {spec!r}: {module}.{attr} is a {type(factory).__name__}, not a factory")
+        raise UserError(
+            f"--env {spec!r}: {module}.{attr} is a {type(factory).__name__}, not a factory"
+        )
     return factory
 
 
@@ -124,7 +147,13 @@ def mujoco_id(env_id: str) -> str | None:
     return env_id if env_id in MUJOCO_IDS else MUJOCO_ALIASES.get(env_id)
 
 
-def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", seed: int | None = None, **kwargs):
+def make(
+    env_id: str,
+    num_envs: int = 1,
+    device: str | torch.device = "cpu",
+    seed: int | None = None,
+    **kwargs,
+):
     """Make a vectorized env with torch tensors on `device` (see `common/vec_env.py`).
 
     `vectorization_mode` ("sync" / "async") picks how gymnasium ids run their host sub-envs
@@ -134,12 +163,16 @@ def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", see
     `local_ratio`, `num_good`, ...) and return a `MultiAgentTorchVecEnv`.
     """
     if not isinstance(env_id, str):
-        raise UserError(f"an env id is a string (e.g. 'CartPole-v1'), got {type(env_id).__name__} {env_id!r}")
+        raise UserError(
+            f"an env id is a string (e.g. 'CartPole-v1'), got {type(env_id).__name__} {env_id!r}"
+        )
     if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
         raise UserError(f"num_envs must be a positive integer (--num-envs), got {num_envs!r}")
     if num_envs > MAX_NUM_ENVS:
-        raise UserError(f"num_envs={num_envs:,} is more sub-envs than one process holds (at most {MAX_NUM_ENVS:,}); "
-                         f"use fewer, or spread them over processes with torchrun")
+        raise UserError(
+            f"num_envs={num_envs:,} is more sub-envs than one process holds (at most "
+            f"{MAX_NUM_ENVS:,}); use fewer, or spread them over processes with torchrun"
+        )
     if seed is not None:
         from common.device import check_seed
 
@@ -147,21 +180,27 @@ def make(env_id: str, num_envs: int = 1, device: str | torch.device = "cpu", see
     device = _check_device(device)
     try:
         return _make(env_id, num_envs, device, seed, **kwargs)
-    except TypeError as e:  # an option this env does not take: the user's keyword, named by the call's TypeError
+    # an option this env does not take: the user's keyword, named by the call's TypeError
+    except TypeError as e:
         name = str(e).rsplit("unexpected keyword argument", 1)[-1].strip(" '")
         if "unexpected keyword argument" not in str(e) or name not in kwargs:
             raise
-        raise UserError(f"{env_id} takes no option {name!r} (envs.make({env_id!r}, {name}=...)); see the env's "
-                         f"class for the options it takes") from None
+        raise UserError(
+            f"{env_id} takes no option {name!r} (envs.make({env_id!r}, {name}=...)); see the env's "
+            f"class for the options it takes"
+        ) from None
 
 
 MAX_NUM_ENVS = 2**26
 
 
 def _check_device(device) -> torch.device:
-    """`device` as a torch.device on which envs run (cpu or an available cuda), or a one-line ValueError."""
+    """`device` as a torch.device on which envs run (cpu or an available cuda), or a one-line
+    ValueError."""
     if not isinstance(device, (str, torch.device)):
-        raise UserError(f"device is a string or torch.device ('cpu', 'cuda', 'cuda:N'), got {device!r}")
+        raise UserError(
+            f"device is a string or torch.device ('cpu', 'cuda', 'cuda:N'), got {device!r}"
+        )
     from common.device import resolve_device
 
     return resolve_device(device)
@@ -178,8 +217,9 @@ def _make(env_id: str, num_envs: int, device, seed, **kwargs):
         return make_mujoco(env_id, num_envs=num_envs, device=device, seed=seed, **kwargs)
     kwargs.pop("backend", None)  # MuJoCo-only options
     kwargs.pop("nthread", None)
-    if env_id not in CUSTOM and env_id.partition(":")[2].isidentifier():  # `module:factory` (gymnasium's
-        # `module:Env-v0` ids, whose env name is no identifier, go on to gymnasium below)
+    if env_id not in CUSTOM and env_id.partition(":")[2].isidentifier():
+        # `module:factory` (gymnasium's `module:Env-v0` ids, whose env name is no identifier, go on
+        # to gymnasium below)
         register(env_id, _import_factory(env_id))
     if env_id in CUSTOM:
         from common.vec_env import check_env
@@ -190,7 +230,9 @@ def _make(env_id: str, num_envs: int, device, seed, **kwargs):
         return env
     if env_id in VARIANTS or env_id in EXTERNAL:
         kwargs.pop("vectorization_mode", None)
-        return (VARIANTS.get(env_id) or EXTERNAL[env_id])(num_envs=num_envs, device=device, seed=seed, **kwargs)
+        return (VARIANTS.get(env_id) or EXTERNAL[env_id])(
+            num_envs=num_envs, device=device, seed=seed, **kwargs
+        )
     if env_id in NATIVE or env_id in MULTI_AGENT:
         kwargs.pop("vectorization_mode", None)  # only meaningful for host (gymnasium) sub-envs
         cls = NATIVE.get(env_id) or MULTI_AGENT[env_id]
@@ -199,16 +241,24 @@ def _make(env_id: str, num_envs: int, device, seed, **kwargs):
 
     if env_id not in gym.registry:
         # phys2d/ and tabular/ are gymnasium's JAX-only functional envs: not offered here
-        known = sorted(set(NATIVE) | set(VARIANTS) | set(EXTERNAL) | set(MULTI_AGENT) | set(MUJOCO_ALIASES) | set(CUSTOM) | {k for k in gym.registry if not k.startswith(("phys2d/", "tabular/"))})
+        known = sorted(
+            set(NATIVE)
+            | set(VARIANTS)
+            | set(EXTERNAL)
+            | set(MULTI_AGENT)
+            | set(MUJOCO_ALIASES)
+            | set(CUSTOM)
+            | {k for k in gym.registry if not k.startswith(("phys2d/", "tabular/"))}
+        )
         close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise UserError(
             f"unknown env id {env_id!r}.{hint} Torch-native ids: {', '.join(sorted(NATIVE))}; "
             f"batched MuJoCo: {', '.join(MUJOCO_IDS)} (or {', '.join(MUJOCO_ALIASES)}); "
-            f"multi-agent (MPE): {', '.join(MULTI_AGENT)}; partially observed: {', '.join(VARIANTS)}; "
-            f"external simulators: {', '.join(EXTERNAL)}; "
-            f"any id registered with gymnasium also works (see gymnasium.pprint_registry()), and a torch vec "
-            f"env of your own once added with envs.register(id, factory)."
+            f"multi-agent (MPE): {', '.join(MULTI_AGENT)}; partially observed: "
+            f"{', '.join(VARIANTS)}; external simulators: {', '.join(EXTERNAL)}; any id registered "
+            f"with gymnasium also works (see gymnasium.pprint_registry()), and a torch vec env of "
+            f"your own once added with envs.register(id, factory)."
         )
     from envs.gym_adapter import GymnasiumVecEnv
 

@@ -39,8 +39,8 @@ Design choices:
   is worth about 7 + 8 (bonus) minus the action cost. The action cost per unit of distance
   travelled at constant throttle is 0.02 / 0.04 = 0.5 whatever the throttle, so about 3.5 for a
   direct chase: `pursuit_policy` scores about 11.45, a zero action about 0.0, a uniformly random
-  action about -7.6 (it wanders and pays ~0.015 per step). tests/test_chasing.py holds what ppo_vec learns
-  (`CHASING_PPO`).
+  action about -7.6 (it wanders and pays ~0.015 per step). tests/test_chasing.py holds what ppo_vec
+  learns (`CHASING_PPO`).
 
 `pursuit_policy(obs)` is a scripted baseline: full throttle towards the target with the
 agent's own velocity damped towards the direct line (a velocity controller), for benchmarks to
@@ -63,7 +63,8 @@ ACTION_COST = 0.02
 
 
 def clip_norm(x: torch.Tensor) -> torch.Tensor:
-    """Scale each row of `x` (last axis) down to an L2 norm of at most 1 (rows inside stay as they are)."""
+    """Scale each row of `x` (last axis) down to an L2 norm of at most 1 (rows inside stay as they
+    are)."""
     return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp(min=1.0)
 
 
@@ -78,13 +79,27 @@ class Chasing(TorchVecEnv):
     env_id = "Chasing-v0"
     max_episode_steps = 512
 
-    def __init__(self, num_envs: int = 1, device="cpu", dtype=torch.float32, seed=None, dim: int = 2,
-                 init_distance: float = 8.0, capture_radius: float = 1.0, capture_bonus: float | None = None,
-                 target_low: float = -1.0, max_episode_steps: int | None = 512, **kw):
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device="cpu",
+        dtype=torch.float32,
+        seed=None,
+        dim: int = 2,
+        init_distance: float = 8.0,
+        capture_radius: float = 1.0,
+        capture_bonus: float | None = None,
+        target_low: float = -1.0,
+        max_episode_steps: int | None = 512,
+        **kw,
+    ):
         if not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0:
             raise UserError(f"Chasing-v0: dim must be a positive integer, got {dim!r}")
         if not init_distance > capture_radius > 0:
-            raise UserError(f"Chasing-v0: need init_distance > capture_radius > 0, got {init_distance}, {capture_radius}")
+            raise UserError(
+                f"Chasing-v0: need init_distance > capture_radius > 0, got {init_distance}, "
+                f"{capture_radius}"
+            )
         if not -1.0 <= target_low < 1.0:
             raise UserError(f"Chasing-v0: target_low must lie in [-1, 1), got {target_low}")
         self.dim = dim
@@ -99,10 +114,18 @@ class Chasing(TorchVecEnv):
 
     def _split(self, state):
         d = self.dim
-        return state[:, :d], state[:, d:2 * d], state[:, 2 * d:3 * d], state[:, 3 * d:4 * d], state[:, 4 * d]
+        return (
+            state[:, :d],
+            state[:, d : 2 * d],
+            state[:, 2 * d : 3 * d],
+            state[:, 3 * d : 4 * d],
+            state[:, 4 * d],
+        )
 
     def _sample_initial_state(self, n):
-        direction = torch.randn(n, self.dim, generator=self.rng, device=self.device, dtype=self.dtype)
+        direction = torch.randn(
+            n, self.dim, generator=self.rng, device=self.device, dtype=self.dtype
+        )
         norm = torch.linalg.vector_norm(direction, dim=-1, keepdim=True)
         # a zero draw (probability ~0) falls back to the first axis
         first_axis = torch.zeros_like(direction)
@@ -114,7 +137,8 @@ class Chasing(TorchVecEnv):
         return torch.cat((p0, zeros, zeros, zeros, dist), dim=-1)
 
     def _target_action(self, n: int) -> torch.Tensor:
-        """The target's raw action `[n, dim]`, uniform in [target_low, 1)^dim (norm-clipped by the caller)."""
+        """The target's raw action `[n, dim]`, uniform in [target_low, 1)^dim (norm-clipped by the
+        caller)."""
         return self._uniform(n, self.dim, self.target_low, 1.0)
 
     def _transition(self, state, action):
@@ -145,7 +169,7 @@ def pursuit_policy(obs: torch.Tensor) -> torch.Tensor:
     scaled to unit norm (full throttle), so sideways velocity left from earlier steps is damped.
     """
     dim = (obs.shape[-1] - 1) // 3
-    rel, v1 = obs[..., :dim], obs[..., 2 * dim:3 * dim]
+    rel, v1 = obs[..., :dim], obs[..., 2 * dim : 3 * dim]
     top_speed = 1.0 / (1.0 - AGENT_DAMPING)
     unit = rel / torch.linalg.vector_norm(rel, dim=-1, keepdim=True).clamp(min=1e-6)
     a = top_speed * unit - AGENT_DAMPING * v1

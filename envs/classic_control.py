@@ -18,7 +18,8 @@ from common.vec_env import TorchVecEnv
 
 
 class CartPole(TorchVecEnv):
-    """CartPole-v1: keep a pole upright by pushing a cart left/right; +1 per step, 500-step limit."""
+    """CartPole-v1: keep a pole upright by pushing a cart left/right; +1 per step, 500-step
+    limit."""
 
     env_id = "CartPole-v1"
     max_episode_steps = 500
@@ -37,7 +38,8 @@ class CartPole(TorchVecEnv):
 
     def _sample_initial_state(self, n):
         # [n, 4] as the transpose of a [4, n] buffer: each state variable is one contiguous row, so
-        # the element-wise ops below run on contiguous vectors (faster at thousands of envs on a CPU)
+        # the element-wise ops below run on contiguous vectors (faster at thousands of envs on a
+        # CPU)
         u = torch.rand(4, n, generator=self.rng, device=self.device, dtype=self.dtype)
         return (-0.05 + 0.1 * u).t()
 
@@ -48,9 +50,12 @@ class CartPole(TorchVecEnv):
         total_mass = self.masspole + self.masscart
         polemass_length = self.masspole * self.length
         if self._force_table is None or self._force_table.dtype != state.dtype:
-            self._force_table = torch.tensor([-self.force_mag, self.force_mag], dtype=state.dtype, device=state.device)
-        # clamped: on an accelerator an invalid action is reported at the next logging tick (deferred check), and
-        # an out-of-bounds index would end the process first (a CUDA device-side assert)
+            self._force_table = torch.tensor(
+                [-self.force_mag, self.force_mag], dtype=state.dtype, device=state.device
+            )
+        # clamped: on an accelerator an invalid action is reported at the next logging tick
+        # (deferred check), and an out-of-bounds index would end the process first (a CUDA
+        # device-side assert)
         force = torch.take(self._force_table, action.long().clamp(0, 1))
         costheta, sintheta = torch.cos(theta), torch.sin(theta)
         temp = (force + polemass_length * theta_dot**2 * sintheta) / total_mass
@@ -58,9 +63,12 @@ class CartPole(TorchVecEnv):
             self.length * (4.0 / 3.0 - self.masspole * costheta**2 / total_mass)
         )
         xacc = temp - polemass_length * thetaacc * costheta / total_mass
-        # explicit Euler, as gymnasium's default "euler" integrator: s' = s + tau * ds (same layout as state)
+        # explicit Euler, as gymnasium's default "euler" integrator: s' = s + tau * ds (same layout
+        # as state)
         next_state = state + self.tau * torch.stack((x_dot, xacc, theta_dot, thetaacc)).t()
-        terminated = (next_state[:, 0].abs() > self.x_threshold) | (next_state[:, 2].abs() > self.theta_threshold)
+        terminated = (next_state[:, 0].abs() > self.x_threshold) | (
+            next_state[:, 2].abs() > self.theta_threshold
+        )
         reward = torch.ones_like(theta)
         return next_state, reward, terminated
 
@@ -115,7 +123,13 @@ class Acrobot(TorchVecEnv):
     def _derivs(self, s: torch.Tensor, torque: torch.Tensor) -> torch.Tensor:
         """Time derivative of the state `[N, 4]` under `torque` `[N]` (book dynamics)."""
         m1, m2, l1 = self.link_mass_1, self.link_mass_2, self.link_length_1
-        lc1, lc2, I1, I2, g = self.link_com_pos_1, self.link_com_pos_2, self.link_moi, self.link_moi, self.gravity
+        lc1, lc2, I1, I2, g = (
+            self.link_com_pos_1,
+            self.link_com_pos_2,
+            self.link_moi,
+            self.link_moi,
+            self.gravity,
+        )
         theta1, theta2, dtheta1, dtheta2 = s.unbind(-1)
         sin_t2 = torch.sin(theta2)
         d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * torch.cos(theta2)) + I1 + I2
@@ -134,7 +148,7 @@ class Acrobot(TorchVecEnv):
         return torch.stack((dtheta1, dtheta2, ddtheta1, ddtheta2), dim=-1)
 
     def _transition(self, state, action):
-        torque = (action.to(state.dtype) - 1.0)  # {0, 1, 2} -> {-1, 0, +1}, exact
+        torque = action.to(state.dtype) - 1.0  # {0, 1, 2} -> {-1, 0, +1}, exact
         h, h2 = self.dt, self.dt / 2.0
         k1 = self._derivs(state, torque)
         k2 = self._derivs(state + h2 * k1, torque)
@@ -152,7 +166,9 @@ class Acrobot(TorchVecEnv):
 
     def _observe(self, state):
         th1, th2, dth1, dth2 = state.unbind(-1)
-        obs = torch.stack((torch.cos(th1), torch.sin(th1), torch.cos(th2), torch.sin(th2), dth1, dth2), dim=-1)
+        obs = torch.stack(
+            (torch.cos(th1), torch.sin(th1), torch.cos(th2), torch.sin(th2), dth1, dth2), dim=-1
+        )
         return obs.to(torch.float32) if self.dtype == torch.float32 else obs
 
 
@@ -174,7 +190,9 @@ class _MountainCarBase(TorchVecEnv):
         """Clip the speed, move, clip the position, stop the car at the left wall."""
         velocity = velocity.clamp(-self.max_speed, self.max_speed)
         position = (position + velocity).clamp(self.min_position, self.max_position)
-        velocity = torch.where((position <= self.min_position) & (velocity < 0), torch.zeros_like(velocity), velocity)
+        velocity = torch.where(
+            (position <= self.min_position) & (velocity < 0), torch.zeros_like(velocity), velocity
+        )
         return position, velocity
 
     def _observe(self, state):
@@ -192,7 +210,9 @@ class MountainCar(_MountainCarBase):
     force, gravity, goal_position, goal_velocity = 0.001, 0.0025, 0.5, 0.0
 
     def __init__(self, num_envs: int = 1, device="cpu", dtype=torch.float32, seed=None, **kw):
-        super().__init__(num_envs, self._spaces(), gym.spaces.Discrete(3), device, dtype, seed, **kw)
+        super().__init__(
+            num_envs, self._spaces(), gym.spaces.Discrete(3), device, dtype, seed, **kw
+        )
 
     def _transition(self, state, action):
         position, velocity = state.unbind(-1)
@@ -261,8 +281,9 @@ class Pendulum(TorchVecEnv):
 
     def _sample_initial_state(self, n):
         u = torch.rand(n, 2, generator=self.rng, device=self.device, dtype=self.dtype)
-        if self._init_high is None:  # made once: a tensor from host numbers is a copy from pageable memory, which
-            # waits for the GPU (and the masked autoreset draws initial states every step)
+        if self._init_high is None:
+            # made once: a tensor from host numbers is a copy from pageable memory, which waits for
+            # the GPU (and the masked autoreset draws initial states every step)
             self._init_high = torch.tensor([math.pi, 1.0], device=self.device, dtype=self.dtype)
         return -self._init_high + 2 * self._init_high * u
 
@@ -275,7 +296,11 @@ class Pendulum(TorchVecEnv):
         newthdot = thdot + (3 * g / (2 * l) * torch.sin(th) + 3.0 / (m * l**2) * u) * dt
         newthdot = newthdot.clamp(-self.max_speed, self.max_speed)
         newth = th + newthdot * dt
-        return torch.stack((newth, newthdot), dim=-1), -costs, torch.zeros_like(th, dtype=torch.bool)
+        return (
+            torch.stack((newth, newthdot), dim=-1),
+            -costs,
+            torch.zeros_like(th, dtype=torch.bool),
+        )
 
     def _observe(self, state):
         th, thdot = state.unbind(-1)

@@ -13,8 +13,8 @@ behind our vec-env contract, so every single-agent algorithm file trains on it:
 What is read from the wrapped env (no rsl_rl import is needed: the interface is duck-typed):
 `num_envs`, `num_actions`, `device`, `max_episode_length` (the time limit, optional),
 `get_observations()` (a TensorDict or dict of groups, or one tensor), `step(actions)` ->
-`(obs, rewards, dones, extras)` with `extras["time_outs"]` (the episodes that ended on the time limit,
-optional), and `reset()` if it has one.
+`(obs, rewards, dones, extras)` with `extras["time_outs"]` (the episodes that ended on the time
+limit, optional), and `reset()` if it has one.
 
 What our side sees:
 
@@ -56,13 +56,25 @@ from common.vec_env import NormalTensors, check_actions
 class FromRslRl(NormalTensors, gym.vector.VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
-    def __init__(self, env, action_limit: float = 1.0, policy_group: str = "policy",
-                 critic_group: str | None = "critic", env_id: str | None = None):
+    def __init__(
+        self,
+        env,
+        action_limit: float = 1.0,
+        policy_group: str = "policy",
+        critic_group: str | None = "critic",
+        env_id: str | None = None,
+    ):
         for attr in ("num_envs", "num_actions", "device", "get_observations", "step"):
             if not hasattr(env, attr):
-                raise UserTypeError(f"{type(env).__name__} has no `{attr}`: FromRslRl wraps an env with rsl_rl's VecEnv "
-                                f"interface (num_envs, num_actions, device, get_observations(), step())")
-        if not (isinstance(action_limit, (int, float)) and action_limit > 0 and math.isfinite(action_limit)):
+                raise UserTypeError(
+                    f"{type(env).__name__} has no `{attr}`: FromRslRl wraps an env with rsl_rl's "
+                    f"VecEnv interface (num_envs, num_actions, device, get_observations(), step())"
+                )
+        if not (
+            isinstance(action_limit, (int, float))
+            and action_limit > 0
+            and math.isfinite(action_limit)
+        ):
             raise UserError(f"action_limit must be a positive finite number, got {action_limit!r}")
         self.env, self.policy_group, self.critic_group = env, policy_group, critic_group
         self.env_id = env_id or type(env).__name__
@@ -72,21 +84,31 @@ class FromRslRl(NormalTensors, gym.vector.VectorEnv):
         self.max_episode_steps = int(length) if length else None
         obs = self._convert(env.get_observations())
         box = lambda x: gym.spaces.Box(-math.inf, math.inf, tuple(x.shape[1:]))  # noqa: E731
-        self.single_observation_space = (gym.spaces.Dict({k: box(v) for k, v in obs.items()}) if isinstance(obs, dict)
-                                         else box(obs))
-        self.single_action_space = gym.spaces.Box(-float(action_limit), float(action_limit), (int(env.num_actions),))
-        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, self.num_envs)
+        self.single_observation_space = (
+            gym.spaces.Dict({k: box(v) for k, v in obs.items()})
+            if isinstance(obs, dict)
+            else box(obs)
+        )
+        self.single_action_space = gym.spaces.Box(
+            -float(action_limit), float(action_limit), (int(env.num_actions),)
+        )
+        self.observation_space = gym.vector.utils.batch_space(
+            self.single_observation_space, self.num_envs
+        )
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, self.num_envs)
         self._last = obs
 
     def _convert(self, obs):
-        """The wrapped env's observation -> a float tensor, or a dict of the policy and critic groups."""
+        """The wrapped env's observation -> a float tensor, or a dict of the policy and critic
+        groups."""
         if isinstance(obs, torch.Tensor):
             return obs.float()
         keys = list(obs.keys())
         if self.policy_group not in keys:
-            raise UserError(f"{self.env_id}: no observation group {self.policy_group!r} (it has {keys}): "
-                             f"pass policy_group= naming the actor's group")
+            raise UserError(
+                f"{self.env_id}: no observation group {self.policy_group!r} (it has {keys}): "
+                f"pass policy_group= naming the actor's group"
+            )
         policy = obs[self.policy_group].float()
         if self.critic_group is None or self.critic_group not in keys:
             return policy
@@ -106,10 +128,15 @@ class FromRslRl(NormalTensors, gym.vector.VectorEnv):
         obs, rewards, dones, extras = self.env.step(actions)
         done = dones.to(self.device).reshape(self.num_envs).bool()
         time_outs = extras.get("time_outs")
-        truncated = done & time_outs.reshape(self.num_envs).bool() if time_outs is not None else torch.zeros_like(done)
+        truncated = (
+            done & time_outs.reshape(self.num_envs).bool()
+            if time_outs is not None
+            else torch.zeros_like(done)
+        )
         obs = self._convert(obs)
         final = extras.get("final_obs")
-        final = self._convert(final) if final is not None else self._last  # see the module docstring
+        # see the module docstring
+        final = self._convert(final) if final is not None else self._last
         self._last = obs
         info = {"final_obs": final, "_final_obs": done}
         return obs, rewards.reshape(self.num_envs).float(), done & ~truncated, truncated, info

@@ -33,7 +33,9 @@ class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
         if vectorization_mode is None:
             vectorization_mode = "async" if num_envs >= 8 else "sync"
         if vectorization_mode not in ("sync", "async"):
-            raise UserError(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")
+            raise UserError(
+                f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}"
+            )
         self.env_id = env_id
         try:
             self.env = gym.make_vec(
@@ -43,7 +45,8 @@ class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
                 vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
                 **env_kwargs,
             )
-        except gym.error.DependencyNotInstalled as e:  # gymnasium's extras (box2d, atari, ...): the user's to add
+        # gymnasium's extras (box2d, atari, ...): the user's to add
+        except gym.error.DependencyNotInstalled as e:
             raise MissingPackage(f"{env_id} needs a package that is not installed: {e}") from None
         self.num_envs = num_envs
         self.device = canonical(device)
@@ -54,7 +57,8 @@ class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
         self.action_space = self.env.action_space
         if not isinstance(self.single_observation_space, gym.spaces.Box):
             raise UserError(
-                f"{env_id}: only Box observation spaces are supported, got {self.single_observation_space}; "
+                f"{env_id}: only Box observation spaces are supported, got "
+                f"{self.single_observation_space}; "
                 f"flatten it with a gymnasium wrapper (e.g. FlattenObservation) in a custom env"
             )
         self.max_episode_steps = self.env.spec.max_episode_steps if self.env.spec else None
@@ -77,7 +81,10 @@ class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
         if isinstance(self.single_action_space, gym.spaces.Discrete):
             a = a.astype(self.single_action_space.dtype)
             if ((a < 0) | (a >= self.single_action_space.n)).any():
-                raise UserError(f"{self.env_id}: actions must be integers in [0, {self.single_action_space.n}), got {a[:8]}")
+                raise UserError(
+                    f"{self.env_id}: actions must be integers in [0, "
+                    f"{self.single_action_space.n}), got {a[:8]}"
+                )
         elif not np.isfinite(a).all():
             raise UserError(f"{self.env_id}: actions contain NaN/Inf: {a[:4]}")
         obs, reward, terminated, truncated, info = self.env.step(a)
@@ -86,7 +93,11 @@ class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
         if done.any():
             rows = np.flatnonzero(done)
             final[rows] = np.stack([info["final_obs"][i] for i in rows])
-        out = {k: v for k, v in info.items() if k not in ("final_obs", "_final_obs", "final_info", "_final_info")}
+        out = {
+            k: v
+            for k, v in info.items()
+            if k not in ("final_obs", "_final_obs", "final_info", "_final_info")
+        }
         out["final_obs"] = self._obs(final)
         out["_final_obs"] = torch.as_tensor(done, device=self.device)
         return (

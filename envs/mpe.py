@@ -50,9 +50,25 @@ class MPEEnv(MultiAgentTorchVecEnv):
     contact_margin = 1e-3
     dim_c = 2
 
-    def __init__(self, num_envs, agent_names, n_landmarks, sizes, collide, accel, max_speed, obs_dims, state_dim,
-                 continuous_actions=False, max_cycles=25, terminate_on_success=False, device="cpu",
-                 dtype=torch.float32, seed=None, validate_actions=True):
+    def __init__(
+        self,
+        num_envs,
+        agent_names,
+        n_landmarks,
+        sizes,
+        collide,
+        accel,
+        max_speed,
+        obs_dims,
+        state_dim,
+        continuous_actions=False,
+        max_cycles=25,
+        terminate_on_success=False,
+        device="cpu",
+        dtype=torch.float32,
+        seed=None,
+        validate_actions=True,
+    ):
         if not isinstance(max_cycles, int) or isinstance(max_cycles, bool) or max_cycles <= 0:
             raise UserError(f"max_cycles must be a positive integer, got {max_cycles!r}")
         A = len(agent_names)
@@ -64,27 +80,54 @@ class MPEEnv(MultiAgentTorchVecEnv):
         self._size = torch.tensor(sizes, dtype=dtype, device=dev)  # [E]
         self._collide = torch.tensor(collide, dtype=torch.bool, device=dev)  # [E]
         self._accel = torch.tensor(accel, dtype=dtype, device=dev)  # [A]
-        self._max_speed = None if all(m is None for m in max_speed) else torch.tensor(
-            [np.inf if m is None else m for m in max_speed], dtype=dtype, device=dev)
+        self._max_speed = (
+            None
+            if all(m is None for m in max_speed)
+            else torch.tensor(
+                [np.inf if m is None else m for m in max_speed], dtype=dtype, device=dev
+            )
+        )
         self._directions = torch.tensor(_DIRECTIONS, dtype=dtype, device=dev)
         # contact forces act on the colliding agents (the only movable entities), from every other
         # colliding entity; mpe2 sums them in entity order, which `_contact` reproduces
         colliders = [j for j, c in enumerate(collide) if c]
         self._colliders = torch.tensor(colliders, dtype=torch.long, device=dev)
-        pair = torch.tensor([[collide[i] and i != j for j in colliders] for i in range(A)], dtype=torch.bool)
+        pair = torch.tensor(
+            [[collide[i] and i != j for j in colliders] for i in range(A)], dtype=torch.bool
+        )
         self._pair = pair.to(dev)  # [A, C]
-        self._pair_sum_size = (self._size[:A, None] + self._size[self._colliders][None, :])  # [A, C]
-        self._others = torch.tensor([[j for j in range(A) if j != i] for i in range(A)], dtype=torch.long, device=dev)
+        # [A, C]
+        self._pair_sum_size = self._size[:A, None] + self._size[self._colliders][None, :]
+        self._others = torch.tensor(
+            [[j for j in range(A) if j != i] for i in range(A)], dtype=torch.long, device=dev
+        )
         self._offdiag = ~torch.eye(A, dtype=torch.bool, device=dev)
         obs_dim = max(obs_dims)
         # flat positions of the unpadded observations inside [A * obs_dim] (for the global state)
         self._state_index = torch.tensor(
-            [i * obs_dim + k for i in range(A) for k in range(obs_dims[i])], dtype=torch.long, device=dev)
+            [i * obs_dim + k for i in range(A) for k in range(obs_dims[i])],
+            dtype=torch.long,
+            device=dev,
+        )
         obs_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
-        act_space = (gym.spaces.Box(0.0, 1.0, (5,), np.float32) if self.continuous_actions
-                     else gym.spaces.Discrete(5))
-        super().__init__(num_envs, A, obs_space, act_space, state_dim, device, dtype, seed, validate_actions,
-                         agent_names=agent_names, obs_dims=obs_dims)
+        act_space = (
+            gym.spaces.Box(0.0, 1.0, (5,), np.float32)
+            if self.continuous_actions
+            else gym.spaces.Discrete(5)
+        )
+        super().__init__(
+            num_envs,
+            A,
+            obs_space,
+            act_space,
+            state_dim,
+            device,
+            dtype,
+            seed,
+            validate_actions,
+            agent_names=agent_names,
+            obs_dims=obs_dims,
+        )
 
     # ---- physics ------------------------------------------------------------------------------
     def _action_force(self, actions: torch.Tensor) -> torch.Tensor:
@@ -93,7 +136,8 @@ class MPEEnv(MultiAgentTorchVecEnv):
             a = actions.to(self.dtype).clamp(0.0, 1.0)  # ClipOutOfBoundsWrapper
             u = torch.stack((a[..., 2] - a[..., 1], a[..., 4] - a[..., 3]), dim=-1)
         else:
-            # clamped: an invalid action is reported by the (deferred, on a GPU) action check, never an out-of-bounds index
+            # clamped: an invalid action is reported by the (deferred, on a GPU) action check, never
+            # an out-of-bounds index
             u = self._directions[actions.long().clamp(0, 4)]
         return u * self._accel[:, None]
 
@@ -111,7 +155,8 @@ class MPEEnv(MultiAgentTorchVecEnv):
         return force
 
     def _physics(self, state: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """One `World.step`: forces, then explicit integration of the agents (landmarks are static)."""
+        """One `World.step`: forces, then explicit integration of the agents (landmarks are
+        static)."""
         A = self.n_agents
         pos, vel = state[..., :2], state[:, :A, 2:]
         force = self._contact(pos, self._action_force(actions))
@@ -131,7 +176,7 @@ class MPEEnv(MultiAgentTorchVecEnv):
         d = _norm(pos[:, :A, None, :] - pos[:, None, :A, :])
         return d < (self._size[:A, None] + self._size[None, :A])
 
-    # ---- contract ---------------------------------------------------------------------------------
+    # ---- contract --------------------------------------------------------------------------------
     def _transition(self, state, actions):
         next_state = self._physics(state, actions)
         rewards = self._reward(next_state)
@@ -171,9 +216,19 @@ class SimpleSpread(MPEEnv):
 
     env_id = "simple_spread_v3"
 
-    def __init__(self, num_envs: int = 1, device="cpu", dtype=torch.float32, seed=None, N: int = 3,
-                 local_ratio: float = 0.5, max_cycles: int = 25, continuous_actions: bool = False,
-                 terminate_on_success: bool = False, validate_actions: bool = True):
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device="cpu",
+        dtype=torch.float32,
+        seed=None,
+        N: int = 3,
+        local_ratio: float = 0.5,
+        max_cycles: int = 25,
+        continuous_actions: bool = False,
+        terminate_on_success: bool = False,
+        validate_actions: bool = True,
+    ):
         if not (isinstance(N, int) and N >= 2):
             raise UserError(f"N (agents = landmarks) must be an integer >= 2, got {N!r}")
         if not 0.0 <= local_ratio <= 1.0:
@@ -181,11 +236,23 @@ class SimpleSpread(MPEEnv):
         self.local_ratio = float(local_ratio)
         obs_dim = 4 + 2 * N + 2 * (N - 1) + self.dim_c * (N - 1)
         super().__init__(
-            num_envs, [f"agent_{i}" for i in range(N)], N, sizes=[0.15] * N + [0.05] * N,
-            collide=[True] * N + [False] * N, accel=[5.0] * N, max_speed=[None] * N, obs_dims=[obs_dim] * N,
-            state_dim=N * obs_dim, continuous_actions=continuous_actions, max_cycles=max_cycles,
-            terminate_on_success=terminate_on_success, device=device, dtype=dtype, seed=seed,
-            validate_actions=validate_actions)
+            num_envs,
+            [f"agent_{i}" for i in range(N)],
+            N,
+            sizes=[0.15] * N + [0.05] * N,
+            collide=[True] * N + [False] * N,
+            accel=[5.0] * N,
+            max_speed=[None] * N,
+            obs_dims=[obs_dim] * N,
+            state_dim=N * obs_dim,
+            continuous_actions=continuous_actions,
+            max_cycles=max_cycles,
+            terminate_on_success=terminate_on_success,
+            device=device,
+            dtype=dtype,
+            seed=seed,
+            validate_actions=validate_actions,
+        )
 
     def _sample_initial_state(self, n):
         E = self.n_agents + self.n_landmarks
@@ -210,7 +277,8 @@ class SimpleSpread(MPEEnv):
 
     def _observe(self, state):
         A, N = self.n_agents, state.shape[0]
-        comm = torch.zeros(N, A, self.dim_c * (A - 1), dtype=state.dtype, device=state.device)  # silent agents
+        # silent agents
+        comm = torch.zeros(N, A, self.dim_c * (A - 1), dtype=state.dtype, device=state.device)
         return torch.cat(self._agent_obs_prefix(state) + [comm], dim=-1)
 
 
@@ -229,12 +297,25 @@ class SimpleTag(MPEEnv):
 
     env_id = "simple_tag_v3"
 
-    def __init__(self, num_envs: int = 1, device="cpu", dtype=torch.float32, seed=None, num_good: int = 1,
-                 num_adversaries: int = 3, num_obstacles: int = 2, max_cycles: int = 25,
-                 continuous_actions: bool = False, terminate_on_success: bool = False,
-                 validate_actions: bool = True):
-        for name, v, lo in (("num_good", num_good, 1), ("num_adversaries", num_adversaries, 1),
-                            ("num_obstacles", num_obstacles, 0)):
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device="cpu",
+        dtype=torch.float32,
+        seed=None,
+        num_good: int = 1,
+        num_adversaries: int = 3,
+        num_obstacles: int = 2,
+        max_cycles: int = 25,
+        continuous_actions: bool = False,
+        terminate_on_success: bool = False,
+        validate_actions: bool = True,
+    ):
+        for name, v, lo in (
+            ("num_good", num_good, 1),
+            ("num_adversaries", num_adversaries, 1),
+            ("num_obstacles", num_obstacles, 0),
+        ):
             if not (isinstance(v, int) and v >= lo):
                 raise UserError(f"{name} must be an integer >= {lo}, got {v!r}")
         G, Ad, L = num_good, num_adversaries, num_obstacles
@@ -244,16 +325,29 @@ class SimpleTag(MPEEnv):
         base = 4 + 2 * L + 2 * (A - 1)
         obs_dims = [base + 2 * G] * Ad + [base + 2 * (G - 1)] * G
         super().__init__(
-            num_envs, names, L, sizes=[0.075] * Ad + [0.05] * G + [0.2] * L, collide=[True] * (A + L),
-            accel=[3.0] * Ad + [4.0] * G, max_speed=[1.0] * Ad + [1.3] * G, obs_dims=obs_dims,
-            state_dim=sum(obs_dims), continuous_actions=continuous_actions, max_cycles=max_cycles,
-            terminate_on_success=terminate_on_success, device=device, dtype=dtype, seed=seed,
-            validate_actions=validate_actions)
+            num_envs,
+            names,
+            L,
+            sizes=[0.075] * Ad + [0.05] * G + [0.2] * L,
+            collide=[True] * (A + L),
+            accel=[3.0] * Ad + [4.0] * G,
+            max_speed=[1.0] * Ad + [1.3] * G,
+            obs_dims=obs_dims,
+            state_dim=sum(obs_dims),
+            continuous_actions=continuous_actions,
+            max_cycles=max_cycles,
+            terminate_on_success=terminate_on_success,
+            device=device,
+            dtype=dtype,
+            seed=seed,
+            validate_actions=validate_actions,
+        )
         # velocity slots of the observation: the other prey in agent order, padded (-1) to G slots
         idx = [[j for j in range(Ad, A) if j != i] for i in range(A)]
         idx = [row + [-1] * (G - len(row)) for row in idx]
         self._prey_idx = torch.tensor(idx, dtype=torch.long, device=self.device)  # [A, G]
-        self.adversary = torch.arange(A, device=self.device) < Ad  # [A] bool: which agents are predators
+        # [A] bool: which agents are predators
+        self.adversary = torch.arange(A, device=self.device) < Ad
 
     def _sample_initial_state(self, n):
         A, L = self.n_agents, self.n_landmarks
@@ -269,15 +363,18 @@ class SimpleTag(MPEEnv):
 
     @staticmethod
     def _bound(x: torch.Tensor) -> torch.Tensor:
-        return torch.where(x < 0.9, torch.zeros_like(x),
-                           torch.where(x < 1.0, (x - 0.9) * 10, torch.clamp(torch.exp(2 * x - 2), max=10.0)))
+        return torch.where(
+            x < 0.9,
+            torch.zeros_like(x),
+            torch.where(x < 1.0, (x - 0.9) * 10, torch.clamp(torch.exp(2 * x - 2), max=10.0)),
+        )
 
     def _reward(self, state):
         Ad = self.num_adversaries
         caught = self._caught(state)
         adv = (10.0 * caught.sum((1, 2)).to(self.dtype))[:, None].expand(-1, Ad)  # [N, Ad]
         prey = -10.0 * caught.sum(1).to(self.dtype)  # [N, G]
-        pos = state[:, Ad:self.n_agents, :2].abs()
+        pos = state[:, Ad : self.n_agents, :2].abs()
         for p in range(2):
             prey = prey - self._bound(pos[..., p])
         return torch.cat((adv, prey), dim=1)
@@ -289,5 +386,9 @@ class SimpleTag(MPEEnv):
         A = self.n_agents
         vel = state[:, :A, 2:]
         prey_vel = vel[:, self._prey_idx.clamp(min=0)]  # [N, A, G, 2]
-        prey_vel = torch.where((self._prey_idx >= 0)[None, :, :, None], prey_vel, torch.zeros_like(prey_vel))
-        return torch.cat(self._agent_obs_prefix(state) + [prey_vel.reshape(state.shape[0], A, -1)], dim=-1)
+        prey_vel = torch.where(
+            (self._prey_idx >= 0)[None, :, :, None], prey_vel, torch.zeros_like(prey_vel)
+        )
+        return torch.cat(
+            self._agent_obs_prefix(state) + [prey_vel.reshape(state.shape[0], A, -1)], dim=-1
+        )

@@ -55,11 +55,15 @@ def _require_mujoco():
     try:
         import mujoco
     except ImportError as e:  # pragma: no cover - mujoco is in requirements.txt
-        raise MissingPackage("MuJoCo tasks need the `mujoco` package (>= 4.0): pip install 'mujoco>=4.0'") from e
+        raise MissingPackage(
+            "MuJoCo tasks need the `mujoco` package (>= 4.0): pip install 'mujoco>=4.0'"
+        ) from e
     major = int(mujoco.__version__.split(".")[0])
     if major < 4:
-        raise MissingPackage(f"MuJoCo tasks need mujoco >= 4.0 (for mujoco.batch), found {mujoco.__version__}: "
-                          f"pip install -U 'mujoco>=4.0'")
+        raise MissingPackage(
+            f"MuJoCo tasks need mujoco >= 4.0 (for mujoco.batch), found {mujoco.__version__}: "
+            f"pip install -U 'mujoco>=4.0'"
+        )
     return mujoco
 
 
@@ -99,9 +103,9 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # physics backends: both expose torch views of the fields the tasks read
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 class _BatchBackend:
     """`mujoco.batch.Batch` on `nthread` CPU threads; fields are float64 torch views of its arrays.
 
@@ -115,7 +119,9 @@ class _BatchBackend:
     name = "batch"
     dtype = torch.float64
 
-    def __init__(self, model, num_envs: int, fields: tuple[str, ...], nthread: int, contact_forces: bool):
+    def __init__(
+        self, model, num_envs: int, fields: tuple[str, ...], nthread: int, contact_forces: bool
+    ):
         import mujoco.batch
 
         self.model = model
@@ -132,7 +138,8 @@ class _BatchBackend:
             extra = REQUIRED_FIELDS + ("qacc_warmstart",)
         self.np = {}
         self.f = {}
-        for name in dict.fromkeys(("qpos", "qvel", "ctrl", *fields, *extra)):  # bound before the first call
+        # bound before the first call
+        for name in dict.fromkeys(("qpos", "qvel", "ctrl", *fields, *extra)):
             arr = self.batch.bind(name)
             if not arr.flags.writeable:  # outputs are read-only views; torch wants writeable memory
                 arr = arr.view()
@@ -145,7 +152,8 @@ class _BatchBackend:
         import mujoco
 
         nstate = mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_INTEGRATION)
-        return 8 * (nstate + 2 * model.nbody * 22 + 6 * model.nv)  # state row + the bound derived fields
+        # state row + the bound derived fields
+        return 8 * (nstate + 2 * model.nbody * 22 + 6 * model.nv)
 
     def step(self, nstep: int) -> None:
         if not self.contact_forces:
@@ -187,8 +195,16 @@ class _WarpBackend:
     name = "warp"
     dtype = torch.float32
 
-    def __init__(self, model, num_envs: int, fields: tuple[str, ...], device: torch.device, frame_skip: int,
-                 contact_forces: bool, nconmax: int):
+    def __init__(
+        self,
+        model,
+        num_envs: int,
+        fields: tuple[str, ...],
+        device: torch.device,
+        frame_skip: int,
+        contact_forces: bool,
+        nconmax: int,
+    ):
         wp, mjw = _require_warp()
         self.wp, self.mjw = wp, mjw
         self.model = model
@@ -199,43 +215,54 @@ class _WarpBackend:
         import mujoco
 
         if model.opt.solver == mujoco.mjtSolver.mjSOL_PGS:
-            # Humanoid-v5's XML asks for PGS, which MuJoCo Warp does not have (CG and Newton only): Newton, on a copy
-            # (the batch backend keeps PGS: the same without contacts, tests/test_mujoco_parity.py; contacts are
-            # solved differently, as between any two solvers)
+            # Humanoid-v5's XML asks for PGS, which MuJoCo Warp does not have (CG and Newton only):
+            # Newton, on a copy (the batch backend keeps PGS: the same without contacts,
+            # tests/test_mujoco_parity.py; contacts are solved differently, as between any two
+            # solvers)
             model = copy.deepcopy(model)
             model.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
         with wp.ScopedDevice(self.wp_device):
             self.m = mjw.put_model(model)
-            self.d = mjw.make_data(model, nworld=num_envs, nconmax=nconmax, njmax=6 * nconmax + 2 * model.nv)
-        self.f = {name: wp.to_torch(getattr(self.d, name)) for name in ("qpos", "qvel", "ctrl", *fields)}
+            self.d = mjw.make_data(
+                model, nworld=num_envs, nconmax=nconmax, njmax=6 * nconmax + 2 * model.nv
+            )
+        self.f = {
+            name: wp.to_torch(getattr(self.d, name)) for name in ("qpos", "qvel", "ctrl", *fields)
+        }
         self.warmstart = wp.to_torch(self.d.qacc_warmstart)
-        # the reset's inputs and scratch: fixed buffers, so that a captured graph reads and writes the same memory
+        # the reset's inputs and scratch: fixed buffers, so that a captured graph reads and writes
+        # the same memory
         self._reset_mask = torch.zeros(num_envs, dtype=torch.bool, device=device)
         self._reset_mask_wp = wp.from_torch(self._reset_mask)
         self._reset_qpos = torch.zeros_like(self.f["qpos"])
         self._reset_qvel = torch.zeros_like(self.f["qvel"])
         self._keep_ws = torch.zeros_like(self.warmstart)
-        self._graphs: dict[str, object] = {}  # "step", "reset": CUDA graphs, captured on their second call
+        # "step", "reset": CUDA graphs, captured on their second call
+        self._graphs: dict[str, object] = {}
         self._warmed: set[str] = set()
         self._use_graph = device.type == "cuda"
-        self._stream = self._torch_stream = None  # CUDA: Warp's stream for this env's work (`_scope`)
-        self._capture_stream = None  # (handle, Warp's view) of the stream of torch's capture, when inside one
+        # CUDA: Warp's stream for this env's work (`_scope`)
+        self._stream = self._torch_stream = None
+        # (handle, Warp's view) of the stream of torch's capture, when inside one
+        self._capture_stream = None
 
     @contextlib.contextmanager
     def _scope(self):
-        """Warp's and torch's work inside runs on a stream of Warp's own, ordered after torch's current stream on
-        entry and before it on exit (events: the host does not wait). Not torch's current stream itself: that is
-        usually CUDA's legacy default stream, on which Warp cannot capture the frame-skip graph (a GPU run saw
-        "Warp error: unknown stream" and fell back to ~100 launches per step and a host sync per solver iteration)."""
+        """Warp's and torch's work inside runs on a stream of Warp's own, ordered after torch's
+        current stream on entry and before it on exit (events: the host does not wait). Not torch's
+        current stream itself: that is usually CUDA's legacy default stream, on which Warp cannot
+        capture the frame-skip graph (a GPU run saw "Warp error: unknown stream" and fell back to
+        ~100 launches per step and a host sync per solver iteration)."""
         if self.sim_device.type != "cuda":
             with self.wp.ScopedDevice(self.wp_device):
                 yield
             return
         outer = torch.cuda.current_stream(self.sim_device)
         if torch.cuda.is_current_stream_capturing():
-            # inside a capture of torch's (common.graphs): Warp works on the capture's own stream (its solver loop
-            # pauses and resumes the capture there: on a forked stream CUDA error 903), with no ordering after its
-            # previous stream (work outside the capture: CUDA error 905)
+            # inside a capture of torch's (common.graphs): Warp works on the capture's own stream
+            # (its solver loop pauses and resumes the capture there: on a forked stream CUDA error
+            # 903), with no ordering after its previous stream (work outside the capture: CUDA error
+            # 905)
             if self._capture_stream is None or self._capture_stream[0] != outer.cuda_stream:
                 self._capture_stream = (outer.cuda_stream, self.wp.stream_from_torch(outer))
             with self.wp.ScopedStream(self._capture_stream[1], sync_enter=False):
@@ -256,15 +283,17 @@ class _WarpBackend:
             self.mjw.rne_postconstraint(self.m, self.d)
 
     def _launch(self, name: str, work) -> None:
-        """Runs `work` (Warp launches, and torch ops in place on fixed buffers only: nothing allocated) on CUDA as
-        a graph: the first call launches eagerly (kernels load), the second records it once (recording runs
-        nothing), and every call replays it. A graph is one launch, and MuJoCo Warp's solver loop
-        (`wp.capture_while`) becomes a conditional node in it; launched eagerly, that loop reads its condition
-        on the host, a sync per solver iteration. On the CPU, `work` runs eagerly."""
+        """Runs `work` (Warp launches, and torch ops in place on fixed buffers only: nothing
+        allocated) on CUDA as a graph: the first call launches eagerly (kernels load), the second
+        records it once (recording runs nothing), and every call replays it. A graph is one launch,
+        and MuJoCo Warp's solver loop (`wp.capture_while`) becomes a conditional node in it;
+        launched eagerly, that loop reads its condition on the host, a sync per solver iteration. On
+        the CPU, `work` runs eagerly."""
         wp = self.wp
         if self._use_graph and torch.cuda.is_current_stream_capturing():
-            # inside a capture of torch's (common.graphs.Captured: a whole training iteration as one graph): Warp
-            # records into it as an external capture, so that its solver loop becomes a conditional node there too
+            # inside a capture of torch's (common.graphs.Captured: a whole training iteration as one
+            # graph): Warp records into it as an external capture, so that its solver loop becomes a
+            # conditional node there too
             stream = wp.get_stream(self.wp_device)  # torch's capture stream (`_scope`)
             wp.capture_begin(stream=stream, external=True)
             try:
@@ -280,7 +309,9 @@ class _WarpBackend:
             except Exception as e:  # pragma: no cover - CUDA only
                 import warnings
 
-                warnings.warn(f"MuJoCo Warp: CUDA graph capture failed ({e}); launching kernels one by one")
+                warnings.warn(
+                    f"MuJoCo Warp: CUDA graph capture failed ({e}); launching kernels one by one"
+                )
                 self._use_graph = False
         if name in self._graphs:
             wp.capture_launch(self._graphs[name])
@@ -293,8 +324,8 @@ class _WarpBackend:
             self._launch("step", self._substeps)
 
     def _masked_reset(self) -> None:
-        # mj_resetData on the worlds in the mask, their new state, then mj_forward (on every world: forward()
-        # cannot be masked; the continuing worlds get their solver warm start back)
+        # mj_resetData on the worlds in the mask, their new state, then mj_forward (on every world:
+        # forward() cannot be masked; the continuing worlds get their solver warm start back)
         self._keep_ws.copy_(self.warmstart)
         self.mjw.reset_data(self.m, self.d, reset=self._reset_mask_wp)
         m = self._reset_mask[:, None]
@@ -304,8 +335,8 @@ class _WarpBackend:
         torch.where(m, self.warmstart, self._keep_ws, out=self.warmstart)
 
     def reset(self, done: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
-        # masked on the device (no host sync, whatever the number of finished worlds), captured as a graph on
-        # CUDA like the step: the inputs go into the graph's fixed buffers first
+        # masked on the device (no host sync, whatever the number of finished worlds), captured as a
+        # graph on CUDA like the step: the inputs go into the graph's fixed buffers first
         self._reset_mask.copy_(done)
         self._reset_qpos.copy_(qpos)
         self._reset_qvel.copy_(qvel)
@@ -313,7 +344,9 @@ class _WarpBackend:
             self._launch("reset", self._masked_reset)
 
     def get_state(self) -> torch.Tensor:
-        return torch.cat([self.f["qpos"], self.f["qvel"], self.f["ctrl"], self.warmstart], dim=1).clone()
+        return torch.cat(
+            [self.f["qpos"], self.f["qvel"], self.f["ctrl"], self.warmstart], dim=1
+        ).clone()
 
     def set_state(self, rows: torch.Tensor) -> None:
         nq, nv, nu = self.model.nq, self.model.nv, self.model.nu
@@ -326,9 +359,9 @@ class _WarpBackend:
         self.warmstart.copy_(ws)
 
 
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # the env
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 class Locomotion(ActionChecks, gym.vector.VectorEnv):
     """Base of the batched MuJoCo tasks; a subclass sets the model, frame skip and task terms.
 
@@ -349,9 +382,17 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
     fields: tuple[str, ...] = ()  # derived MjData fields the task reads
     nconmax = 16
 
-    def __init__(self, num_envs: int = 1, device="cpu", seed: int | None = None, backend: str = "auto",
-                 nthread: int | None = None, dtype: torch.dtype = torch.float32, validate_actions: bool = True,
-                 **kwargs):
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device="cpu",
+        seed: int | None = None,
+        backend: str = "auto",
+        nthread: int | None = None,
+        dtype: torch.dtype = torch.float32,
+        validate_actions: bool = True,
+        **kwargs,
+    ):
         if kwargs:
             raise UserTypeError(f"{self.env_id}: unexpected options {sorted(kwargs)}")
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs <= 0:
@@ -362,7 +403,9 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
         self.dtype = dtype
         self.validate_actions = validate_actions
         if backend not in BACKENDS:
-            raise UserError(f"unknown MuJoCo backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+            raise UserError(
+                f"unknown MuJoCo backend {backend!r}: choose one of {', '.join(BACKENDS)}"
+            )
         if backend == "auto":
             backend = "warp" if self.device.type == "cuda" else "batch"
         model = self._load_model(mujoco, backend)
@@ -381,23 +424,36 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
             if self.device.type == "cuda":
                 free = torch.cuda.mem_get_info(self.device)[0]
                 self._check_memory(self._warp_bytes_per_world(model), "GPU memory", free)
-            self.sim = _WarpBackend(model, num_envs, fields, self.device, self.frame_skip,
-                                    self.contact_forces, self.nconmax)
+            self.sim = _WarpBackend(
+                model,
+                num_envs,
+                fields,
+                self.device,
+                self.frame_skip,
+                self.contact_forces,
+                self.nconmax,
+            )
         self.backend = backend
         f = self.sim.f
-        self.init_qpos = torch.as_tensor(model.qpos0, dtype=torch.float64, device=self.sim.sim_device)
+        self.init_qpos = torch.as_tensor(
+            model.qpos0, dtype=torch.float64, device=self.sim.sim_device
+        )
 
         # spaces as gymnasium's: actions from the actuators' control ranges, float64 observations
         low, high = model.actuator_ctrlrange.T.astype(np.float32)
         self.single_action_space = gym.spaces.Box(low, high, dtype=np.float32)
         obs_dim = self._observe(fresh=None).shape[-1]
         obs_np_dtype = np.float64 if dtype == torch.float64 else np.float32
-        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), dtype=obs_np_dtype)
+        self.single_observation_space = gym.spaces.Box(
+            -np.inf, np.inf, (obs_dim,), dtype=obs_np_dtype
+        )
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
 
         self.rng = torch.Generator(device=self.sim.sim_device)
-        self.rng.manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]) if seed is None else seed)
+        self.rng.manual_seed(
+            int(np.random.SeedSequence(seed).generate_state(1)[0]) if seed is None else seed
+        )
         self.elapsed = torch.zeros(num_envs, dtype=torch.long, device=self.sim.sim_device)
         self._invalid_action = torch.zeros((), dtype=torch.bool, device=self.device)
         self._discrete = False
@@ -406,22 +462,27 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
         del f
         self._reset_worlds(self._all)
 
-    # ---- model -----------------------------------------------------------------------------------------
+    # ---- model -----------------------------------------------------------------------------------
     def _load_model(self, mujoco, backend: str):
         path = _assets_dir() / self.xml
         if self.contact_forces and backend == "batch":
             # An accelerometer-type sensor makes mj_forward compute cfrc_ext (mj_rnePostConstraint);
             # sensors do not act on the dynamics.
             spec = mujoco.MjSpec.from_file(str(path))
-            spec.add_sensor(type=mujoco.mjtSensor.mjSENS_FRAMELINACC, objtype=mujoco.mjtObj.mjOBJ_BODY,
-                            objname=spec.bodies[1].name)
+            spec.add_sensor(
+                type=mujoco.mjtSensor.mjSENS_FRAMELINACC,
+                objtype=mujoco.mjtObj.mjOBJ_BODY,
+                objname=spec.bodies[1].name,
+            )
             return spec.compile()
         return mujoco.MjModel.from_xml_path(str(path))
 
     def _warp_bytes_per_world(self, model) -> int:
         # the big per-world arrays: dense constraint rows (njmax x nv) and contacts
         njmax = 6 * self.nconmax + 2 * model.nv
-        return 4 * (njmax * (model.nv + 16) + self.nconmax * 64 + 40 * model.nbody + 8 * model.nv * model.nv)
+        return 4 * (
+            njmax * (model.nv + 16) + self.nconmax * 64 + 40 * model.nbody + 8 * model.nv * model.nv
+        )
 
     def _check_memory(self, per_world: int, what: str, available: int | None) -> None:
         need = per_world * self.num_envs
@@ -433,7 +494,7 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
                 f"use --num-envs {fit} or fewer"
             )
 
-    # ---- task terms: subclasses override -----------------------------------------------------------------
+    # ---- task terms: subclasses override ---------------------------------------------------------
     def _com(self) -> torch.Tensor:
         """The (x, y) position whose change is the forward velocity (float64, [N, 2])."""
         return self.sim.f["qpos"][:, :2].to(torch.float64)
@@ -443,27 +504,35 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
 
     def _observe(self, fresh: torch.Tensor | None) -> torch.Tensor:
         f = self.sim.f
-        return torch.cat([f["qpos"][:, self.exclude_qpos:], f["qvel"]], dim=1)
+        return torch.cat([f["qpos"][:, self.exclude_qpos :], f["qvel"]], dim=1)
 
-    def _reward(self, x_vel: torch.Tensor, y_vel: torch.Tensor, action: torch.Tensor, healthy: torch.Tensor):
+    def _reward(
+        self, x_vel: torch.Tensor, y_vel: torch.Tensor, action: torch.Tensor, healthy: torch.Tensor
+    ):
         raise NotImplementedError
 
     def _clipped_contact_forces(self, fresh: torch.Tensor | None) -> torch.Tensor:
-        """cfrc_ext clipped to the contact-force range; zero in worlds just reset (as after mj_forward)."""
+        """cfrc_ext clipped to the contact-force range; zero in worlds just reset (as after
+        mj_forward)."""
         cf = self.sim.f["cfrc_ext"]
         if fresh is not None:
             cf = torch.where(fresh[:, None, None], torch.zeros_like(cf), cf)
         return cf
 
-    # ---- reset -------------------------------------------------------------------------------------------
+    # ---- reset -----------------------------------------------------------------------------------
     def _sample_qpos_qvel(self):
         n, nq, nv, s = self.num_envs, self.model.nq, self.model.nv, self.reset_noise_scale
         dev = self.sim.sim_device
-        qpos = self.init_qpos + (torch.rand(n, nq, generator=self.rng, device=dev, dtype=torch.float64) * 2 - 1) * s
+        qpos = (
+            self.init_qpos
+            + (torch.rand(n, nq, generator=self.rng, device=dev, dtype=torch.float64) * 2 - 1) * s
+        )
         if self.qvel_noise == "normal":
             qvel = s * torch.randn(n, nv, generator=self.rng, device=dev, dtype=torch.float64)
         else:
-            qvel = (torch.rand(n, nv, generator=self.rng, device=dev, dtype=torch.float64) * 2 - 1) * s
+            qvel = (
+                torch.rand(n, nv, generator=self.rng, device=dev, dtype=torch.float64) * 2 - 1
+            ) * s
         return qpos, qvel
 
     def _reset_worlds(self, mask: torch.Tensor) -> None:
@@ -472,10 +541,16 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
 
     def set_worlds(self, mask: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
         """Put the worlds in `mask` into state (qpos, qvel) as gymnasium's reset does (mj_resetData,
-        the state, mj_forward); `qpos`/`qvel` are [N, nq]/[N, nv], rows outside `mask` are ignored."""
+        the state, mj_forward); `qpos`/`qvel` are [N, nq]/[N, nv], rows outside `mask` are
+        ignored."""
         mask = mask.to(self.sim.sim_device)
-        self.sim.reset(mask, qpos.to(self.sim.sim_device, torch.float64), qvel.to(self.sim.sim_device, torch.float64))
-        # in place, as every state update of `step`: a captured graph (common.graphs) replays into this memory
+        self.sim.reset(
+            mask,
+            qpos.to(self.sim.sim_device, torch.float64),
+            qvel.to(self.sim.sim_device, torch.float64),
+        )
+        # in place, as every state update of `step`: a captured graph (common.graphs) replays into
+        # this memory
         torch.where(mask[:, None], self._com(), self._com_before, out=self._com_before)
         self.elapsed.masked_fill_(mask, 0)
 
@@ -489,7 +564,7 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
         self._reset_worlds(self._all)
         return self._out(self._observe(fresh=self._all)), {}
 
-    # ---- step --------------------------------------------------------------------------------------------
+    # ---- step ------------------------------------------------------------------------------------
     def step(self, actions):
         if self.validate_actions:
             actions = self._validate(actions)
@@ -512,24 +587,36 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
         self._reset_worlds(done)
         obs = torch.where(done[:, None], self._observe(fresh=done), final_obs)
         info = {"final_obs": self._out(final_obs), "_final_obs": done.to(self.device)}
-        reward = reward.to(self.device, torch.float64 if self.dtype == torch.float64 else torch.float32)
+        reward = reward.to(
+            self.device, torch.float64 if self.dtype == torch.float64 else torch.float32
+        )
         return self._out(obs), reward, terminated.to(self.device), truncated.to(self.device), info
 
-    # ---- checkpointable state ------------------------------------------------------------------------------
+    # ---- checkpointable state --------------------------------------------------------------------
     def state_dict(self) -> dict:
-        # copies: `step` writes these tensors in place (and `.cpu()` of a CPU tensor is the tensor itself)
-        return {"backend": self.backend, "sim": self.sim.get_state().cpu(),
-                "elapsed": self.elapsed.to("cpu", copy=True), "com_before": self._com_before.to("cpu", copy=True),
-                "rng": self.rng.get_state()}
+        # copies: `step` writes these tensors in place (and `.cpu()` of a CPU tensor is the tensor
+        # itself)
+        return {
+            "backend": self.backend,
+            "sim": self.sim.get_state().cpu(),
+            "elapsed": self.elapsed.to("cpu", copy=True),
+            "com_before": self._com_before.to("cpu", copy=True),
+            "rng": self.rng.get_state(),
+        }
 
     def load_state_dict(self, sd: dict) -> None:
         rows = sd["sim"]
         if sd.get("backend") != self.backend:
-            raise UserError(f"{self.env_id}: saved env state comes from the {sd.get('backend')!r} MuJoCo backend, "
-                             f"this env runs {self.backend!r}; resume with --mujoco-backend {sd.get('backend')}")
+            raise UserError(
+                f"{self.env_id}: saved env state comes from the {sd.get('backend')!r} MuJoCo "
+                f"backend, this env runs {self.backend!r}; resume with --mujoco-backend "
+                f"{sd.get('backend')}"
+            )
         if rows.shape[0] != self.num_envs:
-            raise UserError(f"{self.env_id}: saved env state has {rows.shape[0]} worlds, this env has "
-                             f"{self.num_envs} (was it saved with another --num-envs?)")
+            raise UserError(
+                f"{self.env_id}: saved env state has {rows.shape[0]} worlds, this env has "
+                f"{self.num_envs} (was it saved with another --num-envs?)"
+            )
         self.sim.set_state(rows.to(self.sim.sim_device))
         self.elapsed.copy_(sd["elapsed"])
         self._com_before.copy_(sd["com_before"])
@@ -539,8 +626,10 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
         self.sim = None
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}({self.env_id}, num_envs={self.num_envs}, backend={self.backend}, "
-                f"device={self.device})")
+        return (
+            f"{type(self).__name__}({self.env_id}, num_envs={self.num_envs}, "
+            f"backend={self.backend}, device={self.device})"
+        )
 
 
 class Ant(Locomotion):
@@ -612,12 +701,17 @@ class Walker2d(Hopper):
 
     def _healthy(self, qpos, qvel):
         z, angle = qpos[:, 1], qpos[:, 2]
-        return (z > self.healthy_z[0]) & (z < self.healthy_z[1]) & (angle > self.healthy_angle[0]) & (
-            angle < self.healthy_angle[1])
+        return (
+            (z > self.healthy_z[0])
+            & (z < self.healthy_z[1])
+            & (angle > self.healthy_angle[0])
+            & (angle < self.healthy_angle[1])
+        )
 
 
 class Humanoid(Locomotion):
-    """Humanoid-v5: a 3D biped; 1.25 x centre-of-mass speed + 5 healthy - control and contact costs."""
+    """Humanoid-v5: a 3D biped; 1.25 x centre-of-mass speed + 5 healthy - control and contact
+    costs."""
 
     env_id, xml, frame_skip = "Humanoid-v5", "humanoid.xml", 5
     reset_noise_scale, qvel_noise = 1e-2, "uniform"
@@ -631,7 +725,9 @@ class Humanoid(Locomotion):
 
     def _com(self):
         if self._mass is None:
-            self._mass = torch.as_tensor(self.model.body_mass, dtype=torch.float64, device=self.sim.sim_device)
+            self._mass = torch.as_tensor(
+                self.model.body_mass, dtype=torch.float64, device=self.sim.sim_device
+            )
         xipos = self.sim.f["xipos"].to(torch.float64)
         return ((self._mass[None, :, None] * xipos).sum(1) / self._mass.sum())[:, :2]
 
@@ -641,8 +737,17 @@ class Humanoid(Locomotion):
     def _observe(self, fresh):
         f = self.sim.f
         cf = self._clipped_contact_forces(fresh)[:, 1:].flatten(1)
-        return torch.cat([f["qpos"][:, 2:], f["qvel"], f["cinert"][:, 1:].flatten(1), f["cvel"][:, 1:].flatten(1),
-                          f["qfrc_actuator"][:, 6:], cf], dim=1)
+        return torch.cat(
+            [
+                f["qpos"][:, 2:],
+                f["qvel"],
+                f["cinert"][:, 1:].flatten(1),
+                f["cvel"][:, 1:].flatten(1),
+                f["qfrc_actuator"][:, 6:],
+                cf,
+            ],
+            dim=1,
+        )
 
     def _reward(self, x_vel, y_vel, action, healthy):
         cf = self.sim.f["cfrc_ext"].to(torch.float64)

@@ -91,20 +91,38 @@ _TWO_PI = 2.0 * np.pi
 def _bilinear_matrix(table, n_in, n_out):
     """[n_in*n_in, n_out] matrix M with (a outer b).ravel() @ M = f(a, b)."""
     M = np.zeros((n_in * n_in, n_out))
-    for (i, j, k, sign) in table:
+    for i, j, k, sign in table:
         M[i * n_in + j, k] = sign
     return M
 
 
 # quaternion product (a*b)_k = sum_ij M[4i+j, k] a_i b_j
-_QMUL = _bilinear_matrix([
-    (0, 0, 0, 1), (1, 1, 0, -1), (2, 2, 0, -1), (3, 3, 0, -1),
-    (0, 1, 1, 1), (1, 0, 1, 1), (2, 3, 1, 1), (3, 2, 1, -1),
-    (0, 2, 2, 1), (1, 3, 2, -1), (2, 0, 2, 1), (3, 1, 2, 1),
-    (0, 3, 3, 1), (1, 2, 3, 1), (2, 1, 3, -1), (3, 0, 3, 1)], 4, 4)
+_QMUL = _bilinear_matrix(
+    [
+        (0, 0, 0, 1),
+        (1, 1, 0, -1),
+        (2, 2, 0, -1),
+        (3, 3, 0, -1),
+        (0, 1, 1, 1),
+        (1, 0, 1, 1),
+        (2, 3, 1, 1),
+        (3, 2, 1, -1),
+        (0, 2, 2, 1),
+        (1, 3, 2, -1),
+        (2, 0, 2, 1),
+        (3, 1, 2, 1),
+        (0, 3, 3, 1),
+        (1, 2, 3, 1),
+        (2, 1, 3, -1),
+        (3, 0, 3, 1),
+    ],
+    4,
+    4,
+)
 # cross product
-_CROSS = _bilinear_matrix([(1, 2, 0, 1), (2, 1, 0, -1), (2, 0, 1, 1), (0, 2, 1, -1),
-                           (0, 1, 2, 1), (1, 0, 2, -1)], 3, 3)
+_CROSS = _bilinear_matrix(
+    [(1, 2, 0, 1), (2, 1, 0, -1), (2, 0, 1, 1), (0, 2, 1, -1), (0, 1, 2, 1), (1, 0, 2, -1)], 3, 3
+)
 _CONJ = np.array([1.0, -1.0, -1.0, -1.0])
 
 
@@ -213,8 +231,13 @@ class StageStateReconstructor:
                     continue
                 if t == _BALL and not last:
                     raise NotImplementedError("ball joint must be the last joint of its body")
-                e = dict(body=b, type=t, last=last, qadr=int(m.jnt_qposadr[j]),
-                         axis=np.array(m.jnt_axis[j]))
+                e = dict(
+                    body=b,
+                    type=t,
+                    last=last,
+                    qadr=int(m.jnt_qposadr[j]),
+                    axis=np.array(m.jnt_axis[j]),
+                )
                 if t == _HINGE and not last:
                     # the angle turns the next joint's local axis into its world
                     # axis (in cdof): Q_after(this joint) * jnt_axis[next]
@@ -224,7 +247,8 @@ class StageStateReconstructor:
                     v = np.array(m.jnt_axis[j + 1])
                     if np.linalg.norm(v - e["axis"] * np.dot(e["axis"], v)) < 1e-3:
                         raise NotImplementedError(
-                            f"joint {j}: next joint axis (nearly) parallel, angle unobservable")
+                            f"joint {j}: next joint axis (nearly) parallel, angle unobservable"
+                        )
                     # flat index into cdof[n].ravel() of the next joint's world axis
                     off = 6 * int(m.jnt_dofadr[j + 1]) + (0 if tn == _HINGE else 3)
                     e.update(next_local=v, next_idx=off + np.arange(3))
@@ -243,9 +267,11 @@ class StageStateReconstructor:
             L = dict(level=lev, body=sub(es, range(len(es)), "body"))
             L["parent"] = parent[L["body"]]
             L["body_quat"] = np.array(m.body_quat)[L["body"]]
-            for kind, sel in (("last", lambda e: e["type"] == _HINGE and e["last"]),
-                              ("mid", lambda e: e["type"] == _HINGE and not e["last"]),
-                              ("ball", lambda e: e["type"] == _BALL)):
+            for kind, sel in (
+                ("last", lambda e: e["type"] == _HINGE and e["last"]),
+                ("mid", lambda e: e["type"] == _HINGE and not e["last"]),
+                ("ball", lambda e: e["type"] == _BALL),
+            ):
                 idx = [i for i, e in enumerate(es) if sel(e)]
                 g = dict(idx=np.array(idx, int))
                 if idx:
@@ -271,13 +297,21 @@ class StageStateReconstructor:
             if np.linalg.matrix_rank(np.array([m.jnt_axis[j] for j in sl]), tol=1e-6) < len(sl):
                 raise NotImplementedError(f"body {b}: linearly dependent slide axes")
             rot = [j for j in jnts if int(m.jnt_type[j]) != _SLIDE]
-            self.slide_plan.append(dict(
-                body=b, parent=int(parent[b]), body_pos=np.array(m.body_pos[b]),
-                slide_dof=np.array([int(m.jnt_dofadr[j]) for j in sl]),
-                slide_qadr=np.array([int(m.jnt_qposadr[j]) for j in sl]),
-                # (rotational level, jnt_pos) of off-center rotational joints
-                rot=[(lev, np.array(m.jnt_pos[j])) for lev, j in enumerate(rot)
-                     if np.any(m.jnt_pos[j] != 0)]))
+            self.slide_plan.append(
+                dict(
+                    body=b,
+                    parent=int(parent[b]),
+                    body_pos=np.array(m.body_pos[b]),
+                    slide_dof=np.array([int(m.jnt_dofadr[j]) for j in sl]),
+                    slide_qadr=np.array([int(m.jnt_qposadr[j]) for j in sl]),
+                    # (rotational level, jnt_pos) of off-center rotational joints
+                    rot=[
+                        (lev, np.array(m.jnt_pos[j]))
+                        for lev, j in enumerate(rot)
+                        if np.any(m.jnt_pos[j] != 0)
+                    ],
+                )
+            )
 
         # -------- velocities of non-free bodies, grouped by dof count k
         groups: dict[int, list] = {}
@@ -289,14 +323,24 @@ class StageStateReconstructor:
         for k, bs in sorted(groups.items()):
             # bodies with 2 or 3 hinges use only the angular rows (exact 3x3
             # solve, better conditioned than the 6-D normal equations)
-            hinge_only = [all(int(m.jnt_type[m.dof_jntid[d]]) == _HINGE
-                              for d in range(m.body_dofadr[b], m.body_dofadr[b] + k)) for b in bs]
+            hinge_only = [
+                all(
+                    int(m.jnt_type[m.dof_jntid[d]]) == _HINGE
+                    for d in range(m.body_dofadr[b], m.body_dofadr[b] + k)
+                )
+                for b in bs
+            ]
             for ang in (True, False):
-                sel = np.array([b for b, h in zip(bs, hinge_only) if h == ang and k in (2, 3)]
-                               if ang else [b for b, h in zip(bs, hinge_only)
-                                            if not (h and k in (2, 3))], int)
+                sel = np.array(
+                    [b for b, h in zip(bs, hinge_only) if h == ang and k in (2, 3)]
+                    if ang
+                    else [b for b, h in zip(bs, hinge_only) if not (h and k in (2, 3))],
+                    int,
+                )
                 if sel.size:
-                    dofs = np.array([np.arange(m.body_dofadr[b], m.body_dofadr[b] + k) for b in sel])
+                    dofs = np.array(
+                        [np.arange(m.body_dofadr[b], m.body_dofadr[b] + k) for b in sel]
+                    )
                     self.vel_groups.append((k, ang, sel, parent[sel], dofs))
 
     # ------------------------------------------------------------------
@@ -320,34 +364,33 @@ class StageStateReconstructor:
         # ---- rotational joints, one level at a time over all bodies
         # qcur[:, b]: frame of body b before the rotational joint of this level
         qcur = np.empty((n, self.nbody, 4))
-        frames = {}            # (body, level) -> (Q_before, Q_after), for slides
+        frames = {}  # (body, level) -> (Q_before, Q_after), for slides
         for L in self.levels:
             bodies = L["body"]
             if L["level"] == 0:
-                qb = _qmul(xquat[:, L["parent"]], L["body_quat"])           # [N,J,4]
+                qb = _qmul(xquat[:, L["parent"]], L["body_quat"])  # [N,J,4]
             else:
                 qb = qcur[:, bodies]
             qa = np.empty_like(qb)
 
-            g = L["last"]      # last joint of its body: full relative rotation known
+            g = L["last"]  # last joint of its body: full relative rotation known
             if g["idx"].size:
                 i = g["idx"]
                 qrel = _qmul(qb[:, i] * _CONJ, xquat[:, g["body"]])
                 ang = 2.0 * np.arctan2(_dot3(qrel[..., 1:], g["axis"]), qrel[..., 0])
                 self._set_hinge(qpos, g["qadr"], ang, qpos_ref)
-                qa[:, i] = xquat[:, g["body"]]     # frame after a body's last joint
+                qa[:, i] = xquat[:, g["body"]]  # frame after a body's last joint
 
-            g = L["mid"]       # followed by a joint with a non-parallel axis
+            g = L["mid"]  # followed by a joint with a non-parallel axis
             if g["idx"].size:
                 i, a = g["idx"], g["axis"]
-                u = _qrot(qb[:, i] * _CONJ, cdof_flat[:, g["next_idx"]])   # local frame
+                u = _qrot(qb[:, i] * _CONJ, cdof_flat[:, g["next_idx"]])  # local frame
                 u_perp = u - a * _dot3(u, a)[..., None]
-                ang = np.arctan2(_dot3(_cross(g["v_perp"], u_perp), a),
-                                 _dot3(u_perp, g["v_perp"]))
+                ang = np.arctan2(_dot3(_cross(g["v_perp"], u_perp), a), _dot3(u_perp, g["v_perp"]))
                 ang = self._set_hinge(qpos, g["qadr"], ang, qpos_ref)
                 qa[:, i] = _qmul(qb[:, i], _axis_angle_quat(a, ang))
 
-            g = L["ball"]      # ball (always last): qpos quat = conj(Q_before) * xquat
+            g = L["ball"]  # ball (always last): qpos quat = conj(Q_before) * xquat
             if g["idx"].size:
                 i = g["idx"]
                 q = _qmul(qb[:, i] * _CONJ, xquat[:, g["body"]])
@@ -371,18 +414,21 @@ class StageStateReconstructor:
             for lev, jp in sp["rot"]:
                 q_b, q_a = frames[(b, lev)]
                 r = r - (_qrot(q_b, jp) - _qrot(q_a, jp))
-            W = cdof[:, sp["slide_dof"], 3:]                                # [N,k,3]
+            W = cdof[:, sp["slide_dof"], 3:]  # [N,k,3]
             G = (W[:, :, None, :] * W[:, None, :, :]).sum(-1)
-            d = _solve_spd(G, (W * r[:, None, :]).sum(-1)) if len(sp["slide_dof"]) > 1 \
+            d = (
+                _solve_spd(G, (W * r[:, None, :]).sum(-1))
+                if len(sp["slide_dof"]) > 1
                 else (W[:, 0] * r).sum(-1, keepdims=True) / G[:, 0]
+            )
             qpos[:, sp["slide_qadr"]] = d + self.qpos0[sp["slide_qadr"]]
 
         # ---- velocities
         # free joint: cvel[b] = [R w_loc, v + (R w_loc) x (c - anchor)], whose
         # dof columns are cdof[d+3+i] = [R e_i, R e_i x (c - anchor)], cdof[d+i] = [0, e_i]
         if fb.size:
-            dv = cvel[:, fb]                                                # world parent: 0
-            rot = cdof[:, fd[:, None] + np.arange(3, 6)]                    # [N,F,3,6]
+            dv = cvel[:, fb]  # world parent: 0
+            rot = cdof[:, fd[:, None] + np.arange(3, 6)]  # [N,F,3,6]
             # R^T w, as an exact 3x3 solve (the columns are orthonormal only to rounding)
             w_loc = _solve3(rot[..., 0, :3], rot[..., 1, :3], rot[..., 2, :3], dv[..., :3])
             v = dv[..., 3:] - (w_loc[..., None] * rot[..., 3:]).sum(-2)
@@ -390,18 +436,18 @@ class StageStateReconstructor:
             qvel[:, fd[:, None] + np.arange(3, 6)] = w_loc
         # other bodies: cvel[b] - cvel[parent] = sum_j cdof[j] qvel[j]  (6 x k, least squares)
         for k, ang, bs, ps, dofs in self.vel_groups:
-            delta = cvel[:, bs] - cvel[:, ps]                               # [N,B,6]
+            delta = cvel[:, bs] - cvel[:, ps]  # [N,B,6]
             if ang:
                 # 2-3 hinges: delta_w = sum_j axis_j qvel_j; solve [a1 a2 (a3 | a1 x a2)]
-                A = cdof[:, dofs, :3]                                       # [N,B,k,3] rows
+                A = cdof[:, dofs, :3]  # [N,B,k,3] rows
                 a3 = A[:, :, 2] if k == 3 else _cross(A[:, :, 0], A[:, :, 1])
                 x = _solve3(A[:, :, 0], A[:, :, 1], a3, delta[..., :3])
                 qvel[:, dofs] = x[..., :k]
             elif k == 1:
-                C = cdof[:, dofs[:, 0]]                                     # [N,B,6]
+                C = cdof[:, dofs[:, 0]]  # [N,B,6]
                 qvel[:, dofs[:, 0]] = (C * delta).sum(-1) / (C * C).sum(-1)
             else:
-                C = cdof[:, dofs]                                           # [N,B,k,6]
+                C = cdof[:, dofs]  # [N,B,k,6]
                 G = (C[:, :, :, None, :] * C[:, :, None, :, :]).sum(-1)
                 qvel[:, dofs] = _solve_spd(G, (C * delta[:, :, None, :]).sum(-1))
         return qpos, qvel

@@ -40,19 +40,24 @@ try:
     from rsl_rl.env import VecEnv
     from tensordict import TensorDict
 except ImportError as e:  # pragma: no cover - depends on the environment
-    raise MissingPackage(f"envs.rsl_rl needs rsl_rl and tensordict ({e}): pip install rsl-rl-lib") from None
+    raise MissingPackage(
+        f"envs.rsl_rl needs rsl_rl and tensordict ({e}): pip install rsl-rl-lib"
+    ) from None
 
 
 class RslRlVecEnv(VecEnv):
-    """`env` (our vec-env contract: torch tensors, same-step autoreset, continuous actions) behind rsl_rl's
-    `VecEnv` interface."""
+    """`env` (our vec-env contract: torch tensors, same-step autoreset, continuous actions) behind
+    rsl_rl's `VecEnv` interface."""
 
     def __init__(self, env, seed: int | None = None):
         space = env.single_action_space
         if not isinstance(space, gym.spaces.Box):
             raise UserError(f"rsl_rl's PPO needs continuous (Box) actions; this env has {space}")
         if len(env.single_observation_space.shape) != 1:
-            raise UserError(f"rsl_rl's MLP models need flat observations, got {env.single_observation_space.shape}")
+            raise UserError(
+                f"rsl_rl's MLP models need flat observations, got "
+                f"{env.single_observation_space.shape}"
+            )
         self.env = env
         self.num_envs = env.num_envs
         self.num_actions = int(math.prod(space.shape))
@@ -71,8 +76,10 @@ class RslRlVecEnv(VecEnv):
 
     @episode_length_buf.setter
     def episode_length_buf(self, value: torch.Tensor) -> None:
-        raise UserError("RslRlVecEnv cannot start episodes mid-way: call OnPolicyRunner.learn without "
-                         "init_at_random_ep_len=True")
+        raise UserError(
+            "RslRlVecEnv cannot start episodes mid-way: call OnPolicyRunner.learn without "
+            "init_at_random_ep_len=True"
+        )
 
     def _group(self, obs: torch.Tensor) -> TensorDict:
         return TensorDict({"policy": obs.float()}, batch_size=[self.num_envs], device=self.device)

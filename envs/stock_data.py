@@ -53,10 +53,29 @@ import numpy as np
 
 from common.errors import UserError, MissingPackage, UserFileNotFoundError
 
-__all__ = ["StockData", "load_sp500", "load_csv", "build", "compute_indicators", "FEATURE_NAMES", "WARMUP",
-           "SP500_TRAIN", "SP500_BACKTEST"]
+__all__ = [
+    "StockData",
+    "load_sp500",
+    "load_csv",
+    "build",
+    "compute_indicators",
+    "FEATURE_NAMES",
+    "WARMUP",
+    "SP500_TRAIN",
+    "SP500_BACKTEST",
+]
 
-FEATURE_NAMES = ("ret_1", "ret_5", "ret_20", "macd", "rsi_14", "cci_20", "close_sma30", "close_sma60", "vol_20")
+FEATURE_NAMES = (
+    "ret_1",
+    "ret_5",
+    "ret_20",
+    "macd",
+    "rsi_14",
+    "cci_20",
+    "close_sma30",
+    "close_sma60",
+    "vol_20",
+)
 WARMUP = 60  # days of history before the first trading day (the longest window, SMA60)
 MIN_DATES = WARMUP + 20
 SP500_TRAIN = ("2010-01-01", "2019-12-31")
@@ -68,9 +87,9 @@ SKFOLIO_PIN = "skfolio==1.12.2"
 class StockData:
     """Aligned daily prices of `len(tickers)` stocks and their indicators.
 
-    `close` `[T, S]` float64 (positive), `high`/`low` `[T, S]` or None, `features` `[T, S, F]` float32
-    (`FEATURE_NAMES`), `dates` `[T]` numpy datetime64, sorted ascending. `splits` maps "train" and
-    "backtest" to inclusive (first, last) day indices, both >= `WARMUP`.
+    `close` `[T, S]` float64 (positive), `high`/`low` `[T, S]` or None, `features` `[T, S, F]`
+    float32 (`FEATURE_NAMES`), `dates` `[T]` numpy datetime64, sorted ascending. `splits` maps
+    "train" and "backtest" to inclusive (first, last) day indices, both >= `WARMUP`.
     """
 
     dates: np.ndarray
@@ -96,16 +115,18 @@ class StockData:
 
     def split_dates(self, split: str) -> np.ndarray:
         lo, hi = self.split_range(split)
-        return self.dates[lo:hi + 1]
+        return self.dates[lo : hi + 1]
 
     def split_close(self, split: str) -> np.ndarray:
         lo, hi = self.split_range(split)
-        return self.close[lo:hi + 1]
+        return self.close[lo : hi + 1]
 
     def describe(self) -> str:
-        parts = [f"{self.source}: {self.n_stocks} stocks ({', '.join(self.tickers[:8])}"
-                 f"{', ...' if self.n_stocks > 8 else ''}), {len(self.dates)} dates "
-                 f"{self.dates[0]}..{self.dates[-1]}"]
+        parts = [
+            f"{self.source}: {self.n_stocks} stocks ({', '.join(self.tickers[:8])}"
+            f"{', ...' if self.n_stocks > 8 else ''}), {len(self.dates)} dates "
+            f"{self.dates[0]}..{self.dates[-1]}"
+        ]
         for name, (lo, hi) in self.splits.items():
             parts.append(f"{name} {self.dates[lo]}..{self.dates[hi]} ({hi - lo + 1} days)")
         if self.dropped_dates:
@@ -143,8 +164,11 @@ def _lagged(x: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def compute_indicators(close: np.ndarray, high: np.ndarray | None = None, low: np.ndarray | None = None) -> np.ndarray:
-    """Indicators `[T, S, len(FEATURE_NAMES)]` float32 of closes `[T, S]` (see the module docstring).
+def compute_indicators(
+    close: np.ndarray, high: np.ndarray | None = None, low: np.ndarray | None = None
+) -> np.ndarray:
+    """Indicators `[T, S, len(FEATURE_NAMES)]` float32 of closes `[T, S]` (see the module
+    docstring).
 
     Every value on day t depends on rows 0..t only. The first `WARMUP` rows are warm-up (partial
     windows) and are never traded on.
@@ -158,9 +182,14 @@ def compute_indicators(close: np.ndarray, high: np.ndarray | None = None, low: n
     ret_20 = (logc - _lagged(logc, 20)) * 5
     macd = (_ema(c, 2 / 13) - _ema(c, 2 / 27)) / c * 20
     gain, loss = _ema(np.maximum(r, 0), 1 / 14), _ema(np.maximum(-r, 0), 1 / 14)
-    rsi = np.where(gain + loss > 0, gain / np.maximum(gain + loss, 1e-300), 0.5)  # RSI/100 = gain/(gain+loss)
+    # RSI/100 = gain/(gain+loss)
+    rsi = np.where(gain + loss > 0, gain / np.maximum(gain + loss, 1e-300), 0.5)
     rsi = (rsi - 0.5) * 2
-    tp = c if high is None or low is None else (np.asarray(high, np.float64) + np.asarray(low, np.float64) + c) / 3
+    tp = (
+        c
+        if high is None or low is None
+        else (np.asarray(high, np.float64) + np.asarray(low, np.float64) + c) / 3
+    )
     sma_tp = _rolling_mean(tp, 20)
     # mean absolute deviation of the last 20 typical prices around today's 20-day mean
     pad = np.concatenate([np.repeat(tp[:1], 19, axis=0), tp], axis=0)
@@ -180,26 +209,49 @@ def compute_indicators(close: np.ndarray, high: np.ndarray | None = None, low: n
 # ---------------------------------------------------------------------------------------------
 def _index_range(dates: np.ndarray, start: str | None, end: str | None) -> tuple[int, int]:
     lo = 0 if start is None else int(np.searchsorted(dates, np.datetime64(start), side="left"))
-    hi = len(dates) - 1 if end is None else int(np.searchsorted(dates, np.datetime64(end), side="right")) - 1
+    hi = (
+        len(dates) - 1
+        if end is None
+        else int(np.searchsorted(dates, np.datetime64(end), side="right")) - 1
+    )
     return max(lo, WARMUP), hi
 
 
-def build(dates, tickers, close, high=None, low=None, *, source="", dropped_dates=0,
-          train: tuple[str | None, str | None] | None = None,
-          backtest: tuple[str | None, str | None] | None = None,
-          backtest_start: str | None = None) -> StockData:
-    """A `StockData` from aligned arrays: checks the prices, computes the indicators, sets the split.
+def build(
+    dates,
+    tickers,
+    close,
+    high=None,
+    low=None,
+    *,
+    source="",
+    dropped_dates=0,
+    train: tuple[str | None, str | None] | None = None,
+    backtest: tuple[str | None, str | None] | None = None,
+    backtest_start: str | None = None,
+) -> StockData:
+    """A `StockData` from aligned arrays: checks the prices, computes the indicators, sets the
+    split.
 
     The split: `train`/`backtest` date ranges (inclusive, None = open end) when given; else
     `backtest_start`: train before it, backtest from it; else 80% / 20% of the dates after `WARMUP`.
     """
-    dates = np.asarray(dates).astype("datetime64[D]") if np.asarray(dates).dtype.kind != "M" else np.asarray(dates)
+    dates = (
+        np.asarray(dates).astype("datetime64[D]")
+        if np.asarray(dates).dtype.kind != "M"
+        else np.asarray(dates)
+    )
     close = np.asarray(close, dtype=np.float64)
     if close.ndim != 2 or close.shape[0] != len(dates) or close.shape[1] != len(tickers):
-        raise UserError(f"close must be [dates, tickers] = [{len(dates)}, {len(tickers)}], got {close.shape}")
+        raise UserError(
+            f"close must be [dates, tickers] = [{len(dates)}, {len(tickers)}], got {close.shape}"
+        )
     if len(dates) < MIN_DATES:
-        raise UserError(f"{source or 'the data'} has {len(dates)} aligned dates; at least {MIN_DATES} are needed "
-                         f"({WARMUP} days of indicator warm-up + 20 trading days): supply a longer price history")
+        raise UserError(
+            f"{source or 'the data'} has {len(dates)} aligned dates; at least {MIN_DATES} "
+            f"are needed ({WARMUP} days of indicator warm-up + 20 trading days): supply "
+            f"a longer price history"
+        )
     order = np.argsort(dates, kind="stable")
     if np.any(order != np.arange(len(dates))):
         dates, close = dates[order], close[order]
@@ -207,19 +259,26 @@ def build(dates, tickers, close, high=None, low=None, *, source="", dropped_date
         low = None if low is None else np.asarray(low, np.float64)[order]
     if np.any(dates[1:] == dates[:-1]):
         d = dates[1:][dates[1:] == dates[:-1]][0]
-        raise UserError(f"{source or 'the data'}: date {d} appears twice for the same ticker; remove duplicate rows")
+        raise UserError(
+            f"{source or 'the data'}: date {d} appears twice for the same ticker; "
+            f"remove duplicate rows"
+        )
     for name, arr in (("close", close), ("high", high), ("low", low)):
         if arr is None:
             continue
         bad = ~(np.isfinite(arr) & (arr > 0))
         if bad.any():
             t, s = np.argwhere(bad)[0]
-            raise UserError(f"{source or 'the data'}: non-positive or missing {name} price {arr[t, s]} for {tickers[s]} "
-                             f"on {dates[t]}; prices must be > 0 (fix or drop those rows)")
+            raise UserError(
+                f"{source or 'the data'}: non-positive or missing {name} price {arr[t, s]} for "
+                f"{tickers[s]} on {dates[t]}; prices must be > 0 (fix or drop those rows)"
+            )
     features = compute_indicators(close, high, low)
     if train is not None or backtest is not None:
-        splits = {"train": _index_range(dates, *(train or (None, None))),
-                  "backtest": _index_range(dates, *(backtest or (None, None)))}
+        splits = {
+            "train": _index_range(dates, *(train or (None, None))),
+            "backtest": _index_range(dates, *(backtest or (None, None))),
+        }
     elif backtest_start is not None:
         b = int(np.searchsorted(dates, np.datetime64(backtest_start), side="left"))
         splits = {"train": (WARMUP, b - 1), "backtest": (max(b, WARMUP), len(dates) - 1)}
@@ -228,42 +287,71 @@ def build(dates, tickers, close, high=None, low=None, *, source="", dropped_date
         splits = {"train": (WARMUP, b - 1), "backtest": (b, len(dates) - 1)}
     for name, (lo, hi) in splits.items():
         if hi - lo < 1:
-            raise UserError(f"{source or 'the data'}: the {name} split has {max(hi - lo + 1, 0)} trading days "
-                             f"(dates {dates[0]}..{dates[-1]}, first {WARMUP} are indicator warm-up); "
-                             f"choose split dates inside the data")
-    return StockData(dates=dates, tickers=list(tickers), close=close, features=features, splits=splits, high=high,
-                     low=low, source=source, dropped_dates=dropped_dates)
+            raise UserError(
+                f"{source or 'the data'}: the {name} split has {max(hi - lo + 1, 0)} trading days "
+                f"(dates {dates[0]}..{dates[-1]}, first {WARMUP} are indicator warm-up); "
+                f"choose split dates inside the data"
+            )
+    return StockData(
+        dates=dates,
+        tickers=list(tickers),
+        close=close,
+        features=features,
+        splits=splits,
+        high=high,
+        low=low,
+        source=source,
+        dropped_dates=dropped_dates,
+    )
 
 
 def skfolio_sp500_path() -> Path:
     """Path of skfolio's bundled `sp500_dataset.csv.gz`, found without importing skfolio."""
     spec = importlib.util.find_spec("skfolio")
     if spec is None or not spec.submodule_search_locations:
-        raise MissingPackage(f"StockTrading-v0's default data (skfolio's S&P 500 dataset) needs the skfolio "
-                                  f"package: pip install {SKFOLIO_PIN} (or pass data=load_csv(...) / set "
-                                  f"STOCK_TRADING_CSV to your own CSV)")
-    path = Path(list(spec.submodule_search_locations)[0]) / "datasets" / "data" / "sp500_dataset.csv.gz"
+        raise MissingPackage(
+            f"StockTrading-v0's default data (skfolio's S&P 500 dataset) needs the skfolio "
+            f"package: pip install {SKFOLIO_PIN} (or pass data=load_csv(...) / set "
+            f"STOCK_TRADING_CSV to your own CSV)"
+        )
+    path = (
+        Path(list(spec.submodule_search_locations)[0])
+        / "datasets"
+        / "data"
+        / "sp500_dataset.csv.gz"
+    )
     if not path.is_file():
-        raise UserFileNotFoundError(f"{path} is missing from the installed skfolio; reinstall it: pip install {SKFOLIO_PIN}")
+        raise UserFileNotFoundError(
+            f"{path} is missing from the installed skfolio; reinstall it: pip install {SKFOLIO_PIN}"
+        )
     return path
 
 
 @functools.lru_cache(maxsize=2)
 def load_sp500(tickers: tuple[str, ...] | None = None) -> StockData:
-    """skfolio's S&P 500 dataset (20 stocks, 1990-01-02..2022-12-28), split train 2010-2019 / backtest
-    2020-01-01..2022-12-28. `tickers` picks a subset (tuple, for caching)."""
+    """skfolio's S&P 500 dataset (20 stocks, 1990-01-02..2022-12-28), split train 2010-2019 /
+    backtest 2020-01-01..2022-12-28. `tickers` picks a subset (tuple, for caching)."""
     path = skfolio_sp500_path()
     with gzip.open(path, "rt", newline="") as f:
         text = f.read()
-    data = _parse(text, str(path), tickers=list(tickers) if tickers else None, train=SP500_TRAIN,
-                  backtest=SP500_BACKTEST)
+    data = _parse(
+        text,
+        str(path),
+        tickers=list(tickers) if tickers else None,
+        train=SP500_TRAIN,
+        backtest=SP500_BACKTEST,
+    )
     data.source = "skfolio S&P 500 dataset"
     return data
 
 
-def load_csv(path: str | os.PathLike, tickers: list[str] | None = None, backtest_start: str | None = None,
-             train: tuple[str | None, str | None] | None = None,
-             backtest: tuple[str | None, str | None] | None = None) -> StockData:
+def load_csv(
+    path: str | os.PathLike,
+    tickers: list[str] | None = None,
+    backtest_start: str | None = None,
+    train: tuple[str | None, str | None] | None = None,
+    backtest: tuple[str | None, str | None] | None = None,
+) -> StockData:
     """Load your own daily prices from a CSV (long or wide format, see the module docstring).
 
     `tickers` keeps only those (in that order); the split is set as in `build`.
@@ -274,7 +362,14 @@ def load_csv(path: str | os.PathLike, tickers: list[str] | None = None, backtest
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", newline="") as f:
         text = f.read()
-    return _parse(text, str(path), tickers=tickers, backtest_start=backtest_start, train=train, backtest=backtest)
+    return _parse(
+        text,
+        str(path),
+        tickers=tickers,
+        backtest_start=backtest_start,
+        train=train,
+        backtest=backtest,
+    )
 
 
 _DATE_COLS = ("date", "datetime", "timestamp", "time", "day")
@@ -294,20 +389,29 @@ def _parse(text: str, source: str, tickers=None, **split) -> StockData:
     rows = list(csv.reader(io.StringIO(text)))
     rows = [r for r in rows if r and any(c.strip() for c in r)]
     if len(rows) < 2:
-        raise UserError(f"{source}: empty CSV; expected a header `date,tic,close,...` (long) or `date,<TICKER>,...` (wide)")
+        raise UserError(
+            f"{source}: empty CSV; expected a header `date,tic,close,...` (long) or "
+            f"`date,<TICKER>,...` (wide)"
+        )
     header = [h.strip() for h in rows[0]]
     lower = [h.lower() for h in header]
     tic_col = next((lower.index(c) for c in _TIC_COLS if c in lower), None)
     date_col = next((lower.index(c) for c in _DATE_COLS if c in lower), None)
     if date_col is None:
-        raise UserError(f"{source}: no date column in the header {header}; name it `date` (long format "
-                         f"`date,tic,open,high,low,close,volume` or wide format `date,<TICKER1>,<TICKER2>,...`)")
+        raise UserError(
+            f"{source}: no date column in the header {header}; name it `date` (long format "
+            f"`date,tic,open,high,low,close,volume` or wide format `date,<TICKER1>,<TICKER2>,...`)"
+        )
     if tic_col is not None or "close" in lower:  # long format
-        missing = [n for n, c in (("tic", tic_col), ("close", "close" in lower or None)) if c is None]
+        missing = [
+            n for n, c in (("tic", tic_col), ("close", "close" in lower or None)) if c is None
+        ]
         if missing:
-            raise UserError(f"{source}: long-format CSV is missing column(s) {', '.join(missing)} (header {header}); "
-                             f"the long format needs `date,tic,close` (plus optional open,high,low,volume); "
-                             f"`ticker` or `symbol` also work for `tic`")
+            raise UserError(
+                f"{source}: long-format CSV is missing column(s) {', '.join(missing)} (header "
+                f"{header}); the long format needs `date,tic,close` (plus optional "
+                f"open,high,low,volume); `ticker` or `symbol` also work for `tic`"
+            )
         return _parse_long(rows[1:], lower, date_col, tic_col, source, tickers, **split)
     return _parse_wide(rows[1:], header, date_col, source, tickers, **split)
 
@@ -317,7 +421,10 @@ def _select(all_tickers: list[str], tickers, source: str) -> list[int]:
         return list(range(len(all_tickers)))
     unknown = [t for t in tickers if t not in all_tickers]
     if unknown:
-        raise UserError(f"{source}: unknown ticker(s) {', '.join(unknown)}; the file has {', '.join(all_tickers)}")
+        raise UserError(
+            f"{source}: unknown ticker(s) {', '.join(unknown)}; the file has "
+            f"{', '.join(all_tickers)}"
+        )
     return [all_tickers.index(t) for t in tickers]
 
 
@@ -328,10 +435,21 @@ def _finish(source, dates, names, close, high, low, **split) -> StockData:
             ok &= np.isfinite(arr).all(1)
     dropped = int((~ok).sum())
     if dropped:
-        warnings.warn(f"{source}: dropped {dropped} of {len(dates)} dates on which not every ticker had a price",
-                      stacklevel=3)
-    return build(dates[ok], names, close[ok], None if high is None else high[ok], None if low is None else low[ok],
-                 source=source, dropped_dates=dropped, **split)
+        warnings.warn(
+            f"{source}: dropped {dropped} of {len(dates)} dates on which not "
+            f"every ticker had a price",
+            stacklevel=3,
+        )
+    return build(
+        dates[ok],
+        names,
+        close[ok],
+        None if high is None else high[ok],
+        None if low is None else low[ok],
+        source=source,
+        dropped_dates=dropped,
+        **split,
+    )
 
 
 def _parse_dates(strings, source) -> np.ndarray:
@@ -347,12 +465,20 @@ def _parse_dates(strings, source) -> np.ndarray:
 def _parse_wide(rows, header, date_col, source, tickers, **split) -> StockData:
     names = [h for i, h in enumerate(header) if i != date_col]
     if not names:
-        raise UserError(f"{source}: wide-format CSV has no ticker columns (header {header}); expected `date,<TICKER1>,...`")
+        raise UserError(
+            f"{source}: wide-format CSV has no ticker columns (header {header}); expected "
+            f"`date,<TICKER1>,...`"
+        )
     cols = [i for i in range(len(header)) if i != date_col]
     keep = _select(names, tickers, source)
     dates = _parse_dates([r[date_col] for r in rows], source)
-    close = np.array([[_float(r[cols[k]] if cols[k] < len(r) else "", f"{source} row {n + 2}") for k in keep]
-                      for n, r in enumerate(rows)], dtype=np.float64)
+    close = np.array(
+        [
+            [_float(r[cols[k]] if cols[k] < len(r) else "", f"{source} row {n + 2}") for k in keep]
+            for n, r in enumerate(rows)
+        ],
+        dtype=np.float64,
+    )
     return _finish(source, dates, [names[k] for k in keep], close, None, None, **split)
 
 
@@ -379,7 +505,9 @@ def _parse_long(rows, lower, date_col, tic_col, source, tickers, **split) -> Sto
         i = row_of[r[date_col].strip()[:10]]
         where = f"{source} row {n + 2}"
         if not np.isnan(close[i, j]):
-            raise UserError(f"{where}: a second row for {names[j]} on {date_strs[i]}; remove duplicate rows")
+            raise UserError(
+                f"{where}: a second row for {names[j]} on {date_strs[i]}; remove duplicate rows"
+            )
         close[i, j] = _float(r[ci], where)
         if use_hl:
             high[i, j], low[i, j] = _float(r[hi_i], where), _float(r[lo_i], where)
@@ -387,15 +515,21 @@ def _parse_long(rows, lower, date_col, tic_col, source, tickers, **split) -> Sto
 
 
 def from_env_var() -> StockData | None:
-    """The dataset named by `STOCK_TRADING_CSV` (optionally split at `STOCK_TRADING_BACKTEST_START`), or None."""
+    """The dataset named by `STOCK_TRADING_CSV` (optionally split at
+    `STOCK_TRADING_BACKTEST_START`), or None."""
     path = os.environ.get("STOCK_TRADING_CSV")
     if not path:
         return None
     if not Path(path).is_file():
-        raise UserFileNotFoundError(f"STOCK_TRADING_CSV={path} is not a file: point it at a CSV of daily prices "
-                                f"(see envs/stock_data.py) or unset it to use the default S&P 500 data")
-    return _load_csv_cached(str(Path(path).resolve()), Path(path).stat().st_mtime,
-                            os.environ.get("STOCK_TRADING_BACKTEST_START") or None)
+        raise UserFileNotFoundError(
+            f"STOCK_TRADING_CSV={path} is not a file: point it at a CSV of daily prices "
+            f"(see envs/stock_data.py) or unset it to use the default S&P 500 data"
+        )
+    return _load_csv_cached(
+        str(Path(path).resolve()),
+        Path(path).stat().st_mtime,
+        os.environ.get("STOCK_TRADING_BACKTEST_START") or None,
+    )
 
 
 @functools.lru_cache(maxsize=4)

@@ -2,7 +2,7 @@
 plus the backtest (metrics, equal-weight buy-and-hold baseline, report); the command line that
 backtests a saved agent is `bench/stock_backtest.py`.
 
-    env = envs.make("StockTrading-v0", num_envs=1024, seed=0)             # skfolio S&P 500, train split
+    env = envs.make("StockTrading-v0", num_envs=1024, seed=0)  # skfolio S&P 500, train split
     env = envs.make("StockTrading-v0", split="backtest", data=load_csv("my_prices.csv"))
     STOCK_TRADING_CSV=my_prices.csv python algos/ppo_vec.py --env StockTrading-v0 ...
     python bench/stock_backtest.py runs/<run>/checkpoint.pt [--out DIR]
@@ -35,8 +35,9 @@ The market, each sub-env and day t (S stocks, prices = daily closes p_t):
   the env's `torch.Generator`) with `initial_cash` and no shares, and run `episode_days` steps or
   until the split's last day; the end is a truncation (the market goes on), never a termination.
   In the backtest split every sub-env starts on the first day and runs to the last
-  (`episode_days="auto"` means 252 in "train" and None, the whole split, in "backtest"). `info["portfolio_value"]` is V after every step (before any autoreset);
-  `env.portfolio_value()` is V of the current state.
+  (`episode_days="auto"` means 252 in "train" and None, the whole split, in "backtest").
+  `info["portfolio_value"]` is V after every step (before any autoreset); `env.portfolio_value()` is
+  V of the current state.
 """
 
 from __future__ import annotations
@@ -51,12 +52,21 @@ from common.errors import UserError
 from common.vec_env import TorchVecEnv
 from envs.stock_data import StockData, from_env_var, load_sp500
 
-__all__ = ["StockTrading", "default_data", "performance", "buy_and_hold", "backtest", "report_markdown",
-           "plot_account_values", "METRICS"]
+__all__ = [
+    "StockTrading",
+    "default_data",
+    "performance",
+    "buy_and_hold",
+    "backtest",
+    "report_markdown",
+    "plot_account_values",
+    "METRICS",
+]
 
 
 def default_data() -> StockData:
-    """The data `StockTrading-v0` uses when none is passed: `STOCK_TRADING_CSV`, else skfolio's S&P 500."""
+    """The data `StockTrading-v0` uses when none is passed: `STOCK_TRADING_CSV`, else skfolio's S&P
+    500."""
     return from_env_var() or load_sp500()
 
 
@@ -65,15 +75,28 @@ class StockTrading(TorchVecEnv):
 
     env_id = "StockTrading-v0"
 
-    def __init__(self, num_envs: int = 1, device="cpu", dtype=torch.float64, seed=None, *,
-                 split: str = "train", data: StockData | None = None, initial_cash: float = 1e6,
-                 transaction_cost: float = 0.001, max_trade: float = 0.1, episode_days: int | None | str = "auto",
-                 reward_scale: float = 100.0, **kw):
+    def __init__(
+        self,
+        num_envs: int = 1,
+        device="cpu",
+        dtype=torch.float64,
+        seed=None,
+        *,
+        split: str = "train",
+        data: StockData | None = None,
+        initial_cash: float = 1e6,
+        transaction_cost: float = 0.001,
+        max_trade: float = 0.1,
+        episode_days: int | None | str = "auto",
+        reward_scale: float = 100.0,
+        **kw,
+    ):
         if split not in ("train", "backtest"):
             raise UserError(f"split must be 'train' or 'backtest', got {split!r}")
         if initial_cash <= 0 or not 0 <= transaction_cost < 1 or max_trade <= 0:
             raise UserError("need initial_cash > 0, 0 <= transaction_cost < 1 and max_trade > 0")
-        if episode_days == "auto":  # a year of trading days in training; the whole split in the backtest
+        # a year of trading days in training; the whole split in the backtest
+        if episode_days == "auto":
             episode_days = 252 if split == "train" else None
         if episode_days is not None and (not isinstance(episode_days, int) or episode_days < 1):
             raise UserError(f"episode_days must be >= 1 or None, got {episode_days}")
@@ -86,8 +109,11 @@ class StockTrading(TorchVecEnv):
         dev = torch.device(device)
         S, F = self.data.n_stocks, self.data.features.shape[-1]
         self.n_stocks = S
-        self.prices = torch.as_tensor(self.data.close, dtype=torch.float64, device=dev)           # [T, S]
-        self.features = torch.as_tensor(self.data.features.reshape(len(self.data.dates), S * F), device=dev)
+        # [T, S]
+        self.prices = torch.as_tensor(self.data.close, dtype=torch.float64, device=dev)
+        self.features = torch.as_tensor(
+            self.data.features.reshape(len(self.data.dates), S * F), device=dev
+        )
         obs_space = gym.spaces.Box(-np.inf, np.inf, (1 + S + S * F,), np.float32)
         act_space = gym.spaces.Box(-1.0, 1.0, (S,), np.float32)
         if dtype != torch.float64:
@@ -97,7 +123,7 @@ class StockTrading(TorchVecEnv):
     # state columns: 0 cash | 1..S shares | S+1 day | S+2 start day | S+3 last day of the episode
     def _split_state(self, state):
         S = self.n_stocks
-        return state[:, 0], state[:, 1:S + 1], state[:, S + 1], state[:, S + 2], state[:, S + 3]
+        return state[:, 0], state[:, 1 : S + 1], state[:, S + 1], state[:, S + 2], state[:, S + 3]
 
     def _sample_initial_state(self, n: int) -> torch.Tensor:
         lo, hi = self.first_day, self.last_day
@@ -106,7 +132,11 @@ class StockTrading(TorchVecEnv):
             start = (lo + torch.floor(u * (hi - lo))).clamp(max=hi - 1)
         else:
             start = torch.full((n,), float(lo), device=self.device, dtype=torch.float64)
-        end = start + self.episode_days if self.episode_days is not None else torch.full_like(start, float(hi))
+        end = (
+            start + self.episode_days
+            if self.episode_days is not None
+            else torch.full_like(start, float(hi))
+        )
         end = end.clamp(max=float(hi))
         state = torch.zeros(n, self.n_stocks + 4, dtype=torch.float64, device=self.device)
         state[:, 0] = self.initial_cash
@@ -119,7 +149,8 @@ class StockTrading(TorchVecEnv):
         return cash + (shares * prices).sum(-1)
 
     def portfolio_value(self) -> torch.Tensor:
-        """Value (cash + shares at today's close) of every sub-env's current state, `[N]` float64."""
+        """Value (cash + shares at today's close) of every sub-env's current state, `[N]`
+        float64."""
         cash, shares, day, _, _ = self._split_state(self.state)
         return self._value(cash, shares, self.prices[day.long()])
 
@@ -128,8 +159,14 @@ class StockTrading(TorchVecEnv):
         d = day.long()
         pos = shares * self.prices[d]
         value = cash + pos.sum(-1)
-        return torch.cat([(cash / value)[:, None].to(torch.float32), (pos / value[:, None]).to(torch.float32),
-                          self.features[d]], -1)
+        return torch.cat(
+            [
+                (cash / value)[:, None].to(torch.float32),
+                (pos / value[:, None]).to(torch.float32),
+                self.features[d],
+            ],
+            -1,
+        )
 
     def _trade(self, cash, shares, prices, action):
         """Execute `action` [N, S] at `prices` [N, S]: sells, then buys scaled to the cash. Returns
@@ -137,18 +174,19 @@ class StockTrading(TorchVecEnv):
         c = self.transaction_cost
         a = action.to(torch.float64).clamp(-1.0, 1.0)
         value = self._value(cash, shares, prices)
-        target = a * (self.max_trade * value)[:, None]                     # signed trade values
+        target = a * (self.max_trade * value)[:, None]  # signed trade values
         sell_shares = torch.minimum((-target).clamp(min=0) / prices, shares)
         sell_value = sell_shares * prices
         cash = cash + sell_value.sum(-1) * (1 - c)
         shares = shares - sell_shares
         buy_value = target.clamp(min=0)
-        want = buy_value.sum(-1) * (1 + c)                                 # cash the buys would need
+        # cash the buys would need
+        want = buy_value.sum(-1) * (1 + c)
         spend = torch.minimum(want, cash)
         scale = torch.where(want > 0, spend / want.clamp(min=1e-300), torch.zeros_like(want))
         buy_value = buy_value * scale[:, None]
         shares = shares + buy_value / prices
-        cash = cash - spend                                                # >= 0: spend <= cash
+        cash = cash - spend  # >= 0: spend <= cash
         return cash, shares, sell_value.sum(-1) + buy_value.sum(-1)
 
     def _transition(self, state: torch.Tensor, action: torch.Tensor):
@@ -160,7 +198,9 @@ class StockTrading(TorchVecEnv):
         day = day + 1
         v1 = self._value(cash, shares, self.prices[day.long()])
         reward = self.reward_scale * torch.log(v1 / v0)
-        next_state = torch.cat([cash[:, None], shares, day[:, None], start[:, None], end[:, None]], -1)
+        next_state = torch.cat(
+            [cash[:, None], shares, day[:, None], start[:, None], end[:, None]], -1
+        )
         return next_state, reward, v1
 
     def step(self, actions):
@@ -181,15 +221,20 @@ class StockTrading(TorchVecEnv):
 
     def dates(self) -> np.ndarray:
         """The dates of the split (numpy datetime64)."""
-        return self.data.dates[self.first_day:self.last_day + 1]
+        return self.data.dates[self.first_day : self.last_day + 1]
 
 
 # ---------------------------------------------------------------------------------------------
 # backtest
 # ---------------------------------------------------------------------------------------------
-METRICS = (("cumulative_return", "cumulative return", "pct"), ("annual_return", "annual return (CAGR)", "pct"),
-           ("annual_volatility", "annual volatility", "pct"), ("sharpe", "Sharpe ratio", "num"),
-           ("max_drawdown", "max drawdown", "pct"), ("calmar", "Calmar ratio", "num"))
+METRICS = (
+    ("cumulative_return", "cumulative return", "pct"),
+    ("annual_return", "annual return (CAGR)", "pct"),
+    ("annual_volatility", "annual volatility", "pct"),
+    ("sharpe", "Sharpe ratio", "num"),
+    ("max_drawdown", "max drawdown", "pct"),
+    ("calmar", "Calmar ratio", "num"),
+)
 
 
 def performance(account_values, periods_per_year: int = 252) -> dict:
@@ -202,7 +247,8 @@ def performance(account_values, periods_per_year: int = 252) -> dict:
       sharpe            = mean(r) / std(r, ddof=1) * sqrt(periods_per_year)  (risk-free rate 0;
                           +-inf when the std is 0 and the mean is not, nan if both are 0)
       max_drawdown      = min_t (v_t / max_{s<=t} v_s - 1)                   (<= 0)
-      calmar            = annual_return / |max_drawdown|                     (inf / nan if no drawdown)
+      calmar            = annual_return / |max_drawdown|
+                          (inf / nan if no drawdown)
     """
     v = np.asarray(account_values, dtype=np.float64).ravel()
     if len(v) < 2 or not np.all(np.isfinite(v)) or np.any(v <= 0):
@@ -220,12 +266,19 @@ def performance(account_values, periods_per_year: int = 252) -> dict:
     annual = growth ** (periods_per_year / n) - 1
     mdd = float(np.min(v / np.maximum.accumulate(v) - 1))
     calmar = annual / abs(mdd) if mdd < 0 else (math.inf if annual > 0 else math.nan)
-    return {"cumulative_return": float(growth - 1), "annual_return": float(annual),
-            "annual_volatility": std * math.sqrt(periods_per_year), "sharpe": float(sharpe),
-            "max_drawdown": mdd, "calmar": float(calmar)}
+    return {
+        "cumulative_return": float(growth - 1),
+        "annual_return": float(annual),
+        "annual_volatility": std * math.sqrt(periods_per_year),
+        "sharpe": float(sharpe),
+        "max_drawdown": mdd,
+        "calmar": float(calmar),
+    }
 
 
-def buy_and_hold(prices, initial_cash: float = 1e6, transaction_cost: float = 0.001, split: str = "backtest") -> np.ndarray:
+def buy_and_hold(
+    prices, initial_cash: float = 1e6, transaction_cost: float = 0.001, split: str = "backtest"
+) -> np.ndarray:
     """Account values of an equal-weight buy-and-hold portfolio over `prices` `[T, S]` (or a
     `StockData`, then over its `split`).
 
@@ -233,7 +286,11 @@ def buy_and_hold(prices, initial_cash: float = 1e6, transaction_cost: float = 0.
     cash is spent in equal parts on every stock, fees included (each stock gets
     initial_cash / S / (1 + cost) of shares); v_t = shares . p_t for t >= 1.
     """
-    p = prices.split_close(split) if isinstance(prices, StockData) else np.asarray(prices, dtype=np.float64)
+    p = (
+        prices.split_close(split)
+        if isinstance(prices, StockData)
+        else np.asarray(prices, dtype=np.float64)
+    )
     if p.ndim == 1:
         p = p[:, None]
     shares = initial_cash / p.shape[1] / (1 + transaction_cost) / p[0]
@@ -256,21 +313,28 @@ def backtest(policy, data: StockData | None = None, device="cpu", **env_kwargs) 
     obs_dim = env.single_observation_space.shape[0]
     expected = getattr(policy, "obs_shape", None)
     if expected is not None and tuple(expected) != (obs_dim,):
-        raise UserError(f"the policy takes observations of shape {tuple(expected)} but this data gives ({obs_dim},) "
-                         f"({env.n_stocks} stocks): backtest on the data it was trained on (STOCK_TRADING_CSV?)")
+        raise UserError(
+            f"the policy takes observations of shape {tuple(expected)} but this data gives "
+            f"({obs_dim},) ({env.n_stocks} stocks): backtest on the data it was trained "
+            f"on (STOCK_TRADING_CSV?)"
+        )
     obs, _ = env.reset(seed=0)
     values = [env.portfolio_value()]
     weights = []
     for _ in range(env.last_day - env.first_day):
-        weights.append(obs[:, :1 + env.n_stocks])
+        weights.append(obs[:, : 1 + env.n_stocks])
         action = torch.as_tensor(policy(obs), device=env.device, dtype=torch.float32)
         obs, _, _, truncated, info = env.step(action.reshape(1, env.n_stocks))
         values.append(info["portfolio_value"])
     assert bool(truncated.all()), "backtest did not end on the split's last day"
     values = torch.cat(values).cpu().numpy()
-    return {"dates": env.dates(), "values": values,
-            "buy_and_hold": buy_and_hold(env.data, env.initial_cash, env.transaction_cost),
-            "weights": torch.cat(weights).cpu().numpy(), "data": env.data}
+    return {
+        "dates": env.dates(),
+        "values": values,
+        "buy_and_hold": buy_and_hold(env.data, env.initial_cash, env.transaction_cost),
+        "weights": torch.cat(weights).cpu().numpy(),
+        "data": env.data,
+    }
 
 
 def _fmt(x: float, kind: str) -> str:
@@ -280,7 +344,8 @@ def _fmt(x: float, kind: str) -> str:
 
 
 def report_markdown(rows: dict[str, dict], title: str | None = None) -> str:
-    """A markdown table: one row per named metrics dict (from `performance`), the six metrics as columns."""
+    """A markdown table: one row per named metrics dict (from `performance`), the six metrics as
+    columns."""
     head = "| | " + " | ".join(label for _, label, _ in METRICS) + " |"
     lines = ([f"{title}", ""] if title else []) + [head, "|---" + "|---:" * len(METRICS) + "|"]
     for name, m in rows.items():
@@ -300,8 +365,13 @@ def plot_account_values(dates, series: dict[str, np.ndarray], path, title: str =
     fig, ax = plt.subplots(figsize=(9, 4.5))
     x = np.asarray(dates).astype("datetime64[D]").astype(object)
     for name, v in series.items():
-        ax.plot(x, v, label=name, lw=1.6 if "buy-and-hold" in name else 1.1,
-                ls="--" if "buy-and-hold" in name else "-")
+        ax.plot(
+            x,
+            v,
+            label=name,
+            lw=1.6 if "buy-and-hold" in name else 1.1,
+            ls="--" if "buy-and-hold" in name else "-",
+        )
     ax.set_ylabel("account value")
     ax.set_title(title)
     ax.grid(alpha=0.3)

@@ -1,4 +1,5 @@
-"""`python -m population ...` (and `torchrun ... -m population ...`): see population/population.py."""
+"""`python -m population ...` (and `torchrun ... -m population ...`): see
+population/population.py."""
 
 import sys
 

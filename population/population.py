@@ -1,8 +1,9 @@
 """Population training on `torch.distributed`: tournament-based ensemble training and generational
 evolution (ElegantRL-Podracer's two population schemes), one member per `torchrun` worker.
 
-    python -m population --algo algos/ppo_vec.py --population 4 --rounds 8 --steps-per-round 50000 \\
-        --vary learning_rate=3e-4,1e-3,3e-3 -- --env CartPole-v1 --num-envs 128 --no-anneal-lr
+    python -m population --algo algos/ppo_vec.py --population 4 --rounds 8 \\
+        --steps-per-round 50000 --vary learning_rate=3e-4,1e-3,3e-3 \\
+        -- --env CartPole-v1 --num-envs 128 --no-anneal-lr
 
 Everything after `--` is the algorithm's own flags, shared by every member; `--vary KEY=V1,V2,...`
 gives member i the value `V[i % len]` (member i also gets seed `seed + i`). With several `--algo`
@@ -27,8 +28,8 @@ entry. Nobody exploits after the last round.
   otherwise it continues. Nobody waits for anybody.
 * `generational` (synchronous): after each round (a generation) every member waits until all have
   published; members are ranked by score and the worst `--replace-fraction` take copies of the best
-  ones' checkpoints with perturbed hyper-parameters. Every member computes the same decision from the
-  same scores; rank 0 logs it.
+  ones' checkpoints with perturbed hyper-parameters. Every member computes the same decision from
+  the same scores; rank 0 logs it.
 
 Coordination uses torch.distributed's key-value store (the TCPStore that torchrun's c10d rendezvous
 agent hosts, so it outlives worker restarts) and a shared directory (`--dir`, a network file system
@@ -37,7 +38,8 @@ on a cluster) where every file is written atomically (temp file + rename):
     DIR/population.json          settings of the population
     DIR/population.jsonl         event log: rounds, adoptions, generations, (re)starts
     DIR/leaderboard.json         every kept entry, best first (rebuilt from the entry files)
-    DIR/leaderboard/<id>.pt      a published checkpoint (<id> = m<member>-r<round>), and <id>.json its entry
+    DIR/leaderboard/<id>.pt      a published checkpoint (<id> = m<member>-r<round>), and <id>.json
+                                 its entry
     DIR/members/m<i>/state.json  the member's commit point: round, segment, round start step
     DIR/members/m<i>/seg<k>/...  the algorithm's run directory (checkpoint, metrics, curves)
 
@@ -98,7 +100,8 @@ class PopArgs:
     """shared directory of the population (default: runs/pop__<algo>__<env>__<time>); running again
     with the same --dir continues the population"""
     vary: tuple[str, ...] = ()
-    """per-member values `KEY=V1,V2,...` of algorithm flags (member i gets V[i % len]); repeatable"""
+    """per-member values `KEY=V1,V2,...` of algorithm flags (member i gets V[i % len]);
+    repeatable"""
     mutate: tuple[str, ...] | None = None
     """hyper-parameters perturbed on exploit (default: the algorithm's learning rates)"""
     perturb: float = 1.25
@@ -106,11 +109,13 @@ class PopArgs:
     temperature: float = 1.0
     """tournament: softmax temperature over the leaderboard's normalized returns"""
     replace_fraction: float = 0.25
-    """generational: fraction of members (at least one) replaced by copies of the best each generation"""
+    """generational: fraction of members (at least one) replaced by copies of the best each
+    generation"""
     keep: int = 16
     """leaderboard entries kept (best scores), besides each member's two newest"""
     seed: int = 0
-    """seed of the population's own choices (the members' algorithm seeds are their --seed + member)"""
+    """seed of the population's own choices (the members' algorithm seeds are their --seed +
+    member)"""
     max_restarts: int = 3
     """torchrun --max-restarts when this command launches torchrun itself"""
     threads: int = 0
@@ -139,7 +144,9 @@ def load_algo(path: str):
     path = str(Path(path).resolve())
     if path not in _MODULES:
         if not Path(path).is_file():
-            raise UserFileNotFoundError(f"--algo {path}: no such file (e.g. --algo algos/ppo_vec.py)")
+            raise UserFileNotFoundError(
+                f"--algo {path}: no such file (e.g. --algo algos/ppo_vec.py)"
+            )
         spec = importlib.util.spec_from_file_location(f"population_algo_{Path(path).stem}", path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod  # dataclasses look their module up while the file executes
@@ -152,7 +159,11 @@ def load_algo(path: str):
 
 
 def _defaults(mod, env_id: str):
-    return mod.default_args(env_id) if hasattr(mod, "default_args") else dataclasses.replace(mod.Args(), env=env_id)
+    return (
+        mod.default_args(env_id)
+        if hasattr(mod, "default_args")
+        else dataclasses.replace(mod.Args(), env=env_id)
+    )
 
 
 def _convert(value: str, like):
@@ -172,7 +183,9 @@ def parse_vary(vary: tuple[str, ...]) -> dict[str, list[str]]:
     for item in vary:
         key, sep, values = item.partition("=")
         if not sep or not values:
-            raise UserError(f"--vary {item!r}: write KEY=V1,V2,... (e.g. --vary learning_rate=3e-4,1e-3)")
+            raise UserError(
+                f"--vary {item!r}: write KEY=V1,V2,... (e.g. --vary learning_rate=3e-4,1e-3)"
+            )
         out[key.strip().replace("-", "_")] = [v.strip() for v in values.split(",")]
     return out
 
@@ -195,24 +208,46 @@ def member_args(pop: PopArgs, algo_argv: list[str], member: int):
 def mutable_keys(pop: PopArgs, args) -> list[str]:
     if pop.mutate is not None:
         keys = [k.replace("-", "_") for k in pop.mutate]
-        bad = [k for k in keys if not isinstance(getattr(args, k, None), (int, float)) or isinstance(getattr(args, k), bool)]
+        bad = [
+            k
+            for k in keys
+            if not isinstance(getattr(args, k, None), (int, float))
+            or isinstance(getattr(args, k), bool)
+        ]
         if bad:
-            raise UserError(f"--mutate {' '.join(bad)}: not numeric flags of {type(args).__module__}'s Args")
+            raise UserError(
+                f"--mutate {' '.join(bad)}: not numeric flags of {type(args).__module__}'s Args"
+            )
         return keys
-    return [f.name for f in dataclasses.fields(args) if (f.name == "learning_rate" or f.name.endswith("_lr"))
-            and type(getattr(args, f.name)) is float]
+    return [
+        f.name
+        for f in dataclasses.fields(args)
+        if (f.name == "learning_rate" or f.name.endswith("_lr"))
+        and type(getattr(args, f.name)) is float
+    ]
 
 
-def mutate_checkpoint(ckpt: dict, keys: list[str], factor_rng: np.random.Generator, perturb: float) -> dict:
-    """Perturb hyper-parameters `keys` in a checkpoint's saved args (x perturb or / perturb); learning
-    rates are also changed in the saved optimizer states (`X_lr` -> `X_opt`, `learning_rate` ->
-    `optimizer`, else every optimizer whose rate equals the old value), so the resumed run uses them."""
+def mutate_checkpoint(
+    ckpt: dict, keys: list[str], factor_rng: np.random.Generator, perturb: float
+) -> dict:
+    """Perturb hyper-parameters `keys` in a checkpoint's saved args (x perturb or / perturb);
+    learning rates are also changed in the saved optimizer states (`X_lr` -> `X_opt`,
+    `learning_rate` -> `optimizer`, else every optimizer whose rate equals the old value), so the
+    resumed run uses them."""
     new = {}
-    optimizers = {k: v for k, v in ckpt.items() if isinstance(v, dict) and "param_groups" in v and "state" in v}
+    optimizers = {
+        k: v
+        for k, v in ckpt.items()
+        if isinstance(v, dict) and "param_groups" in v and "state" in v
+    }
     for key in keys:
         old = ckpt["args"][key]
         factor = perturb if factor_rng.random() < 0.5 else 1.0 / perturb
-        value = type(old)(max(1, round(old * factor))) if isinstance(old, int) else float(f"{old * factor:.6g}")
+        value = (
+            type(old)(max(1, round(old * factor)))
+            if isinstance(old, int)
+            else float(f"{old * factor:.6g}")
+        )
         ckpt["args"][key] = new[key] = value
         if key == "learning_rate" or key.endswith("_lr"):
             own = "optimizer" if key == "learning_rate" else key[:-3] + "_opt"
@@ -221,7 +256,8 @@ def mutate_checkpoint(ckpt: dict, keys: list[str], factor_rng: np.random.Generat
                 for group in opt["param_groups"]:
                     lr = group.get("lr", float("nan"))
                     if own in optimizers or math.isclose(float(lr), old, rel_tol=1e-9):
-                        if torch.is_tensor(lr):  # a tensor rate (the PPO and DQN files anneal it in place) stays one
+                        # a tensor rate (the PPO and DQN files anneal it in place) stays one
+                        if torch.is_tensor(lr):
                             lr.fill_(value)
                         else:
                             group["lr"] = value
@@ -229,7 +265,8 @@ def mutate_checkpoint(ckpt: dict, keys: list[str], factor_rng: np.random.Generat
 
 
 def reseed_checkpoint(ckpt: dict, seed: int) -> None:
-    """A copied checkpoint would replay its source's random numbers: give it fresh host RNG states."""
+    """A copied checkpoint would replay its source's random numbers: give it fresh host RNG
+    states."""
     saved = rng_state()
     seed_everything(seed)
     ckpt["rng"] = rng_state()
@@ -251,7 +288,8 @@ def read_json(path: Path, default=None):
 
 
 def log_event(root: Path, **event) -> None:
-    """One JSON line per event, appended with a single O_APPEND write (whole lines from many processes)."""
+    """One JSON line per event, appended with a single O_APPEND write (whole lines from many
+    processes)."""
     event = {"time": round(time.time(), 3), **event}
     fd = os.open(root / "population.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -262,7 +300,11 @@ def log_event(root: Path, **event) -> None:
 
 def read_events(root: Path) -> list[dict]:
     path = Path(root) / "population.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return (
+        [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if path.exists()
+        else []
+    )
 
 
 def connect_store(timeout: float, client: bool = False):
@@ -275,12 +317,19 @@ def connect_store(timeout: float, client: bool = False):
     import torch.distributed as dist
 
     if "MASTER_ADDR" not in os.environ:
-        raise RuntimeError("a population worker needs torchrun's environment (MASTER_ADDR, RANK, ...): run "
-                           "`python -m population ...` (it launches torchrun) or launch it with torchrun")
+        raise RuntimeError(
+            "a population worker needs torchrun's environment (MASTER_ADDR, RANK, ...): run "
+            "`python -m population ...` (it launches torchrun) or launch it with torchrun"
+        )
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     host = not agent and int(os.environ["RANK"]) == 0 and not client
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=host,
-                          timeout=timedelta(seconds=timeout), wait_for_workers=False)
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        is_master=host,
+        timeout=timedelta(seconds=timeout),
+        wait_for_workers=False,
+    )
     return dist.PrefixStore(STORE_PREFIX, store), not agent
 
 
@@ -305,7 +354,9 @@ class Heartbeat:
                 return
 
 
-def wait_for_members(store, keys: dict[int, str], stale_after: float, poll: float = 0.5) -> list[int]:
+def wait_for_members(
+    store, keys: dict[int, str], stale_after: float, poll: float = 0.5
+) -> list[int]:
     """Wait until every member's key exists, or until a member still missing one has not beaten its
     heartbeat for `stale_after` seconds; return those members (empty when all keys arrived)."""
     last: dict[int, tuple[int, float]] = {}
@@ -349,10 +400,13 @@ class Leaderboard:
             return []
         ids = dict.fromkeys(i for i in self.store.get("entries").decode().split(",") if i)
         entries = [json.loads(self.store.get(f"entry/{i}")) for i in ids]
-        return sorted((e for e in entries if not e.get("pruned")), key=lambda e: (-e["score"], e["id"]))
+        return sorted(
+            (e for e in entries if not e.get("pruned")), key=lambda e: (-e["score"], e["id"])
+        )
 
     def publish(self, entry: dict, checkpoint: str) -> dict:
-        """Copy `checkpoint` into the leaderboard (atomically), record `entry`, prune, rewrite the index."""
+        """Copy `checkpoint` into the leaderboard (atomically), record `entry`, prune, rewrite the
+        index."""
         pt = self.dir / f"{entry['id']}.pt"
         ckpt = load_checkpoint(checkpoint)
         save_checkpoint(pt, {k: v for k, v in ckpt.items() if k != "format"})
@@ -364,12 +418,15 @@ class Leaderboard:
         return entry
 
     def prune(self) -> None:
-        """Keep the `keep` best entries and each member's two newest; drop the rest (json, then pt)."""
+        """Keep the `keep` best entries and each member's two newest; drop the rest (json, then
+        pt)."""
         entries = self.entries()
         newest = {}
         for e in sorted(entries, key=lambda e: -e["round"]):
             newest.setdefault(e["member"], []).append(e["id"])
-        protected = {i for ids in newest.values() for i in ids[:2]} | {e["id"] for e in entries[:self.keep]}
+        protected = {i for ids in newest.values() for i in ids[:2]} | {
+            e["id"] for e in entries[: self.keep]
+        }
         for e in entries:
             if e["id"] not in protected:
                 self.store.set(f"entry/{e['id']}", json.dumps({**e, "pruned": True}))
@@ -419,15 +476,30 @@ def generation_decision(scores: dict[int, float], fraction: float) -> list[tuple
 
 
 class Member:
-    def __init__(self, pop: PopArgs, algo_argv: list[str], root: Path, member: int, store, board: Leaderboard):
-        self.pop, self.argv, self.root, self.id, self.store, self.board = pop, algo_argv, root, member, store, board
+    def __init__(
+        self, pop: PopArgs, algo_argv: list[str], root: Path, member: int, store, board: Leaderboard
+    ):
+        self.pop, self.argv, self.root, self.id, self.store, self.board = (
+            pop,
+            algo_argv,
+            root,
+            member,
+            store,
+            board,
+        )
         self.dir = root / "members" / f"m{member}"
         self.dir.mkdir(parents=True, exist_ok=True)
         atomic_write(self.dir / "pid", str(os.getpid()))
         self.algo_path, self.mod, self.base = member_args(pop, algo_argv, member)
         self.state = read_json(self.dir / "state.json") or {
-            "member": member, "round": 0, "segment": 0, "start_step": 0, "algo": self.algo_path, "score": None,
-            "hparams": {k: getattr(self.base, k) for k in parse_vary(pop.vary)}, "lineage": [],
+            "member": member,
+            "round": 0,
+            "segment": 0,
+            "start_step": 0,
+            "algo": self.algo_path,
+            "score": None,
+            "hparams": {k: getattr(self.base, k) for k in parse_vary(pop.vary)},
+            "lineage": [],
         }
         if self.state["algo"] != self.algo_path:  # adopted another algorithm's checkpoint
             self.mod = load_algo(self.state["algo"])
@@ -437,9 +509,17 @@ class Member:
         out_dir = str(self.dir / f"seg{self.state['segment']}")
         quiet = not self.pop.verbose
         if checkpoint is None:
-            return dataclasses.replace(self.base, total_steps=total_steps, out_dir=out_dir, eval_every=0, quiet=quiet)
+            return dataclasses.replace(
+                self.base, total_steps=total_steps, out_dir=out_dir, eval_every=0, quiet=quiet
+            )
         keep = {k: getattr(self.base, k) for k in RESUME_MAY_CHANGE if hasattr(self.base, k)}
-        keep.update(resume=str(checkpoint), total_steps=total_steps, out_dir=out_dir, eval_every=0, quiet=quiet)
+        keep.update(
+            resume=str(checkpoint),
+            total_steps=total_steps,
+            out_dir=out_dir,
+            eval_every=0,
+            quiet=quiet,
+        )
         return dataclasses.replace(_defaults(self.mod, self.base.env), **keep)
 
     def train_round(self) -> dict:
@@ -448,47 +528,84 @@ class Member:
         checkpoint = _segment_checkpoint(seg_dir)
         target = self.state["start_step"] + self.pop.steps_per_round
         step0 = load_checkpoint(checkpoint)["global_step"] if checkpoint else 0
-        log_event(self.root, event="start", member=self.id, round=self.state["round"], step=step0,
-                  target=target, checkpoint=str(checkpoint) if checkpoint else None,
-                  attempt=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)), node=_node(), pid=os.getpid())
+        log_event(
+            self.root,
+            event="start",
+            member=self.id,
+            round=self.state["round"],
+            step=step0,
+            target=target,
+            checkpoint=str(checkpoint) if checkpoint else None,
+            attempt=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)),
+            node=_node(),
+            pid=os.getpid(),
+        )
         t0 = time.perf_counter()
         if step0 < target:  # (a round that had finished before a restart is only scored)
             with distributed.solo():  # this worker is one member, not a rank of a fused learner
                 checkpoint = Path(self.mod.main(self._round_args(checkpoint, target))["checkpoint"])
         ckpt = load_checkpoint(checkpoint)
         # every member and round on the same episodes (the algorithm's own evaluation uses its seed)
-        score = evaluate(self.mod.load_policy(str(checkpoint)), ckpt["env_id"], self.pop.eval_episodes,
-                         seed=self.pop.eval_seed)["eval_return"]
-        return {"checkpoint": checkpoint, "score": float(score), "global_step": int(ckpt["global_step"]),
-                "trained": int(ckpt["global_step"]) - step0, "seconds": time.perf_counter() - t0,
-                "hparams": {k: ckpt["args"][k] for k in self._tracked(ckpt)}}
+        score = evaluate(
+            self.mod.load_policy(str(checkpoint)),
+            ckpt["env_id"],
+            self.pop.eval_episodes,
+            seed=self.pop.eval_seed,
+        )["eval_return"]
+        return {
+            "checkpoint": checkpoint,
+            "score": float(score),
+            "global_step": int(ckpt["global_step"]),
+            "trained": int(ckpt["global_step"]) - step0,
+            "seconds": time.perf_counter() - t0,
+            "hparams": {k: ckpt["args"][k] for k in self._tracked(ckpt)},
+        }
 
     def _tracked(self, ckpt) -> list[str]:
         keys = list(parse_vary(self.pop.vary)) + mutable_keys(self.pop, self.mod.Args())
         return [k for k in dict.fromkeys(keys) if k in ckpt["args"]]
 
     def publish(self, r: dict) -> dict:
-        entry = {"id": f"m{self.id}-r{self.state['round']}", "member": self.id, "round": self.state["round"],
-                 "score": r["score"], "global_step": r["global_step"], "algo": self.state["algo"],
-                 "hparams": r["hparams"], "lineage": self.state["lineage"]}
-        log_event(self.root, event="round", **{k: v for k, v in entry.items() if k != "lineage"},
-                  trained=r["trained"], seconds=round(r["seconds"], 2))
+        entry = {
+            "id": f"m{self.id}-r{self.state['round']}",
+            "member": self.id,
+            "round": self.state["round"],
+            "score": r["score"],
+            "global_step": r["global_step"],
+            "algo": self.state["algo"],
+            "hparams": r["hparams"],
+            "lineage": self.state["lineage"],
+        }
+        log_event(
+            self.root,
+            event="round",
+            **{k: v for k, v in entry.items() if k != "lineage"},
+            trained=r["trained"],
+            seconds=round(r["seconds"], 2),
+        )
         return self.board.publish(entry, str(r["checkpoint"]))
 
     def adopt(self, entry: dict, rng: np.random.Generator) -> dict:
-        """Start a new segment from a copy of `entry`'s checkpoint with perturbed hyper-parameters."""
+        """Start a new segment from a copy of `entry`'s checkpoint with perturbed
+        hyper-parameters."""
         ckpt = load_checkpoint(entry["checkpoint"])
         mod = load_algo(entry["algo"])
         hp = mutate_checkpoint(ckpt, mutable_keys(self.pop, mod.Args()), rng, self.pop.perturb)
         reseed_checkpoint(ckpt, int(rng.integers(2**31)))
-        ckpt["args"]["seed"] = self.base.seed  # this member's identity; RNG states were reseeded above
+        # this member's identity; RNG states were reseeded above
+        ckpt["args"]["seed"] = self.base.seed
         segment = self.state["segment"] + 1
         dst = self.dir / f"seg{segment}" / f"from-{entry['id']}" / "checkpoint.pt"
         save_checkpoint(dst, {k: v for k, v in ckpt.items() if k != "format"})
         self.mod = mod
-        return {"segment": segment, "algo": entry["algo"], "start_step": int(ckpt["global_step"]),
-                "lineage": [*entry["lineage"], entry["id"]], "mutated": hp,
-                "hparams": {k: ckpt["args"][k] for k in self._tracked(ckpt)}}
+        return {
+            "segment": segment,
+            "algo": entry["algo"],
+            "start_step": int(ckpt["global_step"]),
+            "lineage": [*entry["lineage"], entry["id"]],
+            "mutated": hp,
+            "hparams": {k: ckpt["args"][k] for k in self._tracked(ckpt)},
+        }
 
     def commit(self, **changes) -> None:
         self.state.update(changes)
@@ -501,7 +618,9 @@ class Member:
             mine = self.publish(r)
             rng = np.random.default_rng([self.pop.seed, self.id, self.state["round"]])
             entries = self.board.entries()
-            pick = entries[softmax_choice(np.array([e["score"] for e in entries]), self.pop.temperature, rng)]
+            pick = entries[
+                softmax_choice(np.array([e["score"] for e in entries]), self.pop.temperature, rng)
+            ]
             nxt = {"round": self.state["round"] + 1, "score": r["score"], "hparams": r["hparams"]}
             last = nxt["round"] == self.pop.rounds  # nothing would train a copy taken now
             if not last and pick["score"] > r["score"] and pick["id"] != mine["id"]:
@@ -510,13 +629,28 @@ class Member:
                 except (FileNotFoundError, ValueError):  # pruned meanwhile: continue instead
                     pick = None
                 else:
-                    log_event(self.root, event="adopt", member=self.id, round=self.state["round"], source=pick["id"],
-                              source_score=pick["score"], score=r["score"], algo=pick["algo"], mutated=nxt["mutated"])
+                    log_event(
+                        self.root,
+                        event="adopt",
+                        member=self.id,
+                        round=self.state["round"],
+                        source=pick["id"],
+                        source_score=pick["score"],
+                        score=r["score"],
+                        algo=pick["algo"],
+                        mutated=nxt["mutated"],
+                    )
             else:
                 pick = None
             if pick is None:
                 nxt["start_step"] = r["global_step"]
-                log_event(self.root, event="continue", member=self.id, round=self.state["round"], score=r["score"])
+                log_event(
+                    self.root,
+                    event="continue",
+                    member=self.id,
+                    round=self.state["round"],
+                    score=r["score"],
+                )
             nxt.pop("mutated", None)
             self.commit(**nxt)
 
@@ -524,35 +658,65 @@ class Member:
         while self.state["round"] < self.pop.rounds:
             g = self.state["round"]
             key = f"gen/{g}/m{self.id}"
-            if not self.store.check([key]):  # not yet scored this generation, restarted, or a new store
+            # not yet scored this generation, restarted, or a new store
+            if not self.store.check([key]):
                 entry = read_json(self.board.dir / f"m{self.id}-r{g}.json")
                 if entry is None:
                     entry = self.publish(self.train_round())
                 self.store.set(key, json.dumps(entry))
-            gone = wait_for_members(self.store, {m: f"gen/{g}/m{m}" for m in range(world)},
-                                    min(self.pop.heartbeat_timeout, self.pop.wait_timeout))
+            gone = wait_for_members(
+                self.store,
+                {m: f"gen/{g}/m{m}" for m in range(world)},
+                min(self.pop.heartbeat_timeout, self.pop.wait_timeout),
+            )
             if gone:  # exit with an error: torchrun re-forms the group from the members still there
                 log_event(self.root, event="left", member=self.id, round=g, gone=gone)
-                raise RuntimeError(f"members {gone} stopped answering during generation {g}; torchrun will "
-                                   f"restart the group (re-rendezvous) and the population continues without them")
+                raise RuntimeError(
+                    f"members {gone} stopped answering during generation {g}; torchrun will "
+                    f"restart the group (re-rendezvous) and the population continues without them"
+                )
             entries = {m: json.loads(self.store.get(f"gen/{g}/m{m}")) for m in range(world)}
-            pairs = generation_decision({m: e["score"] for m, e in entries.items()}, self.pop.replace_fraction)
+            pairs = generation_decision(
+                {m: e["score"] for m, e in entries.items()}, self.pop.replace_fraction
+            )
             if g + 1 == self.pop.rounds:  # after the last generation nothing would train a copy
                 pairs = []
             if self.id == 0 and not (self.root / "generations" / f"g{g}.json").exists():
-                decision = {"generation": g, "scores": {f"m{m}": e["score"] for m, e in entries.items()},
-                            "replaced": [{"member": w, "by": b, "worst_score": entries[w]["score"],
-                                          "best_score": entries[b]["score"]} for w, b in pairs]}
+                decision = {
+                    "generation": g,
+                    "scores": {f"m{m}": e["score"] for m, e in entries.items()},
+                    "replaced": [
+                        {
+                            "member": w,
+                            "by": b,
+                            "worst_score": entries[w]["score"],
+                            "best_score": entries[b]["score"],
+                        }
+                        for w, b in pairs
+                    ],
+                }
                 write_json(self.root / "generations" / f"g{g}.json", decision)
                 log_event(self.root, event="generation", **decision)
-            nxt = {"round": g + 1, "score": entries[self.id]["score"], "hparams": entries[self.id]["hparams"]}
+            nxt = {
+                "round": g + 1,
+                "score": entries[self.id]["score"],
+                "hparams": entries[self.id]["hparams"],
+            }
             source = dict(pairs).get(self.id)
             if source is not None:
                 rng = np.random.default_rng([self.pop.seed, self.id, g])
                 nxt.update(self.adopt(entries[source], rng))
-                log_event(self.root, event="adopt", member=self.id, round=g, source=entries[source]["id"],
-                          source_score=entries[source]["score"], score=nxt["score"], algo=entries[source]["algo"],
-                          mutated=nxt.pop("mutated"))
+                log_event(
+                    self.root,
+                    event="adopt",
+                    member=self.id,
+                    round=g,
+                    source=entries[source]["id"],
+                    source_score=entries[source]["score"],
+                    score=nxt["score"],
+                    algo=entries[source]["algo"],
+                    mutated=nxt.pop("mutated"),
+                )
             else:
                 nxt["start_step"] = entries[self.id]["global_step"]
             self.commit(**nxt)
@@ -564,7 +728,7 @@ class Member:
 def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     if "--" in argv:
         i = argv.index("--")
-        return argv[:i], argv[i + 1:]
+        return argv[:i], argv[i + 1 :]
     return argv, []
 
 
@@ -579,19 +743,27 @@ def check(pop: PopArgs, algo_argv: list[str]) -> None:
     if pop.population < 1 or pop.rounds < 1 or pop.steps_per_round < 1:
         raise UserError("--population, --rounds and --steps-per-round must be positive")
     if pop.perturb <= 0 or pop.temperature <= 0 or not 0 < pop.replace_fraction <= 0.5:
-        raise UserError("--perturb and --temperature must be > 0 and --replace-fraction in (0, 0.5]")
+        raise UserError(
+            "--perturb and --temperature must be > 0 and --replace-fraction in (0, 0.5]"
+        )
     import envs
 
     checked = set()
     for m in range(pop.population):  # every member's flags parse (tyro names a wrong one)
         path, mod, args = member_args(pop, algo_argv, m)
         mutable_keys(pop, args)
-        batch = getattr(args, "num_envs", 1) * getattr(args, "num_steps", 1)  # env steps per iteration
+        # env steps per iteration
+        batch = getattr(args, "num_envs", 1) * getattr(args, "num_steps", 1)
         if pop.steps_per_round % batch:
-            print(f"warning: --steps-per-round {pop.steps_per_round} is not a multiple of {path}'s {batch} steps "
-                  f"per iteration; a round trains about {pop.steps_per_round // batch * batch} (round it to "
-                  f"{-(-pop.steps_per_round // batch) * batch})", file=sys.stderr)
-        if path not in checked:  # the file's own checks: action space, sizes (unknown env ids fail in make)
+            print(
+                f"warning: --steps-per-round {pop.steps_per_round} is not a multiple of {path}'s "
+                f"{batch} steps per iteration; a round trains about "
+                f"{pop.steps_per_round // batch * batch} (round it to "
+                f"{-(-pop.steps_per_round // batch) * batch})",
+                file=sys.stderr,
+            )
+        # the file's own checks: action space, sizes (unknown env ids fail in make)
+        if path not in checked:
             checked.add(path)
             env = envs.make(args.env, num_envs=1)
             try:
@@ -617,8 +789,11 @@ def worker(pop: PopArgs, algo_argv: list[str]) -> None:
     log_event(root, event="done", member=rank, score=member.state["score"])
     board.write_index()
     store.set(f"done/m{rank}", "1")
-    if hosted and rank == 0:  # the store lives in this process: keep it up until every member is done or gone
-        gone = wait_for_members(store, {m: f"done/m{m}" for m in range(world)}, pop.heartbeat_timeout)
+    # the store lives in this process: keep it up until every member is done or gone
+    if hosted and rank == 0:
+        gone = wait_for_members(
+            store, {m: f"done/m{m}" for m in range(world)}, pop.heartbeat_timeout
+        )
         if gone:
             log_event(root, event="left", member=rank, gone=gone)
     heartbeat.stop.set()
@@ -632,7 +807,9 @@ def plot_population(root: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rounds = sorted((e for e in read_events(root) if e["event"] == "round"), key=lambda e: e["time"])
+    rounds = sorted(
+        (e for e in read_events(root) if e["event"] == "round"), key=lambda e: e["time"]
+    )
     fig, ax = plt.subplots(figsize=(7, 4))
     total, best, xs, ys = 0, -math.inf, [], []
     by_member: dict[int, list] = {}
@@ -662,14 +839,36 @@ def launch(pop: PopArgs, pop_argv: list[str], algo_argv: list[str]) -> int:
     check(pop, algo_argv)
     root = Path(pop.dir or default_dir(pop, algo_argv))
     root.mkdir(parents=True, exist_ok=True)
-    write_json(root / "population.json", {**dataclasses.asdict(pop), "dir": str(root), "algo_argv": algo_argv})
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(pop.population),
-           "--max-restarts", str(pop.max_restarts), "-m", "population", *pop_argv, "--dir", str(root),
-           "--", *algo_argv]
+    write_json(
+        root / "population.json",
+        {**dataclasses.asdict(pop), "dir": str(root), "algo_argv": algo_argv},
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        str(pop.population),
+        "--max-restarts",
+        str(pop.max_restarts),
+        "-m",
+        "population",
+        *pop_argv,
+        "--dir",
+        str(root),
+        "--",
+        *algo_argv,
+    ]
     print(f"population of {pop.population} ({pop.mode}) in {root}", flush=True)
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)  # `-m population` from any cwd
-    proc = subprocess.Popen(cmd, env=dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
-                                          PYTHONPATH=path))
+    # `-m population` from any cwd
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    proc = subprocess.Popen(
+        cmd,
+        env=dict(
+            os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), PYTHONPATH=path
+        ),
+    )
     try:
         code = proc.wait()
     except KeyboardInterrupt:
@@ -678,11 +877,16 @@ def launch(pop: PopArgs, pop_argv: list[str], algo_argv: list[str]) -> int:
         print(f"\ninterrupted; run the same command with --dir {root} to continue", file=sys.stderr)
         return 130
     board = read_json(root / "leaderboard.json", [])
-    print(f"\nleaderboard ({root / 'leaderboard.json'}; score: deterministic evaluation over {pop.eval_episodes} "
-          f"episodes, seed {pop.eval_seed}, the same for every entry):")
+    print(
+        f"\nleaderboard ({root / 'leaderboard.json'}; score: deterministic evaluation over "
+        f"{pop.eval_episodes} episodes, seed {pop.eval_seed}, the same for every entry):"
+    )
     print("| rank | entry | score | steps | algo | hyper-parameters |\n|---|---|---|---|---|---|")
     for i, e in enumerate(board[:10]):
-        print(f"| {i + 1} | {e['id']} | {e['score']:.1f} | {e['global_step']:,} | {Path(e['algo']).stem} | {e['hparams']} |")
+        print(
+            f"| {i + 1} | {e['id']} | {e['score']:.1f} | {e['global_step']:,} | "
+            f"{Path(e['algo']).stem} | {e['hparams']} |"
+        )
     if board:
         print(f"\nbest checkpoint: {board[0]['checkpoint']}\ncurves: {plot_population(root)}")
     return code
@@ -697,11 +901,15 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError("under torchrun pass --dir (a directory every worker can reach)")
         worker(pop, algo_argv)
         return 0
-    pop_argv = [a for i, a in enumerate(pop_argv) if a != "--dir" and (i == 0 or pop_argv[i - 1] != "--dir")
-                and not a.startswith("--dir=")]
+    pop_argv = [
+        a
+        for i, a in enumerate(pop_argv)
+        if a != "--dir" and (i == 0 or pop_argv[i - 1] != "--dir") and not a.startswith("--dir=")
+    ]
     try:
         return launch(pop, pop_argv, algo_argv)
-    except (ValueError, FileNotFoundError) as e:  # bad input: one clear line, no traceback, nothing started
+    # bad input: one clear line, no traceback, nothing started
+    except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
