@@ -45,6 +45,8 @@
 #                 compiled; Ant x16384; Humanoid x4096), time to eval >= 3000 / 5000; rsl_rl on the same Warp envs
 #                 and shapes; PPO CartPole at 65536 envs; a torch.profiler look at ppo_vec's Ant iteration (GPU busy,
 #                 launches) (~70 min on an H200; without a GPU it says so and exits 0); table in bench/results/gpu.md
+#   tensordict    the peers table's PPO and PQN rows with their storage as TensorDict instead of Batch (a dict):
+#                 env-steps/s, one thread (own venv bench/.venv-td: the project's venv plus tensordict; ~10 min)
 #   peers         Stable-Baselines3 (RL Zoo settings, own venv bench/.venv-peers) vs each file's defaults, 1 thread
 #                 each, seeds 1-5: training seconds to eval >= 475 on CartPole-v1 (PPO; DQN and PQN vs SB3's DQN)
 #                 and to >= -200 on Pendulum-v1 (SAC, TD3) (~30-40 min)
@@ -92,6 +94,13 @@ case "$group" in
   compile)   table compile bench/compile_speed.py ;;
   gpu)       $PY bench/gpu.py ;;
   peers)     table peers bench/peers.py ;;
+  tensordict)  # tensordict is not a project dependency: its own venv, on top of the project's packages
+             if [ ! -x bench/.venv-td/bin/python ]; then
+               $PY -m venv bench/.venv-td
+               $PY -c "import site; print(site.getsitepackages()[0])" > "$(bench/.venv-td/bin/python -c "import site; print(site.getsitepackages()[0])")/project.pth"
+               bench/.venv-td/bin/pip install -q --disable-pip-version-check --no-deps tensordict==0.15.3 pyvers==0.2.3
+             fi
+             PY=bench/.venv-td/bin/python table tensordict bench/tensordict_overhead.py ;;
   elastic)   PYTHON=$PY bash bench/elastic_population.sh | tee bench/results/elastic.log.tmp
              mv bench/results/elastic.log.tmp bench/results/elastic.log; extract elastic ;;
   quick|full)
@@ -120,6 +129,6 @@ case "$group" in
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, full, report, peers, compile, envs, ppo, asymmetric, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile or gpu (bash benchmark.sh --help says what each runs)" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, full, report, peers, tensordict, compile, envs, ppo, asymmetric, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile or gpu (bash benchmark.sh --help says what each runs)" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"

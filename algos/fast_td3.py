@@ -1,19 +1,19 @@
 """FastTD3 on vectorized environments.
 
 FastTD3 (Seo et al., 2025, arXiv:2505.22642) is `algos/td3.py` (clipped double Q, delayed policy,
-target smoothing) for massively parallel simulation: many sub-envs fill the replay buffer, and large
-minibatches with several updates per vectorized step keep the learner up with them. Two changes make
-that regime sample-efficient:
+target smoothing) for massively parallel simulation: many sub-envs fill the replay buffer, and
+large minibatches with several updates per vectorized step keep the learner up with them. Two
+changes make that regime sample-efficient:
 1. n-step returns: a stored transition sums `n_step` discounted rewards (stopping where the episode
    ends) and bootstraps with gamma^k from the state k steps on (k <= n_step; no bootstrap after a
    termination, from the true last state after a truncation);
 2. mixed exploration noise: each sub-env draws its own noise std uniformly from
-   [`noise_min`, `noise_max`] at every episode start, so one batch of sub-envs mixes near-greedy and
-   exploratory behaviour.
+   [`noise_min`, `noise_max`] at every episode start, so one batch of sub-envs mixes near-greedy
+   and exploratory behaviour.
 The paper's distributional (C51) critic is not used here: twin scalar critics, as in TD3.
 
-Actions live in [-1, 1] and are rescaled to the env's bounds by `RescaleAction`. `--per` switches to
-proportional prioritized replay.
+Actions live in [-1, 1] and are rescaled to the env's bounds by `RescaleAction`. `--per` switches
+to proportional prioritized replay.
 
     python algos/fast_td3.py --env HalfCheetah
 """
@@ -21,7 +21,7 @@ proportional prioritized replay.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -32,11 +32,9 @@ import torch
 import torch.nn as nn
 
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
-from common.cli import Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli
-from common.device import compile_fn
+from common.cli import Count, Count0, Frac, Layers, NonNeg, Rate, RunArgs, Unit, cli, task_defaults
 from common.ensemble import EnsembleMLP
 from common.errors import UserError
-from common.logger import Meter
 from common.noise import ColoredNoise
 from common.policy import Policy
 from common.run import Run
@@ -48,102 +46,68 @@ ALGO = "fast_td3"
 
 @dataclass
 class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
-    env: str = "Pendulum-v1"
-    """environment id with a Box action space (torch-native or any gymnasium id)"""
-    num_envs: int = 32
-    total_steps: Count = 1_000_000
-    eval_every: Count0 = 50_000
-    save_every: Count0 = 200_000
-    compile: bool = False
-    """torch.compile the critic and actor losses (forward and backward) and the policy step (on CUDA: CUDA graphs,
-    the optimizer steps' excepted)"""
+    env: str = "Pendulum-v1"  # an env id with a Box action space
+    num_envs: int = 32  # number of parallel sub-environments
+    total_steps: Count = 1_000_000  # total environment steps (summed over sub-envs)
+    eval_every: Count0 = 50_000  # evaluate the policy every this many env steps (0: at the end)
+    save_every: Count0 = 200_000  # write the checkpoint every this many env steps (0: at the end)
+    compile: bool = False  # torch.compile the losses, the optimizer steps and the policy step
 
     # FastTD3
-    buffer_size: Count = 1_000_000
-    """replay buffer capacity (transitions)"""
-    batch_size: Count = 1024
-    """minibatch size of each update"""
-    actor_lr: Rate = 3e-4
-    """Adam learning rate of the actor"""
-    critic_lr: Rate = 3e-4
-    """Adam learning rate of the critic"""
-    gamma: Unit = 0.99
-    """discount factor"""
-    tau: Unit = 0.005
-    """target networks' Polyak rate"""
-    noise_min: float = 0.001
-    """smallest per-sub-env std of the Gaussian exploration noise (actions in [-1, 1])"""
-    noise_max: float = 0.4
-    """largest per-sub-env std of the exploration noise (drawn uniformly at each episode start)"""
+    buffer_size: Count = 1_000_000  # replay buffer capacity (transitions)
+    batch_size: Count = 1024  # minibatch size of each update
+    actor_lr: Rate = 3e-4  # Adam learning rate of the actor
+    critic_lr: Rate = 3e-4  # Adam learning rate of the critic
+    gamma: Unit = 0.99  # discount factor
+    tau: Frac = 0.005  # target networks' Polyak rate
+    noise_min: NonNeg = 0.001  # smallest per-sub-env exploration noise std (actions in [-1, 1])
+    noise_max: NonNeg = 0.4  # largest per-sub-env std (each drawn uniformly at every episode start)
+    # exploration noise color (common/noise.py): 0 white (i.i.d. each step), 1 pink, 2 red;
+    # correlated noise wanders further, which tasks with a distant reward need
     noise_color: float = 0.0
-    """exploration noise color beta (common/noise.py): 0 white (i.i.d. each step), 1 pink, 2 red; correlated
-    noise wanders further, which tasks with a distant reward need (MountainCarContinuous)"""
-    n_step: Count = 3
-    """rewards summed per stored transition (n-step return)"""
-    policy_delay: Count = 2
-    """critic updates per actor (and target) update"""
-    target_noise: NonNeg = 0.2
-    """std of the target policy smoothing noise"""
-    noise_clip: NonNeg = 0.5
-    """clip of the target policy smoothing noise"""
-    learning_starts: Count0 = 10_000
-    """environment steps of uniformly random actions before learning"""
-    gradient_steps: Count = 4
-    """updates after each vectorized step (update-to-data ratio = gradient_steps / num_envs)"""
-    hidden: Layers = (256, 256)
-    """hidden layer sizes of actor and critic"""
+    n_step: Count = 3  # rewards summed per stored transition (n-step return)
+    policy_delay: Count = 2  # critic updates per actor (and target) update
+    target_noise: NonNeg = 0.2  # std of the target policy smoothing noise
+    noise_clip: NonNeg = 0.5  # clip of the target policy smoothing noise
+    learning_starts: Count0 = 10_000  # environment steps of uniform random actions before learning
+    gradient_steps: Count = 4  # updates after each vectorized step (UTD: gradient_steps / num_envs)
+    hidden: Layers = (256, 256)  # hidden layer sizes of actor and critic
+    # normalize observations with running statistics; the buffer keeps raw observations and each
+    # sampled batch is normalized with the current statistics
     norm_obs: bool = True
-    """normalize observations with running statistics (saved in the checkpoint); the buffer keeps raw
-    observations and each sampled batch is normalized with the current statistics"""
-    per: bool = False
-    """proportional prioritized experience replay"""
-    per_alpha: Unit = 0.6
-    """PER priority exponent"""
-    per_beta: Unit = 0.4
-    """PER initial importance-sampling exponent (annealed to 1)"""
+    per: bool = False  # proportional prioritized experience replay
+    per_alpha: Unit = 0.6  # PER priority exponent
+    per_beta: Unit = 0.4  # PER initial importance-sampling exponent (annealed to 1)
 
 
-# Per-task defaults over the ones above: the settings a held-out sweep chose for a task (bench/sweep.py: tuned on
-# seeds 101-103, reported on seeds 1-5; bench/results/sweeps/). `--env X --help` lists the task's defaults.
-TASK_DEFAULTS: dict[str, dict] = {
-    # td3's Pendulum-v1 row with batch 256 and raw observations, checked on this
-    # file (bench/README.md#defaults-the-evidence)
-    "Pendulum-v1": dict(hidden=(64, 64), learning_starts=1_000, total_steps=20_000, tau=0.05, actor_lr=3e-3,
-                        critic_lr=3e-3, batch_size=256, norm_obs=False),
-    # td3's pink noise with one std (0.5) for every sub-env, 4 envs x 4 updates (1 update per env step), batch 256,
-    # 64x64 (bench/README.md#defaults-the-evidence)
-    "MountainCarContinuous-v0": dict(hidden=(64, 64), noise_color=1.0, noise_min=0.5, noise_max=0.5, num_envs=4,
-                                     gradient_steps=4, batch_size=256, learning_starts=1_000, total_steps=50_000),
+# Per-task defaults over the ones above, from held-out sweeps (bench/sweep.py;
+# bench/README.md#defaults-the-evidence); `--env X --help` lists them
+# fmt: off
+TASK_DEFAULTS = {
+    # td3's rows, checked on this file: Pendulum with batch 256 and raw observations; MountainCar
+    # with one noise std (0.5) for every sub-env, 4 envs x 4 updates, batch 256
+    "Pendulum-v1": dict(hidden=(64, 64), learning_starts=1_000, total_steps=20_000, tau=0.05,
+                        actor_lr=3e-3, critic_lr=3e-3, batch_size=256, norm_obs=False),
+    "MountainCarContinuous-v0": dict(hidden=(64, 64), noise_color=1.0, noise_min=0.5, noise_max=0.5,
+                                     num_envs=4, gradient_steps=4, batch_size=256,
+                                     learning_starts=1_000, total_steps=50_000),
 }
+# fmt: on
+default_args = task_defaults(Args, TASK_DEFAULTS)
 
 
-def default_args(env_id: str, num_envs: int | None = None, device: str = "auto") -> Args:
-    """The defaults for a task: `Args()` with the task's row of `TASK_DEFAULTS`, if it has one."""
-    return replace(Args(env=env_id), **TASK_DEFAULTS.get(env_id, {}))
-
-
-def check_args(args: Args, env) -> None:
-    check_single_agent(env, args.env, ALGO)
+def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.check_ranges)
+    check_single_agent(env, args.env, ALGO, flat=True)
     if not isinstance(env.single_action_space, gym.spaces.Box):
         raise UserError(
-            f"{ALGO} needs a continuous (Box) action space; {args.env} has {env.single_action_space}. "
-            f"Use a discrete-action algorithm (algos/dqn.py, algos/ppo_vec.py) for this env."
+            f"{ALGO} needs a continuous (Box) action space (Discrete: dqn.py, ppo_vec.py)"
         )
-    if len(env.single_observation_space.shape) != 1:
-        raise UserError(f"{ALGO}'s MLPs need flat observations, {args.env} has shape "
-                         f"{env.single_observation_space.shape}; flatten them in the env")
-    if args.batch_size <= 0 or args.gradient_steps <= 0 or args.policy_delay <= 0 or args.n_step <= 0:
-        raise UserError("--batch-size, --gradient-steps, --policy-delay and --n-step must be positive")
-    if not 0.0 <= args.noise_min <= args.noise_max:
-        raise UserError(f"need 0 <= --noise-min <= --noise-max, got {args.noise_min} and {args.noise_max}")
+    if args.noise_min > args.noise_max:
+        raise UserError(f"--noise-min {args.noise_min} > --noise-max {args.noise_max}")
     if args.buffer_size < args.num_envs:
-        raise UserError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
-    if not 0.0 < args.tau <= 1.0:
-        raise UserError(f"--tau must be in (0, 1], got {args.tau}")
-    if args.learning_starts >= args.total_steps:
-        raise UserError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
-    if args.learning_starts < args.n_step * args.num_envs:  # the first n-step transitions reach the buffer only then
-        raise UserError(f"--learning-starts {args.learning_starts} < --n-step x --num-envs = {args.n_step * args.num_envs}")
+        raise UserError(f"--buffer-size must hold one vectorized step ({args.num_envs})")
+    if args.learning_starts < args.n_step * args.num_envs:  # the buffer's first rows come then
+        raise UserError("--learning-starts must be at least --n-step x --num-envs")
 
 
 class Actor(nn.Module):
@@ -171,9 +135,10 @@ class Critic(nn.Module):
 
 
 class NStepWindow:
-    """The last `n` vectorized steps. Once full, each `push` returns the n-step transition of the step that
-    leaves the window, for every sub-env: (s_t, a_t, R = sum_{j<k} gamma^j r_{t+j}, s_{t+k},
-    gamma^k (1 - terminated)), where k <= n stops at the first step that ended the episode."""
+    """The last `n` vectorized steps. Once full, each `push` returns the n-step transition of the
+    step that leaves the window, for every sub-env: (s_t, a_t, R = sum_{j<k} gamma^j r_{t+j},
+    s_{t+k}, gamma^k (1 - terminated)), where k <= n stops at the first step that ended the
+    episode."""
 
     def __init__(self, n: int, gamma: float):
         self.n, self.gamma, self.steps = n, gamma, []
@@ -187,8 +152,9 @@ class NStepWindow:
         boot, discount = self.steps[-1][3], torch.zeros_like(reward)
         for j, (_, _, r, nxt, term, d) in enumerate(self.steps):
             ret = ret + alive * self.gamma**j * r
-            boot = torch.where((alive & d)[:, None], nxt, boot)  # the episode's last state, or s_{t+n}
-            discount = torch.where(alive & (d | (j == self.n - 1)), self.gamma ** (j + 1) * (1.0 - term.float()), discount)
+            boot = torch.where((alive & d)[:, None], nxt, boot)  # the episode's end, or s_{t+n}
+            last = alive & (d | (j == self.n - 1))
+            discount = torch.where(last, self.gamma ** (j + 1) * (1.0 - term.float()), discount)
             alive = alive & ~d
         self.steps.pop(0)
         return obs0, act0, ret, boot, discount
@@ -200,29 +166,29 @@ class NStepWindow:
         self.steps = list(sd["steps"])
 
 
-def critic_loss(actor_t: Actor, critic: Critic, critic_t: Critic, discount, obs, next_obs, b, target_noise: float,
-                noise_clip: float):
+def critic_loss(actor_t, critic, critic_t, discount, b, target_noise: float, noise_clip: float):
     """Importance-weighted squared TD error of both critics against the n-step target
-    R + gamma^k (1 - terminated) * min_k Q'_k(s_{t+k}, clip(mu'(s_{t+k}) + clip(noise))); `obs` and `next_obs`
-    are the batch's observations, normalized."""
+    R + gamma^k (1 - terminated) * min_k Q'_k(s_{t+k}, clip(mu'(s_{t+k}) + clip(noise))), with
+    `discount` the batch's gamma^k (1 - terminated) and its observations normalized."""
     with torch.no_grad():
         noise = (torch.randn_like(b.actions) * target_noise).clamp(-noise_clip, noise_clip)
-        next_act = (actor_t(next_obs) + noise).clamp(-1.0, 1.0)
-        next_q = critic_t(next_obs, next_act).min(0).values
+        next_act = (actor_t(b.next_obs) + noise).clamp(-1.0, 1.0)
+        next_q = critic_t(b.next_obs, next_act).min(0).values
         target = b.rewards + discount * next_q
-    q = critic(obs, b.actions)  # [2, B]
+    q = critic(b.obs, b.actions)  # [2, B]
     td = q - target
     return (b.weights * td.square()).mean(0).sum(), td.detach().abs().mean(0)
 
 
-def actor_loss(actor: Actor, critic: Critic, obs):
-    return -critic(obs, actor(obs))[0].mean()
+def actor_loss(actor: Actor, critic: Critic, b):
+    return -critic(b.obs, actor(b.obs))[0].mean()
 
 
 def make_env(args: Args, device, seed: int):
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
-    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed, backend=args.mujoco_backend)
-    return wrap_env(env, gamma=args.gamma)  # raw observations: normalized in main() (see --norm-obs)
+
+    env = envs.make(args.env, args.num_envs, device, seed, backend=args.mujoco_backend)
+    return wrap_env(env, gamma=args.gamma)  # raw observations: normalized in main() (--norm-obs)
 
 
 def main(args: Args) -> dict:
@@ -236,6 +202,7 @@ def main(args: Args) -> dict:
 
     def norm(obs):  # with the statistics of now, also for observations stored long ago
         return obs_rms.normalize(obs) if obs_rms is not None else obs
+
     net = dict(obs_dim=obs_dim, act_dim=act_dim, hidden=args.hidden)
     actor = Actor(**net).to(device)
     critic = Critic(obs_dim, act_dim, args.hidden).to(device)
@@ -243,21 +210,23 @@ def main(args: Args) -> dict:
     critic_t = Critic(obs_dim, act_dim, args.hidden).to(device)
     actor_t.load_state_dict(actor.state_dict())
     critic_t.load_state_dict(critic.state_dict())
-    capturable = args.compile and device.type == "cuda"  # Adam's step counter on the device (CUDA graphs)
-    adam_kw = dict(capturable=True) if capturable else dict(fused=device.type == "cpu")  # CPU: one fused kernel, not a loop of small ops
+    # compiled on CUDA (graphs): Adam's step counter on the device; CPU: one fused kernel
+    capturable = args.compile and device.type == "cuda"
+    adam_kw = dict(capturable=True) if capturable else dict(fused=device.type == "cpu")
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, **adam_kw)
     critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr, **adam_kw)
+    rb_args = (args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device)
     if args.per:
-        rb = PrioritizedReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device, alpha=args.per_alpha)
+        rb = PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
     else:
-        rb = ReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device)
-    discounts = torch.zeros(args.buffer_size, device=device)  # gamma^k (1 - terminated) of each stored row
+        rb = ReplayBuffer(*rb_args)
+    discounts = torch.zeros(args.buffer_size, device=device)  # gamma^k (1 - terminated) of each row
     window = NStepWindow(args.n_step, args.gamma)
-    c_loss_fn, a_loss_fn, act_fn = critic_loss, actor_loss, actor
-    actor_step, critic_step = actor_opt.step, critic_opt.step  # compiled with --compile
-    if args.compile:
-        c_loss_fn, a_loss_fn, act_fn = compile_fn(critic_loss, device), compile_fn(actor_loss, device), compile_fn(act_fn, device)
-        actor_step, critic_step = (compile_fn(f, device, graphs=False) for f in (actor_step, critic_step))
+    # --compile, else as they are
+    c_loss_fn, a_loss_fn = run.compile(critic_loss), run.compile(actor_loss)
+    act_fn = run.compile(actor)
+    actor_step = run.compile(actor_opt.step, graphs=False)
+    critic_step = run.compile(critic_opt.step, graphs=False)
     params_t = list(actor_t.parameters()) + list(critic_t.parameters())
     params = list(actor.parameters()) + list(critic.parameters())
 
@@ -268,23 +237,29 @@ def main(args: Args) -> dict:
     if obs_rms is not None:
         obs_rms.update(obs)
     noise_std = args.noise_min + (args.noise_max - args.noise_min) * torch.rand(N, 1, device=device)
-
-    # the deployable policy: observation normalizer, actor, action scaling to the env's own bounds (common/policy.py)
+    # the deployable policy: normalizer, actor, action scaling (common/policy.py)
     policy = Policy.of(actor, net, env, obs_norm=obs_rms)
     # the state a checkpoint holds and a resumed run restores, named once
-    run.start(env, dict(actor=actor, critic=critic, actor_target=actor_t, critic_target=critic_t,
-                        actor_opt=actor_opt, critic_opt=critic_opt, buffer=rb, env=env, window=window, noise=noise,
-                        next_obs=obs, noise_std=noise_std, obs_norm=obs_rms), policy,
-              extra=lambda: dict(discounts=discounts[:len(rb)], updates=updates))
+    state = dict(actor=actor, critic=critic, actor_target=actor_t, critic_target=critic_t)
+    state.update(actor_opt=actor_opt, critic_opt=critic_opt, buffer=rb, env=env)
+    state.update(window=window, noise=noise, next_obs=obs, noise_std=noise_std, obs_norm=obs_rms)
+
+    def extra():  # the stored rows' discounts travel with the buffer
+        return dict(discounts=discounts[: len(rb)], updates=updates)
+
+    run.start(env, state, policy, extra=extra)
     guard = run.guard
     updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
     if run.ckpt:
-        discounts[:len(rb)] = run.ckpt["discounts"]  # the stored rows' discounts
-    meter = Meter(device, "critic_loss", "actor_loss")  # summed on the device, read at the logging tick
-    # after each step the shell counts the env steps, checks for NaN, evaluates, logs and checkpoints on their ticks
-    for iteration in run.iterations(num_iterations, N, learning_starts=args.learning_starts,
-                                    metrics=lambda: dict(**meter.pop(), updates=updates)):
-        # ---- explore: mu(s) + per-sub-env Gaussian noise, uniform actions before learning_starts ---
+        discounts[: len(rb)] = run.ckpt["discounts"]  # the stored rows' discounts
+    meter = run.meter("critic_loss", "actor_loss")
+    # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
+    # checkpoints on their ticks
+    iterations = run.iterations(
+        num_iterations, N, lambda: dict(updates=updates), args.learning_starts
+    )
+    for iteration in iterations:
+        # ---- explore: mu(s) + per-sub-env Gaussian noise, uniform actions before learning_starts
         with torch.no_grad():
             if run.step < args.learning_starts:
                 actions = torch.rand(N, act_dim, device=device) * 2 - 1
@@ -292,13 +267,11 @@ def main(args: Args) -> dict:
                 actions = act_fn(norm(obs))
                 actions = (actions + noise_std * noise.sample()).clamp(-1, 1)
         next_obs, reward, terminated, truncated, info = env.step(actions)
-        guard.watch("observations", next_obs, info["final_obs"])
-        guard.watch("rewards", reward)
         if obs_rms is not None:
             obs_rms.update(next_obs)
         done = terminated | truncated
         fresh = args.noise_min + (args.noise_max - args.noise_min) * torch.rand(N, 1, device=device)
-        noise_std.copy_(torch.where(done[:, None], fresh, noise_std))  # a new std for each new episode
+        noise_std.copy_(torch.where(done[:, None], fresh, noise_std))  # a new std for a new episode
         transition = window.push(obs.clone(), actions, reward, info["final_obs"], terminated, done)
         if transition is not None:
             *stored, discount = transition
@@ -307,28 +280,29 @@ def main(args: Args) -> dict:
         step = run.step + N  # env steps so far, this one's included
         guard.check(step)
 
-        # ---- learn ----------------------------------------------------------------------------------
+        # ---- learn -------------------------------------------------------------------------------
         if step >= args.learning_starts:
             beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, step / args.total_steps)
             for _ in range(args.gradient_steps):
                 b = rb.sample(args.batch_size, beta=beta)
-                b_obs = norm(b.obs)
-                c_loss, td_abs = c_loss_fn(actor_t, critic, critic_t, discounts[b.indices], b_obs, norm(b.next_obs), b,
-                                           args.target_noise, args.noise_clip)
+                b = b._replace(obs=norm(b.obs), next_obs=norm(b.next_obs))
+                smoothing = args.target_noise, args.noise_clip
+                gamma_k = discounts[b.indices]
+                c_loss, td_abs = c_loss_fn(actor_t, critic, critic_t, gamma_k, b, *smoothing)
                 meter.add(critic_loss=c_loss)
                 guard.watch("critic loss", c_loss)
-                critic_opt.zero_grad(set_to_none=True)
+                critic_opt.zero_grad()
                 c_loss.backward()
                 critic_step()
                 guard.watch_params("parameters", critic)  # before the actor loss reads it
                 rb.update_priorities(b.indices, td_abs)
                 updates += 1
                 if updates % args.policy_delay == 0:  # delayed actor and target updates
-                    a_loss = a_loss_fn(actor, critic, b_obs)
+                    a_loss = a_loss_fn(actor, critic, b)
                     meter.add(actor_loss=a_loss)
                     guard.watch("actor loss", a_loss)
-                    actor_opt.zero_grad(set_to_none=True)
-                    a_loss.backward(inputs=list(actor.parameters()))  # the critic's gradients would be thrown away
+                    actor_opt.zero_grad()
+                    a_loss.backward(inputs=list(actor.parameters()))  # not the critic's: unused
                     actor_step()
                     with torch.no_grad():
                         for p_t, p in zip(params_t, params):  # Polyak averaging of the target
@@ -339,8 +313,8 @@ def main(args: Args) -> dict:
 
 
 def load_policy(path: str, device: str = "cpu"):
-    """The deployable policy of a checkpoint of this file (common/policy.py: observation normalization, the
-    deterministic actor, action rescaling), rebuilt without an env; takes torch or numpy, batched or single obs."""
+    """The deployable policy of a checkpoint of this file (common/policy.py: normalization, the
+    deterministic actor, action rescaling), rebuilt without an env."""
     return Policy.restore(path, ALGO, Actor, device)
 
 

@@ -8,26 +8,17 @@ reward with target copies of all actors and critics (Polyak rate `tau`):
 
     y_i = r_i + gamma * (1 - terminated) * Q'_i(s', mu'_1(o'_1), ..., mu'_A(o'_A))
 
-and actor i ascends Q_i(s, a_1, ..., mu_i(o_i), ..., a_A), where the other agents' actions a_j
-are the ones stored in the replay buffer (the paper's eq. 5): only agent i's own action is
-replaced, so each actor's gradient is the sampled policy gradient of its own critic, exactly as
-in the paper. (`--others-from-policy` feeds the other agents' *current* actions mu_j(o_j)
-instead, a common variant for cooperative tasks: it removes the stale/noisy partners' actions
-from the actor's objective at the price of no longer matching the paper's estimator.)
+and actor i ascends Q_i(s, a_1, ..., mu_i(o_i), ..., a_A) with the other agents' actions a_j from
+the replay buffer, the paper's eq. 5 (`--others-from-policy`: their current actions mu_j(o_j), a
+common variant for cooperative tasks, no longer the paper's estimator).
 
-Details that matter:
-* the A actors are one `common.ensemble.EnsembleMLP` with A members (one batched matmul per
-  layer for all agents), the A critics another; one Adam each, one Polyak target update;
-* actions live in [-1, 1] (tanh) with Gaussian exploration noise (`--noise-color` colors it in
-  time), as in `algos/ddpg.py`, and are mapped affinely onto the env's Box (MPE's [0, 1]^5) only at
-  the env boundary;
-* each critic learns its own agent's reward; replay is `common.buffers.ReplayBuffer` on the device
-  with one row per world and step: (all agents' observations, global state) as the row's "obs",
-  the joint action [A, act], and its reward field widened to one reward per agent;
-* truncation (the 25-step time limit of MPE) bootstraps from `final_obs` / `final_state`;
-  termination does not;
-* defaults follow the paper's MPE settings (two 64-unit hidden layers, batch 1024, gamma 0.95,
-  tau 0.01), with Adam at 1e-3 rather than the paper's 1e-2.
+The A actors are one `common.ensemble.EnsembleMLP` (one batched matmul per layer for all agents),
+the A critics another. Actions live in [-1, 1] (tanh) with Gaussian exploration noise
+(`--noise-color` colors it in time), as in algos/ddpg.py, mapped onto the env's Box (MPE's
+[0, 1]^5) only at the env boundary. A replay row holds all agents' observations and the global
+state, the joint action and one reward per agent. Truncation (MPE's time limit) bootstraps from
+`final_obs` / `final_state`. The defaults are the paper's MPE settings, with Adam at 1e-3 rather
+than the paper's 1e-2.
 
 The diff `algos/maddpg.py` -> `algos/matd3.py` shows TD3's three changes and little else.
 
@@ -50,12 +41,10 @@ import torch.nn as nn
 import envs
 from common.buffers import ReplayBuffer
 from common.checkpoint import load_checkpoint
-from common.cli import Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli
-from common.device import compile_fn
+from common.cli import Count, Count0, Frac, Layers, NonNeg, Rate, RunArgs, Unit, cli
 from common.ensemble import EnsembleMLP
 from common.errors import UserError
 from common.evaluate import PolicyFn, ma_evaluate
-from common.logger import Meter
 from common.ma_vec_env import MAEpisodeStatistics
 from common.noise import ColoredNoise
 from common.run import Run
@@ -66,61 +55,41 @@ ALGO = "maddpg"
 
 @dataclass
 class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
-    env: str = "simple_spread"
-    """multi-agent environment id (made with continuous actions)"""
-    num_envs: int = 16
-    """number of parallel worlds"""
-    total_steps: Count = 200_000
-    """total environment steps (vectorized steps x worlds; one step moves every agent of a world)"""
-    eval_every: Count0 = 50_000
-    eval_episodes: Count = 32
-    save_every: Count0 = 100_000
-    compile: bool = False
-    """torch.compile the critic and actor updates"""
+    env: str = "simple_spread"  # a multi-agent env id (made with continuous actions)
+    num_envs: int = 16  # parallel worlds
+    total_steps: Count = 200_000  # vectorized steps x worlds (a step moves every agent of a world)
+    eval_every: Count0 = 50_000  # evaluate the policy every this many env steps (0: at the end)
+    eval_episodes: Count = 32  # episodes per evaluation (run in parallel on a separate env)
+    save_every: Count0 = 100_000  # write the checkpoint every this many env steps (0: at the end)
+    compile: bool = False  # torch.compile the critic and actor updates
 
     # MADDPG
-    buffer_size: Count = 1_000_000
-    """replay buffer capacity (joint transitions: one per world and step)"""
-    batch_size: Count = 1024
-    """minibatch size of each update"""
-    actor_lr: Rate = 1e-3
-    """Adam learning rate of the actors"""
-    critic_lr: Rate = 1e-3
-    """Adam learning rate of the critics"""
-    gamma: Unit = 0.95
-    """discount factor"""
-    tau: Unit = 0.01
-    """target networks' Polyak rate"""
-    exploration_noise: NonNeg = 0.1
-    """std of the Gaussian exploration noise (actions in [-1, 1])"""
+    buffer_size: Count = 1_000_000  # replay capacity (joint transitions, one per world and step)
+    batch_size: Count = 1024  # minibatch size of each update
+    actor_lr: Rate = 1e-3  # Adam learning rate of the actors
+    critic_lr: Rate = 1e-3  # Adam learning rate of the critics
+    gamma: Unit = 0.95  # discount factor
+    tau: Frac = 0.01  # target networks' Polyak rate
+    exploration_noise: NonNeg = 0.1  # std of the Gaussian exploration noise (actions in [-1, 1])
+    # exploration noise color beta (common/noise.py): 0 white (i.i.d. each step), 1 pink, 2 red;
+    # one correlated sequence per world, agent and action dimension, as in algos/ddpg.py
     noise_color: float = 0.0
-    """exploration noise color beta (common/noise.py): 0 white (i.i.d. each step), 1 pink, 2 red; one correlated
-    sequence per world, agent and action dimension, as in algos/ddpg.py"""
-    learning_starts: Count0 = 5_000
-    """environment steps of uniformly random actions before learning"""
-    gradient_steps: Count = 1
-    """updates after each vectorized step (update-to-data ratio = gradient_steps / num_envs)"""
-    hidden: Layers = (64, 64)
-    """hidden layer sizes of every actor and critic"""
+    learning_starts: Count0 = 5_000  # environment steps of uniformly random actions before learning
+    gradient_steps: Count = 1  # updates after each vectorized step (UTD: gradient_steps / num_envs)
+    hidden: Layers = (64, 64)  # hidden layer sizes of every actor and critic
+    # actor update: the other agents' actions from their current policies, not the buffer's (paper)
     others_from_policy: bool = False
-    """actor update: other agents' actions from their current policies instead of the buffer (paper)"""
 
 
-def check_args(args: Args, env) -> None:
-    if not isinstance(env.single_action_space, gym.spaces.Box):
-        raise UserError(f"{ALGO} needs a continuous (Box) action space; {args.env} has {env.single_action_space}")
-    if args.batch_size <= 0 or args.gradient_steps <= 0:
-        raise UserError("--batch-size and --gradient-steps must be positive")
+def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.check_ranges)
+    if not isinstance(space := env.single_action_space, gym.spaces.Box):
+        raise UserError(f"{ALGO} needs a continuous (Box) action space; {args.env} has {space}")
     if args.buffer_size < args.num_envs:
-        raise UserError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
-    if not 0.0 < args.tau <= 1.0:
-        raise UserError(f"--tau must be in (0, 1], got {args.tau}")
-    if args.learning_starts >= args.total_steps:
-        raise UserError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
+        raise UserError(f"--buffer-size must hold one vectorized step ({args.num_envs})")
 
 
 class Actors(nn.Module):
-    """A deterministic actors, one per agent, each on its own observation: `[B, A, obs] -> [B, A, act]` in [-1, 1]."""
+    """A deterministic actors on their own observations: `[B, A, obs] -> [B, A, act]` in [-1, 1]."""
 
     def __init__(self, n_agents: int, obs_dim: int, act_dim: int, hidden=(64, 64)):
         super().__init__()
@@ -131,13 +100,13 @@ class Actors(nn.Module):
 
 
 class Critics(nn.Module):
-    """K centralized critics per agent, Q_{k,i}(s, a_1..a_A), evaluated in one call: returns `[K, A, B]`.
+    """K centralized critics per agent, Q_{k,i}(s, a_1..a_A), in one call: returns `[K, A, B]`.
 
     `state` [B, S] and `actions` [B, A, act] give every critic the same input; `state` [A, B, S] and
     `actions` [A, B, A, act] give critic i (of every k) its own row i (the actor update).
     """
 
-    def __init__(self, n_agents: int, state_dim: int, act_dim: int, hidden=(64, 64), num_critics: int = 1):
+    def __init__(self, n_agents, state_dim, act_dim, hidden=(64, 64), num_critics: int = 1):
         super().__init__()
         self.k, self.n = num_critics, n_agents
         self.q = EnsembleMLP(num_critics * n_agents, state_dim + n_agents * act_dim, hidden, 1)
@@ -150,23 +119,24 @@ class Critics(nn.Module):
 
 
 def unpack(x: torch.Tensor, n_agents: int, state_dim: int):
-    """A buffer row (all agents' observations, then the global state) -> obs [B, A, obs], state [B, S]."""
+    """A replay row (all observations, then the state) -> obs [B, A, obs], state [B, S]."""
     return x[:, :-state_dim].unflatten(1, (n_agents, -1)), x[:, -state_dim:]
 
 
-def critic_loss(actors_t: Actors, critics: Critics, critics_t: Critics, gamma: float, b, n_agents: int, state_dim: int):
-    """Each agent's critic against its own target r_i + gamma * (1 - terminated) * Q'_i(s', mu'(o'))."""
-    state, (next_obs, next_state) = unpack(b.obs, n_agents, state_dim)[1], unpack(b.next_obs, n_agents, state_dim)
+def critic_loss(actors_t, critics, critics_t, args: Args, b, n_agents: int, state_dim: int):
+    """Each agent's critic against its target r_i + gamma * (1 - terminated) * Q'_i(s', mu'(o'))."""
+    state = unpack(b.obs, n_agents, state_dim)[1]
+    next_obs, next_state = unpack(b.next_obs, n_agents, state_dim)
     with torch.no_grad():
         next_q = critics_t(next_state, actors_t(next_obs))[0]  # [A, B]
-        target = b.rewards.T + gamma * (1.0 - b.terminated) * next_q
+        target = b.rewards.T + args.gamma * (1.0 - b.terminated) * next_q
     q = critics(state, b.actions)[0]
     td = q - target
     return td.square().mean(1).sum()
 
 
-def actor_loss(actors: Actors, critics: Critics, b, n_agents: int, state_dim: int, others_from_policy: bool):
-    """-sum_i mean Q_i(s, a_1, ..., mu_i(o_i), ..., a_A): row i of the joint action swaps in agent i's own."""
+def actor_loss(actors, critics, b, n_agents: int, state_dim: int, others_from_policy: bool):
+    """-sum_i mean Q_i(s, a_1, ..., mu_i(o_i), ..., a_A): agent i's own action in row i."""
     obs, state = unpack(b.obs, n_agents, state_dim)
     mu = actors(obs)  # [B, A, act]
     others = mu.detach() if others_from_policy else b.actions
@@ -178,10 +148,11 @@ def actor_loss(actors: Actors, critics: Critics, b, n_agents: int, state_dim: in
 
 def make_env(args: Args, device, seed: int):
     if args.env not in envs.MULTI_AGENT:
-        raise UserError(f"{ALGO} needs a multi-agent env ({', '.join(envs.MULTI_AGENT)}); {args.env!r} is not one "
-                         f"(single-agent continuous control: algos/ddpg.py, algos/td3.py)")
-    return MAEpisodeStatistics(envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed,
-                                         continuous_actions=True))
+        ids = ", ".join(envs.MULTI_AGENT)
+        one = "single-agent continuous control: algos/ddpg.py, algos/td3.py"
+        raise UserError(f"{ALGO} needs a multi-agent env ({ids}); {args.env!r} is not one ({one})")
+    kw = dict(num_envs=args.num_envs, device=device, seed=seed, continuous_actions=True)
+    return MAEpisodeStatistics(envs.make(args.env, **kw))
 
 
 def policy_from(actors: Actors, to_env) -> "callable":
@@ -209,10 +180,10 @@ def main(args: Args) -> dict:
     actor_opt = torch.optim.Adam(actors.parameters(), lr=args.actor_lr)
     critic_opt = torch.optim.Adam(critics.parameters(), lr=args.critic_lr)
     to_env = ActionScaler(env.single_action_space, device)
-    # common.buffers.ReplayBuffer with a row = (all agents' observations, global state) and one reward per agent
-    rb = ReplayBuffer(args.buffer_size, (A * obs_dim + state_dim,), (A, act_dim), torch.float32, device,
-                      reward_shape=(A,))
-    c_loss_fn, a_loss_fn = (compile_fn(critic_loss, device), compile_fn(actor_loss, device)) if args.compile else (critic_loss, actor_loss)
+    # replay: a row of all agents' observations and the global state, one reward per agent
+    row = (A * obs_dim + state_dim,)
+    rb = ReplayBuffer(args.buffer_size, row, (A, act_dim), torch.float32, device, reward_shape=(A,))
+    c_loss_fn, a_loss_fn = run.compile(critic_loss), run.compile(actor_loss)  # (--compile)
     params_t = list(actors_t.parameters()) + list(critics_t.parameters())
     params = list(actors.parameters()) + list(critics.parameters())
 
@@ -223,18 +194,21 @@ def main(args: Args) -> dict:
     obs, info = env.reset(seed=args.seed)
     obs, state = obs.clone(), info["state"].clone()
     # the state a checkpoint holds and a resumed run restores, named once
-    run.start(env, dict(actor=actors, critic=critics, actor_target=actors_t, critic_target=critics_t,
-                        actor_opt=actor_opt, critic_opt=critic_opt, buffer=rb, env=env, noise=noise,
-                        next_obs=obs, next_state=state), lambda: policy_from(actors, to_env),
-              meta=dict(n_agents=A, obs_dim=obs_dim, state_dim=state_dim, action_space=repr(env.single_action_space)),
-              extra=lambda: dict(updates=updates), evaluate=partial(ma_evaluate, continuous_actions=True))
+    saved = dict(actor=actors, critic=critics, actor_target=actors_t, critic_target=critics_t)
+    saved |= dict(actor_opt=actor_opt, critic_opt=critic_opt, buffer=rb, env=env, noise=noise)
+    saved |= dict(next_obs=obs, next_state=state)
+    space = repr(env.single_action_space)
+    meta = dict(n_agents=A, obs_dim=obs_dim, state_dim=state_dim, action_space=space)
+    policy = partial(policy_from, actors, to_env)
+    evaluate = partial(ma_evaluate, continuous_actions=True)
+    run.start(env, saved, policy, meta, extra=lambda: dict(updates=updates), evaluate=evaluate)
     guard = run.guard
     updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
-    meter = Meter(device, "critic_loss", "actor_loss")  # summed on the device, read at the logging tick
-    # after each step the shell counts the env steps, checks for NaN, evaluates, logs and checkpoints on their ticks
-    for iteration in run.iterations(num_iterations, N, metrics=lambda: dict(**meter.pop(), updates=updates),
-                                    learning_starts=args.learning_starts):
-        # ---- explore: mu_i(o_i) + Gaussian (or colored) noise, uniform actions before learning_starts ----
+    meter = run.meter("critic_loss", "actor_loss")
+    # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
+    # checkpoints on their ticks
+    for _ in run.iterations(num_iterations, N, lambda: dict(updates=updates), args.learning_starts):
+        # ---- explore: mu_i(o_i) + Gaussian (or colored) noise; uniform before learning_starts ---
         with torch.no_grad():
             if run.step < args.learning_starts:
                 actions = torch.rand(N, A, act_dim, device=device) * 2 - 1
@@ -242,28 +216,26 @@ def main(args: Args) -> dict:
                 actions = actors(obs)
                 actions = (actions + args.exploration_noise * noise.sample()).clamp(-1, 1)
         next_obs, reward, terminated, truncated, info = env.step(to_env(actions))
-        guard.watch("observations", next_obs, info["final_obs"], info["state"], info["final_state"])
-        guard.watch("rewards", reward)
-        rb.add(torch.cat([obs.flatten(1), state], 1), actions, reward,
-               torch.cat([info["final_obs"].flatten(1), info["final_state"]], 1), terminated)
+        final = torch.cat([info["final_obs"].flatten(1), info["final_state"]], 1)
+        rb.add(torch.cat([obs.flatten(1), state], 1), actions, reward, final, terminated)
         obs.copy_(next_obs), state.copy_(info["state"])
         step = run.step + N  # env steps so far, this one's included
         guard.check(step)
 
-        # ---- learn ----------------------------------------------------------------------------------
+        # ---- learn ----------------------------------------------------------------------------
         if step >= args.learning_starts:
             for _ in range(args.gradient_steps):
                 b = rb.sample(args.batch_size)
-                c_loss = c_loss_fn(actors_t, critics, critics_t, args.gamma, b, A, state_dim)
+                c_loss = c_loss_fn(actors_t, critics, critics_t, args, b, A, state_dim)
                 meter.add(critic_loss=c_loss)
                 guard.watch("critic loss", c_loss)
-                critic_opt.zero_grad(set_to_none=True)
+                critic_opt.zero_grad()
                 c_loss.backward()
                 critic_opt.step()
                 a_loss = a_loss_fn(actors, critics, b, A, state_dim, args.others_from_policy)
                 meter.add(actor_loss=a_loss)
                 guard.watch("actor loss", a_loss)
-                actor_opt.zero_grad(set_to_none=True)
+                actor_opt.zero_grad()
                 a_loss.backward()
                 actor_opt.step()
                 with torch.no_grad():
@@ -286,8 +258,8 @@ def load_policy(path: str, device: str = "cpu"):
     actors = Actors(A, obs_dim, env.single_action_space.shape[0], args.hidden).to(device)
     actors.load_state_dict(ckpt["actor"])
     actors.eval()
-    fn = PolicyFn(policy_from(actors, ActionScaler(env.single_action_space, device)), device, env_id=args.env,
-                  obs_shape=(A, obs_dim))
+    core = policy_from(actors, ActionScaler(env.single_action_space, device))
+    fn = PolicyFn(core, device, env_id=args.env, obs_shape=(A, obs_dim))
     env.close()
 
     def policy(obs, info=None):

@@ -1,17 +1,20 @@
 """PPO with the ElegantRL-Podracer parallelism: `algos/ppo_vec.py` plus torchrun model fusion.
 
-The algorithm is `algos/ppo_vec.py`'s, unchanged (`diff -w algos/ppo_vec.py algos/ppo_podracer.py` shows only the
-parallelism below); run without torchrun, a run is the same run as `algos/ppo_vec.py`'s.
+The algorithm is `algos/ppo_vec.py`'s, unchanged (`diff -w algos/ppo_vec.py algos/ppo_podracer.py`
+shows only the parallelism below); run without torchrun, a run is the same run as
+`algos/ppo_vec.py`'s.
 
-Under torchrun (`common.distributed`) every rank steps its own envs and trains its own learner; the learners are fused
-(parameters and Adam moments averaged) every `--fuse-every` updates, or their gradients averaged before every step
-(`--fuse-every 0`); normalizer statistics are pooled across ranks at the first fusion point after each rollout (once
-per iteration with gradient averaging). Only rank 0 logs, evaluates and writes the checkpoint, which holds every rank's
-own state (model, optimizer, envs, next observations, RNG), so `--resume` under the same number of processes continues
-exactly.
+Under torchrun (`common.distributed`) every rank steps its own envs and trains its own learner; the
+learners are fused (parameters and Adam moments averaged) every `--fuse-every` updates, or their
+gradients averaged before every step (`--fuse-every 0`); normalizer statistics are pooled across
+ranks at the first fusion point after each rollout (once per iteration with gradient averaging).
+The early stop at `--target-kl` and `--lr-schedule adaptive` read the ranks' mean KL, so that all
+ranks stop and step alike. Only rank 0 logs, evaluates and writes the checkpoint, which holds every
+rank's own state (model, optimizer, envs, next observations, RNG), so `--resume` under the same
+number of processes continues exactly.
 
     torchrun --nproc-per-node 2 algos/ppo_podracer.py --env CartPole-v1
-    torchrun --nproc-per-node 8 algos/ppo_podracer.py --env Ant --num-envs 4096   # one GPU per process
+    torchrun --nproc-per-node 8 algos/ppo_podracer.py --env Ant --num-envs 4096  # one GPU each
 """
 
 from __future__ import annotations
@@ -29,137 +32,108 @@ import torch
 import torch.nn as nn
 
 from common import distributed
-from common.cli import Clip, Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli
-from common.device import compile_fn, resolve_device
+from common.cli import Clip, Count, Layers, NonNeg, Rate, RunArgs, Unit, cli
 from common.distributions import Categoricals, Normal, action_nvec
 from common.errors import UserError
-from common.graphs import Captured
-from common.logger import Meter
 from common.optim import adapt_lr
 from common.policy import Policy
 from common.run import Run
 from common.storage import Batch
-from common.vec_env import check_single_agent, group_dims, group_spaces
-from common.wrappers import (NormalizeObservation, NormalizeReward, find_wrapper,
-                             wrap_env)
+from common.vec_env import check_single_agent, group_dims
+from common.wrappers import wrap_env
 
 ALGO = "ppo_podracer"
 
 
 @dataclass
 class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
-    num_envs: int = 1024
+    num_envs: int = 1024  # number of parallel sub-environments
+    # path of a checkpoint.pt to continue from (a torchrun checkpoint: under torchrun with the same
+    # number of processes)
     resume: str | None = None
-    """path of a checkpoint.pt to continue from (a torchrun checkpoint: under torchrun with the same
-    number of processes)"""
+    # torch.compile the policy step, GAE, the PPO loss and the optimizer step
     compile: bool = False
-    """torch.compile the policy step, GAE, the PPO loss (forward and backward) and the
-    optimizer step, learning-rate annealing included (on CUDA: CUDA graphs, the optimizer step's excepted)"""
+    # on CUDA, replay each iteration as one CUDA graph (not with --compile or --target-kl)
     capture: bool = True
-    """on CUDA, replay each iteration (rollout, GAE, update) as one CUDA graph (common/graphs.py);
-    not with --compile or --target-kl, and eager wherever the env does not allow it (a warning says why)"""
 
     # PPO
-    num_steps: Count = 16
-    """rollout horizon per sub-env per iteration"""
-    learning_rate: Rate = 2.5e-3
-    """Adam learning rate"""
-    anneal_lr: bool = True
-    """anneal the learning rate linearly to 0 (with --lr-schedule linear)"""
+    num_steps: Count = 16  # rollout horizon per sub-env per iteration
+    learning_rate: Rate = 2.5e-3  # Adam learning rate
+    anneal_lr: bool = True  # anneal the learning rate linearly to 0 (--lr-schedule linear)
+    # linear: --anneal-lr or constant; adaptive: rsl_rl's KL rule after each minibatch
     lr_schedule: Literal["linear", "adaptive"] = "linear"
-    """linear: --anneal-lr or constant; adaptive: rsl_rl's KL rule after each minibatch (common/optim.py)"""
-    desired_kl: Rate = 0.01
-    """the KL per minibatch that --lr-schedule adaptive steers the learning rate to"""
-    gamma: Unit = 0.99
-    """discount factor"""
-    gae_lambda: Unit = 0.95
-    """GAE lambda"""
-    num_minibatches: Count = 8
-    """minibatches per epoch"""
-    update_epochs: Count = 4
-    """epochs over each rollout"""
-    norm_adv: bool = True
-    """normalize advantages per minibatch"""
-    clip_coef: Rate = 0.2
-    """policy ratio clip"""
-    clip_vloss: bool = False
-    """clip the value loss around the old values"""
-    ent_coef: NonNeg = 0.0
-    """entropy bonus coefficient"""
-    vf_coef: NonNeg = 0.5
-    """value loss coefficient"""
-    max_grad_norm: Clip = 0.5
-    """global gradient-norm clip"""
-    target_kl: float | None = None
-    """stop the epochs early when the approximate KL exceeds this (one host sync per epoch; under
-    torchrun the KL is averaged over ranks first, so all ranks stop together)"""
-    hidden: Layers = (64, 64)
-    """hidden layer sizes of actor and critic"""
-    norm_obs: bool = False
-    """normalize observations with running statistics (saved in the checkpoint; pooled across ranks under torchrun)"""
-    norm_reward: bool = False
-    """scale rewards by the running std of the discounted return (pooled across ranks under torchrun)"""
-    init_log_std: float = 0.0
-    """initial log-std of the Gaussian policy (continuous actions)"""
-    fuse_every: Count0 = 1
-    """under torchrun: average parameters and Adam moments across ranks every this many updates
-    (model fusion, normalizer statistics pooled at the first fusion after each rollout); 0: average
-    gradients before every step instead (statistics pooled once per iteration)"""
+    desired_kl: Rate = 0.01  # the KL per minibatch that --lr-schedule adaptive steers to
+    gamma: Unit = 0.99  # discount factor
+    gae_lambda: Unit = 0.95  # GAE lambda
+    num_minibatches: Count = 8  # minibatches per epoch
+    update_epochs: Count = 4  # epochs over each rollout
+    norm_adv: bool = True  # normalize advantages per minibatch
+    clip_coef: Rate = 0.2  # policy ratio clip
+    clip_vloss: bool = False  # clip the value loss around the old values
+    ent_coef: NonNeg = 0.0  # entropy bonus coefficient
+    vf_coef: NonNeg = 0.5  # value loss coefficient
+    max_grad_norm: Clip = 0.5  # global gradient-norm clip
+    target_kl: float | None = None  # stop the epochs early above this approximate KL
+    hidden: Layers = (64, 64)  # hidden layer sizes of actor and critic
+    norm_obs: bool = False  # normalize observations with running statistics
+    norm_reward: bool = False  # scale rewards by the running std of the discounted return
+    init_log_std: float = 0.0  # initial log-std of the Gaussian policy (continuous actions)
+    # under torchrun: average parameters and Adam moments across ranks every this many updates
+    # (model fusion, normalizer statistics pooled at the first fusion after each rollout); 0:
+    # average gradients before every step instead (statistics pooled once per iteration)
+    fuse_every: int = 1
 
 
 # Massively parallel locomotion (many envs, short horizon, few large minibatches, normalized
 # observations and rewards), as in Rudin et al. 2021 (arXiv:2109.11978) and Brax's PPO: the defaults
 # for the batched MuJoCo tasks, so that `--env Ant --num-envs 4096` needs no other flag on a GPU.
-MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, num_minibatches=4, update_epochs=5, learning_rate=3e-4,
-                       max_grad_norm=1.0, hidden=(256, 128, 64), norm_obs=True, norm_reward=True,
-                       total_steps=50_000_000, eval_every=5_000_000, save_every=5_000_000)
-
-# On a CPU (fewer than 1024 envs): the shape that ran the most env steps a second on one
-# core (bench/README.md#defaults-the-evidence)
-MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, num_envs=64, num_steps=64, num_minibatches=8, total_steps=5_000_000,
-                           eval_every=250_000, save_every=1_000_000)
-# Initial std 0.37, not 1: far better returns on the CPU defaults. Per-task rows over those (`--env X --help` lists
-# them); classic control's from bench/sweep.py. (bench/README.md#defaults-the-evidence)
-TASK_DEFAULTS: dict[str, dict] = {
+# fmt: off
+MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, num_minibatches=4, update_epochs=5,
+                       learning_rate=3e-4, max_grad_norm=1.0, hidden=(256, 128, 64), norm_obs=True,
+                       norm_reward=True, total_steps=50_000_000, eval_every=5_000_000,
+                       save_every=5_000_000)
+# On a CPU (fewer than 1024 envs): the shape that ran the most env steps a second on one core
+MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, num_envs=64, num_steps=64, num_minibatches=8,
+                           total_steps=5_000_000, eval_every=250_000, save_every=1_000_000)
+# Per-task rows over those (`--env X --help` lists them); initial std 0.37, not 1, on the CPU
+# defaults; classic control's from bench/sweep.py (bench/README.md#defaults-the-evidence)
+TASK_DEFAULTS = {
     **{t: dict(init_log_std=-1.0) for t in ("Ant-v5", "HalfCheetah-v5", "Walker2d-v5")},
-    # ppo_vec's row (bench/results/sweeps/ppo_podracer_CartPole-v1_row.md) (bench/README.md#defaults-the-evidence)
-    "CartPole-v1": dict(num_envs=64, num_steps=4, num_minibatches=1, learning_rate=5e-3, norm_obs=True, total_steps=300_000),
-    # the settings a held-out sweep chose (bench/README.md#defaults-the-evidence)
-    "Pendulum-v1": dict(num_envs=64, num_steps=64, num_minibatches=32, update_epochs=5, learning_rate=1e-3, gamma=0.9,
-                        norm_reward=True, total_steps=100_000),
-    "MountainCarContinuous-v0": dict(num_envs=16, num_steps=64, num_minibatches=4, update_epochs=5, learning_rate=1e-3,
-                                     norm_obs=True, norm_reward=True, total_steps=300_000),
+    "CartPole-v1": dict(num_envs=64, num_steps=4, num_minibatches=1, learning_rate=5e-3,
+                        norm_obs=True, total_steps=300_000),
+    "Pendulum-v1": dict(num_envs=64, num_steps=64, num_minibatches=32, update_epochs=5,
+                        learning_rate=1e-3, gamma=0.9, norm_reward=True, total_steps=100_000),
+    "MountainCarContinuous-v0": dict(num_envs=16, num_steps=64, num_minibatches=4, update_epochs=5,
+                                     learning_rate=1e-3, norm_obs=True, norm_reward=True,
+                                     total_steps=300_000),
 }
+# fmt: on
 
 
 def default_args(env_id: str, num_envs: int | None = None, device: str = "auto") -> Args:
-    """The defaults for a task: `Args()`, for the batched MuJoCo tasks with `MUJOCO_DEFAULTS` if massively parallel
-    (`--num-envs` >= 1024, or none given and a GPU), else `MUJOCO_CPU_DEFAULTS`; then the task's `TASK_DEFAULTS` row."""
+    """`Args()`; for a batched MuJoCo task, with `MUJOCO_DEFAULTS` at scale (`--num-envs` 1024 or
+    more, or none given and a GPU), else `MUJOCO_CPU_DEFAULTS`; then the task's own row."""
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
-    task = TASK_DEFAULTS.get(envs.mujoco_id(env_id) or env_id, {})
-    if envs.mujoco_id(env_id) is None:
-        return replace(Args(env=env_id), **task)
-    big = num_envs >= 1024 if num_envs is not None else (device != "cpu" and torch.cuda.is_available())
-    return replace(Args(env=env_id), **{**(MUJOCO_DEFAULTS if big else MUJOCO_CPU_DEFAULTS), **task})
+
+    task = envs.mujoco_id(env_id)
+    big = (
+        num_envs >= 1024 if num_envs is not None else device != "cpu" and torch.cuda.is_available()
+    )
+    scale = {} if task is None else MUJOCO_DEFAULTS if big else MUJOCO_CPU_DEFAULTS
+    return replace(Args(env=env_id), **{**scale, **TASK_DEFAULTS.get(task or env_id, {})})
 
 
-def check_args(args: Args, envs_) -> None:
-    check_single_agent(envs_, args.env, ALGO, groups=True, masks=True)
-    batch = args.num_envs * args.num_steps
-    if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0 or args.desired_kl <= 0:
-        raise UserError("--num-steps, --num-minibatches, --update-epochs and --desired-kl must be positive")
-    if batch % args.num_minibatches:
-        raise UserError(f"num_envs * num_steps = {batch} is not divisible by --num-minibatches "
-                         f"{args.num_minibatches}; pick a divisor of {batch}")
-    if batch < args.num_minibatches:
-        raise UserError(f"batch {batch} is smaller than --num-minibatches {args.num_minibatches}")
-    if args.total_steps < batch:
-        raise UserError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
-    if any(len(s.shape) != 1 for s in group_spaces(envs_.single_observation_space)):
-        raise UserError(f"{ALGO}'s MLP needs flat observations, {args.env} has {envs_.single_observation_space}")
-    space = envs_.single_action_space
+def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.check_ranges)
+    check_single_agent(env, args.env, ALGO, groups=True, masks=True, flat=True)
+    if args.num_envs * args.num_steps % args.num_minibatches:
+        raise UserError(
+            f"num_envs x num_steps is not divisible by --num-minibatches {args.num_minibatches}"
+        )
+    if args.fuse_every < 0:
+        raise UserError(f"--fuse-every must be 0 or more, got {args.fuse_every}")
+    space = env.single_action_space
     if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)):
-        raise UserError(f"{ALGO} supports Discrete, MultiDiscrete and Box action spaces, got {space}")
+        raise UserError(f"{ALGO} takes Discrete, MultiDiscrete and Box actions, not {space}")
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias: float = 0.0) -> nn.Linear:
@@ -177,14 +151,15 @@ def mlp(sizes, out_std: float) -> nn.Sequential:
 
 
 class Agent(nn.Module):
-    """Actor and critic over named observation groups: the actor reads `policy` (and `action_mask`, where the env
-    masks), the critic `critic` (privileged state) where the env has that group, else `policy`."""
+    """Actor and critic over named observation groups: the actor reads `policy` (and
+    `action_mask`), the critic `critic` (privileged state) where the env has it, else `policy`."""
 
-    def __init__(self, obs_dim: int, action_space: gym.Space, hidden=(64, 64), init_log_std=0.0, critic_dim=0):
+    def __init__(self, obs_dim: int, action_space, hidden=(64, 64), init_log_std=0.0, critic_dim=0):
         super().__init__()
         self.critic_group = "critic" if critic_dim else "policy"
-        self.nvec = action_nvec(action_space)  # one categorical per discrete dimension; None: Gaussian
-        self.discrete, self.multi = self.nvec is not None, isinstance(action_space, gym.spaces.MultiDiscrete)
+        self.nvec = action_nvec(action_space)  # one categorical per discrete dimension, or None
+        self.discrete = self.nvec is not None
+        self.multi = isinstance(action_space, gym.spaces.MultiDiscrete)
         out = sum(self.nvec) if self.discrete else int(np.prod(action_space.shape))
         self.critic = mlp([critic_dim or obs_dim, *hidden, 1], out_std=1.0)
         self.actor = mlp([obs_dim, *hidden, out], out_std=0.01)
@@ -203,7 +178,8 @@ class Agent(nn.Module):
     def act(self, obs: dict):
         """Sample actions; return (action, log_prob, value)."""
         d = self.dist(obs)
-        action = d.sample() if self.discrete else d.rsample()  # sample()'s numbers without its host sync on CUDA
+        # rsample: sample()'s numbers without its host sync on CUDA
+        action = d.sample() if self.discrete else d.rsample()
         logp = d.log_prob(action) if self.discrete else d.log_prob(action).sum(-1)
         return action, logp, self.value(obs)
 
@@ -218,26 +194,30 @@ class Agent(nn.Module):
 
 
 def ppo_loss(agent: Agent, args: Args, mb: Batch):
-    """Clipped surrogate + value + entropy loss on one minibatch; returns (loss, named statistics)."""
+    """Clipped surrogate + value + entropy loss on one minibatch; (loss, named statistics)."""
     logp, entropy, value = agent.evaluate_actions(mb["obs"], mb["actions"])
     advantages, returns, old_values = mb["advantages"], mb["returns"], mb["values"]
     log_ratio = logp - mb["logp"]
     ratio = log_ratio.exp()
     if args.norm_adv:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-    pg_loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)).mean()
+    clipped = ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)
+    pg_loss = torch.max(-advantages * ratio, -advantages * clipped).mean()
     if args.clip_vloss:
         v_clipped = old_values + (value - old_values).clamp(-args.clip_coef, args.clip_coef)
         v_loss = 0.5 * torch.max((value - returns).square(), (v_clipped - returns).square()).mean()
     else:
         v_loss = 0.5 * (value - returns).square().mean()
     ent = entropy.mean()
-    loss = (pg_loss - args.ent_coef * ent if args.ent_coef else pg_loss) + args.vf_coef * v_loss  # 0: no entropy backward
+    # (ent_coef 0: no entropy in the backward)
+    loss = (pg_loss - args.ent_coef * ent if args.ent_coef else pg_loss) + args.vf_coef * v_loss
     with torch.no_grad():
         approx_kl = ((ratio - 1) - log_ratio).mean()
         clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
-    return loss, dict(pg_loss=pg_loss.detach(), v_loss=v_loss.detach(), entropy=ent.detach(), approx_kl=approx_kl,
-                      clipfrac=clipfrac)
+    stats = dict(
+        pg_loss=pg_loss, v_loss=v_loss, entropy=ent, approx_kl=approx_kl, clipfrac=clipfrac
+    )
+    return loss, {k: v.detach() for k, v in stats.items()}
 
 
 @torch.no_grad()
@@ -256,69 +236,63 @@ def compute_gae(rewards, values, dones, next_value, gamma: float, lam: float):
 
 def make_env(args: Args, device, seed: int):
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
-    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed, backend=args.mujoco_backend)
-    return wrap_env(env, norm_obs=args.norm_obs, norm_reward=args.norm_reward, gamma=args.gamma, groups=True)
+
+    env = envs.make(args.env, args.num_envs, device, seed, backend=args.mujoco_backend)
+    norm = dict(norm_obs=args.norm_obs, norm_reward=args.norm_reward, gamma=args.gamma)
+    return wrap_env(env, **norm, groups=True)
 
 
 def main(args: Args) -> dict:
-    ctx, device = distributed.init(resolve_device(args.device))  # torchrun: one learner per rank
-    if args.fuse_every < 0:
-        raise UserError(f"--fuse-every must be >= 0, got {args.fuse_every}")
-    run = Run(ALGO, args, defaults=default_args, ctx=ctx, device=device)  # --resume (with its settings), seeds
+    ctx, device = distributed.init(args.device)  # torchrun: one learner per rank
+    run = Run(ALGO, args, defaults=default_args, ctx=ctx, device=device)  # --resume, seeds
     args = run.args
     env = make_env(args, device, args.seed + 1000 * ctx.rank)
     check_args(args, env)
-    obs_space, act_space = env.single_observation_space, env.single_action_space
-    obs_dim, critic_dim = group_dims(obs_space)  # critic_dim 0: no privileged `critic` group
-    net = dict(obs_dim=obs_dim, action_space=act_space, hidden=args.hidden, init_log_std=args.init_log_std,
-               critic_dim=critic_dim)
-    agent = Agent(**net).to(device)
-    # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
-    # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
+    act_space = env.single_action_space
+    obs_dim, critic_dim = group_dims(env.single_observation_space)  # 0: no `critic` group
+    net = dict(obs_dim=obs_dim, action_space=act_space, hidden=args.hidden, critic_dim=critic_dim)
+    agent = Agent(**net, init_log_std=args.init_log_std).to(device)
+    # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer
+    # step covers it (float64: a Python float's arithmetic); capturable: Adam's step stays on CUDA
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
-    adam_kw = dict(capturable=True) if device.type == "cuda" else dict(fused=device.type == "cpu")  # CPU: one fused kernel
-    optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam_kw)
+    adam = dict(capturable=True) if device.type == "cuda" else dict(fused=device.type == "cpu")
+    optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam)
     distributed.broadcast(ctx, [agent])  # every rank starts from rank 0's weights
 
-    batch_size = args.num_envs * args.num_steps
-    minibatch_size = batch_size // args.num_minibatches
-    num_iterations = args.total_steps // (batch_size * ctx.world_size)  # --total-steps counts all ranks
     T, N = args.num_steps, args.num_envs
-    # where the next rollout starts, a fixed buffer as all state of the iteration (each rank its own starts); the
-    # rollout storage on the device
+    batch_size = N * T
+    num_iterations = args.total_steps // (batch_size * ctx.world_size)  # (all ranks' steps)
+    # where the next rollout starts, a fixed buffer as all state of the iteration; the storage
     next_obs = Batch(env.reset(seed=args.seed + 1000 * ctx.rank)[0]).clone()
-    action = torch.zeros((N, *act_space.shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
+    dtype = torch.long if agent.discrete else torch.float32
+    a = torch.zeros((N, *act_space.shape), dtype=dtype, device=device)
     f = torch.zeros(N, device=device)
-    store = Batch.zeros(T, obs=next_obs, final_obs=next_obs, actions=action, logp=f, values=f, rewards=f, dones=f,
-                        trunc=f)
+    store = Batch.zeros(T, obs=next_obs, final_obs=next_obs, actions=a, logp=f, values=f)
+    store.update(Batch.zeros(T, rewards=f, dones=f, trunc=f))
 
     def opt_step():  # gradient clipping and the Adam step
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
 
-    act_fn, loss_fn, gae_fn, step_fn = agent.act, ppo_loss, compute_gae, opt_step
-    if args.compile:
-        act_fn, loss_fn, gae_fn = compile_fn(agent.act, device), compile_fn(ppo_loss, device), compile_fn(compute_gae, device)
-        step_fn = compile_fn(opt_step, device, graphs=False)
-
-    # the deployable policy: observation normalizer, actor, action scaling to the env's own bounds (common/policy.py)
-    policy = Policy.of(agent, net, env, act="deterministic")
-    # the state a checkpoint holds and a resumed run restores, named once (under torchrun each rank's own: between
-    # fusions the ranks' models and optimizers differ too; the checkpoint's `ranks[r]` keeps rank r's)
-    run.start(env, dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs), policy,
-              extra=lambda: dict(updates=updates,
-                                 world_size=ctx.world_size))
-    guard = run.guard
-    # optimizer steps so far: where the --fuse-every schedule stands (older checkpoints: no early stops)
-    updates = run.ckpt.get("updates", run.start_iter * args.update_epochs * args.num_minibatches) if run.ckpt else 0
+    act_fn, loss_fn = run.compile(agent.act), run.compile(ppo_loss)  # --compile, else as they are
+    gae_fn, step_fn = run.compile(compute_gae), run.compile(opt_step, graphs=False)
+    # the deployable policy: normalizer, actor, action scaling (common/policy.py)
+    policy = Policy.of(agent, net | dict(init_log_std=args.init_log_std), env, act="deterministic")
+    # the state a checkpoint holds and a resumed run restores, named once (under torchrun each
+    # rank's own: between fusions the ranks' models and optimizers differ; `ranks[r]` is rank r's)
+    state = dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs)
+    run.start(env, state, policy, extra=lambda: dict(updates=updates, world_size=ctx.world_size))
+    guard, group = run.guard, optimizer.param_groups[0]  # (resumed: the loaded group)
+    # optimizer steps so far: where the --fuse-every schedule is (old checkpoints: no early stops)
+    per_iteration = args.update_epochs * args.num_minibatches
+    updates = run.ckpt.get("updates", run.start_iter * per_iteration) if run.ckpt else 0
     # normalizer statistics, pooled across ranks under torchrun (evaluation uses rank 0's, pooled)
-    norm_stats = [w.rms for w in (find_wrapper(env, NormalizeObservation), find_wrapper(env, NormalizeReward))
-                  if w is not None]
-    meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
+    norm_stats = distributed.norm_stats(env)
+    meter = run.meter("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
 
     def train_iteration() -> int:
-        """A rollout of T steps from `next_obs`, GAE, then the epochs of minibatch updates, all on
-        fixed tensors; returns the number of optimizer steps it took."""
+        """A rollout of T steps from `next_obs`, GAE, the update: one iteration on fixed tensors;
+        returns the number of optimizer steps it took."""
         ran = 0
         # ---- rollout ----------------------------------------------------------------------------
         with torch.no_grad():
@@ -327,36 +301,36 @@ def main(args: Args) -> dict:
                 action, logp, value = act_fn(obs)
                 store[t] = dict(obs=obs, actions=action, logp=logp, values=value)
                 obs, reward, terminated, truncated, info = env.step(action)
-                guard.watch("observations", obs, info["final_obs"])
-                guard.watch("rewards", reward)
-                store[t] = dict(rewards=reward, dones=terminated | truncated, trunc=truncated & ~terminated,
-                                final_obs=info["final_obs"])
+                done, trunc = terminated | truncated, truncated & ~terminated
+                store[t] = dict(
+                    rewards=reward, dones=done, trunc=trunc, final_obs=info["final_obs"]
+                )
             next_obs.copy_(obs)
             fresh_stats = bool(norm_stats)
-            if ctx.enabled and args.fuse_every == 0 and fresh_stats:  # gradient mode: pool once per iteration
+            # gradient averaging: the statistics pooled once per iteration
+            if ctx.enabled and args.fuse_every == 0 and fresh_stats:
                 distributed.fuse_statistics(ctx, norm_stats)
                 fresh_stats = False
             # bootstrap through time limits: r += gamma * V(final_obs) where truncated
             store["rewards"].add_(args.gamma * agent.value(store["final_obs"]) * store["trunc"])
-            advantages, returns = gae_fn(store["rewards"], store["values"], store["dones"], agent.value(next_obs),
-                                         args.gamma, args.gae_lambda)
+            r, v, d = store["rewards"], store["values"], store["dones"]
+            adv, ret = gae_fn(r, v, d, agent.value(next_obs), args.gamma, args.gae_lambda)
 
         # ---- update -----------------------------------------------------------------------------
-        b = Batch(obs=store["obs"], actions=store["actions"], logp=store["logp"], values=store["values"],
-                  advantages=advantages, returns=returns).flatten()
+        b = Batch({k: store[k] for k in ("obs", "actions", "logp", "values")})
+        b = Batch(b, advantages=adv, returns=ret).flatten()
         for epoch in range(args.update_epochs):
-            perm = torch.randperm(batch_size, device=device)
-            for start in range(0, batch_size, minibatch_size):
-                loss, stats = loss_fn(agent, args, b[perm[start:start + minibatch_size]])
+            for mb in b.minibatches(args.num_minibatches):
+                loss, stats = loss_fn(agent, args, mb)
                 meter.add(**stats)
                 guard.watch("PPO loss", loss)
-                optimizer.zero_grad(set_to_none=True)
+                optimizer.zero_grad()
                 loss.backward()
                 if ctx.enabled and args.fuse_every == 0:
                     distributed.allreduce_gradients(ctx, [agent])
-                if args.lr_schedule == "adaptive":  # on the device; one rate for all ranks: their mean KL
-                    kl = distributed.all_mean(ctx, stats["approx_kl"]) if ctx.enabled else stats["approx_kl"]
-                    adapt_lr(optimizer.param_groups[0]["lr"], kl, args.desired_kl)
+                if args.lr_schedule == "adaptive":  # on the device: no host sync
+                    kl = distributed.all_mean(ctx, stats["approx_kl"])  # one rate for all ranks
+                    adapt_lr(group["lr"], kl, args.desired_kl)
                 step_fn()
                 ran += 1
                 guard.watch_params("parameters", agent)
@@ -365,22 +339,25 @@ def main(args: Args) -> dict:
                     if fresh_stats:  # the rollout's normalizer statistics, once
                         distributed.fuse_statistics(ctx, norm_stats)
                         fresh_stats = False
-            # host sync, opt-in; under torchrun the ranks' mean KL, so that all stop together
-            if args.target_kl is not None and distributed.all_mean(ctx, stats["approx_kl"]) > args.target_kl:
-                break
+            # (a host sync, opt-in; under torchrun the ranks' mean KL, so that all stop together)
+            if args.target_kl is not None:
+                if distributed.all_mean(ctx, stats["approx_kl"]) > args.target_kl:
+                    break
         return ran
 
-    # on CUDA the whole iteration is one graph launch (the host would otherwise spend it launching thousands of
-    # small kernels); the check before capture needs every piece of state it writes: env, guard, meter, optimizer.
-    # One process only: under torchrun the model-fusion schedule is Python control flow across iterations
-    iterate = Captured(train_iteration, device, state=[env, guard, meter, optimizer],
-                       enabled=args.capture and not args.compile and args.target_kl is None and not ctx.enabled)
-    # after each iteration the shell counts its steps (all ranks'), checks for NaN, and on their ticks evaluates and
-    # logs (rank 0) and checkpoints (a collective: the ticks depend on the step alone, the same on every rank)
-    for iteration in run.iterations(num_iterations, batch_size * ctx.world_size,
-                                    metrics=lambda: dict(**meter.pop(), lr=optimizer.param_groups[0]["lr"])):
+    # on CUDA one graph launch an iteration, not thousands of kernel launches;
+    # the check before capture needs every piece of state the iteration writes; one process only:
+    # under torchrun the model-fusion schedule is Python control flow across iterations
+    capture = args.capture and not args.compile and args.target_kl is None and not ctx.enabled
+    iterate = run.capture(train_iteration, [env, guard, meter, optimizer], enabled=capture)
+    # after each iteration the shell counts its steps (all ranks'), checks for NaN, and on their
+    # ticks evaluates and logs (rank 0) and checkpoints (a collective: the ticks depend on the step
+    # alone, the same on every rank)
+    steps = batch_size * ctx.world_size
+    iterations = run.iterations(num_iterations, steps, metrics=lambda: dict(lr=group["lr"]))
+    for iteration in iterations:
         if args.anneal_lr and args.lr_schedule == "linear":
-            optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
+            group["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
         updates += iterate()
     result = run.finish(env)
     distributed.shutdown(ctx)
@@ -388,8 +365,8 @@ def main(args: Args) -> dict:
 
 
 def load_policy(path: str, device: str = "cpu"):
-    """The deployable policy of a checkpoint of this file (common/policy.py: observation normalization, the
-    deterministic actor, action rescaling), rebuilt without an env; takes torch or numpy, batched or single obs."""
+    """The deployable policy of a checkpoint of this file (common/policy.py: normalization, the
+    deterministic actor, action rescaling), rebuilt without an env."""
     return Policy.restore(path, ALGO, Agent, device)
 
 

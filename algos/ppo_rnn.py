@@ -1,31 +1,28 @@
-"""Recurrent PPO: ppo_vec with a GRU memory in front of the actor and of the critic, for partially
-observed tasks (velocities not observed, noisy sensors, hidden goals) where a memoryless policy fails.
+"""Recurrent PPO: ppo_vec with a GRU memory in front of the actor and of the critic, for
+partially observed tasks (velocities not observed, noisy sensors, hidden goals) where a memoryless
+policy fails.
 
-The PPO-Clip + GAE of `algos/ppo_vec.py` (Schulman et al., 2017, arXiv:1707.06347), with each network
-reading the output of its own GRU (Cho et al., 2014, arXiv:1406.1078) instead of the observation:
-* the hidden state is carried through the rollout, one row per sub-env, and zeroed where an episode ends
-  (the env has already reset that sub-env: the next observation is the new episode's first);
-* the update replays each sub-env's rollout as a sequence from the hidden state it started with (truncated
-  backpropagation through time over `--num-steps`), zeroing it at the same episode starts; minibatches are
-  whole sub-env sequences (`--num-envs` / `--num-minibatches` sub-envs each), never scattered steps;
+The PPO-Clip + GAE of `algos/ppo_vec.py` (Schulman et al., 2017, arXiv:1707.06347), with each
+network reading the output of its own GRU (Cho et al., 2014, arXiv:1406.1078) instead of the
+observation:
+* the hidden state is carried through the rollout, one row per sub-env, and zeroed where an episode
+  ends (the env has already reset that sub-env: the next observation is the new episode's first);
+* the update replays each sub-env's rollout as a sequence from the hidden state it started with
+  (truncated backpropagation through time over `--num-steps`), zeroing it at the same episode
+  starts; minibatches are whole sub-env sequences (`--num-envs` / `--num-minibatches` sub-envs
+  each), never scattered steps;
 * the hidden state is in the checkpoint (exact resume), and `load_policy` returns a stateful policy
-  (`common.evaluate.RecurrentPolicyFn`): call `policy.reset()` before new episodes, or `policy.reset(done)`
-  with a vec env's `terminated | truncated` to forget the sub-envs that start over.
+  (`common.evaluate.RecurrentPolicyFn`): call `policy.reset()` before new episodes, or
+  `policy.reset(done)` with a vec env's `terminated | truncated` to forget the sub-envs that start
+  over.
 Why a GRU and not an LSTM: one state tensor instead of two (simpler to carry, reset and save), fewer
-parameters, and on par with the LSTM in Chung et al.'s comparison (2014, arXiv:1412.3555).
+parameters, and on par with the LSTM in Chung et al.'s comparison (2014, arXiv:1412.3555). The rest
+(truncation bootstrap, advantage normalization, value clipping, learning-rate schedules, action
+masks, the Gaussian's clipping) is ppo_vec's.
 
     # CartPole without velocities (bench/README.md#defaults-the-evidence)
-    python algos/ppo_rnn.py --env CartPoleNoVel-v0 --num-envs 64 --num-steps 32 --num-minibatches 4 \
-        --learning-rate 1e-3 --norm-obs --total-steps 200000
-
-Details kept from ppo_vec:
-* truncation (time limit) bootstraps: the reward of a truncated step gets `gamma * V(final_obs)`;
-  termination does not. All `final_obs` values are computed in one batched forward after the rollout.
-* advantages normalized per minibatch; optional value clipping; global grad-norm clipping;
-  linear learning-rate annealing or the adaptive-KL schedule; optional early stop at `target_kl`.
-* continuous actions are sampled unbounded, clipped to [-1, 1] and rescaled to the env's bounds
-  by `common.wrappers.RescaleAction`; the log-probability is that of the unclipped sample; discrete
-  actions: one categorical per dimension (Discrete, MultiDiscrete), the env's action mask applied.
+    python algos/ppo_rnn.py --env CartPoleNoVel-v0 --num-envs 64 --num-steps 32 \
+        --num-minibatches 4 --learning-rate 1e-3 --norm-obs --total-steps 200000
 """
 
 from __future__ import annotations
@@ -43,16 +40,13 @@ import torch
 import torch.nn as nn
 
 from common.cli import Clip, Count, Layers, NonNeg, Rate, RunArgs, Unit, cli
-from common.device import compile_fn
 from common.distributions import Categoricals, Normal, action_nvec
 from common.errors import UserError
-from common.graphs import Captured
-from common.logger import Meter
 from common.optim import adapt_lr
 from common.policy import RecurrentPolicy
 from common.run import Run
 from common.storage import Batch
-from common.vec_env import check_single_agent, group_dims, group_spaces
+from common.vec_env import check_single_agent, group_dims
 from common.wrappers import wrap_env
 
 ALGO = "ppo_rnn"
@@ -60,115 +54,87 @@ ALGO = "ppo_rnn"
 
 @dataclass
 class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
-    num_envs: int = 1024
+    num_envs: int = 1024  # number of parallel sub-environments
+    # torch.compile the policy step, GAE, the PPO loss and the optimizer step
     compile: bool = False
-    """torch.compile the policy step, GAE, the PPO loss (forward and backward) and the
-    optimizer step, learning-rate annealing included (on CUDA: CUDA graphs, the optimizer step's excepted)"""
+    # on CUDA, replay each iteration as one CUDA graph (not with --compile or --target-kl)
     capture: bool = True
-    """on CUDA, replay each iteration (rollout, GAE, update) as one CUDA graph (common/graphs.py);
-    not with --compile or --target-kl, and eager wherever the env does not allow it (a warning says why)"""
 
     # PPO
-    num_steps: Count = 16
-    """rollout horizon per sub-env per iteration"""
-    learning_rate: Rate = 2.5e-3
-    """Adam learning rate"""
-    anneal_lr: bool = True
-    """anneal the learning rate linearly to 0 (with --lr-schedule linear)"""
+    num_steps: Count = 16  # rollout horizon per sub-env per iteration
+    learning_rate: Rate = 2.5e-3  # Adam learning rate
+    anneal_lr: bool = True  # anneal the learning rate linearly to 0 (--lr-schedule linear)
+    # linear: --anneal-lr or constant; adaptive: rsl_rl's KL rule after each minibatch
     lr_schedule: Literal["linear", "adaptive"] = "linear"
-    """linear: --anneal-lr or constant; adaptive: rsl_rl's KL rule after each minibatch (common/optim.py)"""
-    desired_kl: Rate = 0.01
-    """the KL per minibatch that --lr-schedule adaptive steers the learning rate to"""
-    gamma: Unit = 0.99
-    """discount factor"""
-    gae_lambda: Unit = 0.95
-    """GAE lambda"""
-    num_minibatches: Count = 8
-    """minibatches per epoch"""
-    update_epochs: Count = 4
-    """epochs over each rollout"""
-    norm_adv: bool = True
-    """normalize advantages per minibatch"""
-    clip_coef: Rate = 0.2
-    """policy ratio clip"""
-    clip_vloss: bool = False
-    """clip the value loss around the old values"""
-    ent_coef: NonNeg = 0.0
-    """entropy bonus coefficient"""
-    vf_coef: NonNeg = 0.5
-    """value loss coefficient"""
-    max_grad_norm: Clip = 0.5
-    """global gradient-norm clip"""
-    target_kl: float | None = None
-    """stop the epochs early when the approximate KL exceeds this (one host sync per epoch)"""
-    hidden: Layers = (64, 64)
-    """hidden layer sizes of actor and critic (after their GRUs)"""
-    rnn_hidden: Count = 64
-    """size of the GRU state of actor and of critic"""
-    norm_obs: bool = False
-    """normalize observations with running statistics (saved in the checkpoint)"""
-    norm_reward: bool = False
-    """scale rewards by the running std of the discounted return"""
-    init_log_std: float = 0.0
-    """initial log-std of the Gaussian policy (continuous actions)"""
+    desired_kl: Rate = 0.01  # the KL per minibatch that --lr-schedule adaptive steers to
+    gamma: Unit = 0.99  # discount factor
+    gae_lambda: Unit = 0.95  # GAE lambda
+    num_minibatches: Count = 8  # minibatches per epoch
+    update_epochs: Count = 4  # epochs over each rollout
+    norm_adv: bool = True  # normalize advantages per minibatch
+    clip_coef: Rate = 0.2  # policy ratio clip
+    clip_vloss: bool = False  # clip the value loss around the old values
+    ent_coef: NonNeg = 0.0  # entropy bonus coefficient
+    vf_coef: NonNeg = 0.5  # value loss coefficient
+    max_grad_norm: Clip = 0.5  # global gradient-norm clip
+    target_kl: float | None = None  # stop the epochs early above this approximate KL
+    hidden: Layers = (64, 64)  # hidden layer sizes of actor and critic (after their GRUs)
+    rnn_hidden: Count = 64  # size of the GRU state of actor and of critic
+    norm_obs: bool = False  # normalize observations with running statistics
+    norm_reward: bool = False  # scale rewards by the running std of the discounted return
+    init_log_std: float = 0.0  # initial log-std of the Gaussian policy (continuous actions)
 
 
 # Massively parallel locomotion (many envs, short horizon, few large minibatches, normalized
 # observations and rewards), as in Rudin et al. 2021 (arXiv:2109.11978) and Brax's PPO: the defaults
 # for the batched MuJoCo tasks, so that `--env Ant --num-envs 4096` needs no other flag on a GPU.
-MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, num_minibatches=4, update_epochs=5, learning_rate=3e-4,
-                       max_grad_norm=1.0, hidden=(256, 128, 64), norm_obs=True, norm_reward=True,
-                       total_steps=50_000_000, eval_every=5_000_000, save_every=5_000_000)
-
-# On a CPU (fewer than 1024 envs): the shape that ran the most env steps a second on one
-# core (bench/README.md#defaults-the-evidence)
-MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, num_envs=64, num_steps=64, num_minibatches=8, total_steps=5_000_000,
-                           eval_every=250_000, save_every=1_000_000)
-# Initial std 0.37, not 1: far better returns on the CPU defaults. Per-task rows over those (`--env X --help` lists
-# them); classic control's from bench/sweep.py. (bench/README.md#defaults-the-evidence)
-TASK_DEFAULTS: dict[str, dict] = {
+# fmt: off
+MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, num_minibatches=4, update_epochs=5,
+                       learning_rate=3e-4, max_grad_norm=1.0, hidden=(256, 128, 64), norm_obs=True,
+                       norm_reward=True, total_steps=50_000_000, eval_every=5_000_000,
+                       save_every=5_000_000)
+# On a CPU (fewer than 1024 envs): the shape that ran the most env steps a second on one core
+MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, num_envs=64, num_steps=64, num_minibatches=8,
+                           total_steps=5_000_000, eval_every=250_000, save_every=1_000_000)
+# Per-task rows over those (`--env X --help` lists them); initial std 0.37, not 1, on the CPU
+# defaults; classic control's from bench/sweep.py (bench/README.md#defaults-the-evidence)
+TASK_DEFAULTS = {
     **{t: dict(init_log_std=-1.0) for t in ("Ant-v5", "HalfCheetah-v5", "Walker2d-v5")},
-    # ppo_vec's row (bench/results/sweeps/ppo_rnn_CartPole-v1_row.md; 8- and 16-step rollouts
-    # slower) (bench/README.md#defaults-the-evidence)
-    "CartPole-v1": dict(num_envs=64, num_steps=4, num_minibatches=1, learning_rate=5e-3, norm_obs=True, total_steps=300_000),
-    # 32 envs: the dataclass's 1024 finish no episode of this task in a useful number of
-    # steps (bench/README.md#defaults-the-evidence)
-    "Acrobot-v1": dict(num_envs=32, num_steps=16, num_minibatches=1, learning_rate=1e-3, ent_coef=0.01,
-                       total_steps=300_000),
-    # the settings a held-out sweep chose (bench/README.md#defaults-the-evidence)
-    "Pendulum-v1": dict(num_envs=64, num_steps=64, num_minibatches=8, update_epochs=10, learning_rate=1e-3, gamma=0.9,
-                        norm_reward=True, total_steps=100_000),
-    "MountainCarContinuous-v0": dict(num_envs=16, num_steps=64, num_minibatches=4, update_epochs=5, learning_rate=1e-3,
-                                     norm_obs=True, norm_reward=True, total_steps=300_000),
+    "CartPole-v1": dict(num_envs=64, num_steps=4, num_minibatches=1, learning_rate=5e-3,
+                        norm_obs=True, total_steps=300_000),
+    # 32 envs: the dataclass's 1024 finish no episode of this task in a useful number of steps
+    "Acrobot-v1": dict(num_envs=32, num_steps=16, num_minibatches=1, learning_rate=1e-3,
+                       ent_coef=0.01, total_steps=300_000),
+    "Pendulum-v1": dict(num_envs=64, num_steps=64, num_minibatches=8, update_epochs=10,
+                        learning_rate=1e-3, gamma=0.9, norm_reward=True, total_steps=100_000),
+    "MountainCarContinuous-v0": dict(num_envs=16, num_steps=64, num_minibatches=4, update_epochs=5,
+                                     learning_rate=1e-3, norm_obs=True, norm_reward=True,
+                                     total_steps=300_000),
 }
+# fmt: on
 
 
 def default_args(env_id: str, num_envs: int | None = None, device: str = "auto") -> Args:
-    """The defaults for a task: `Args()`, for the batched MuJoCo tasks with `MUJOCO_DEFAULTS` if massively parallel
-    (`--num-envs` >= 1024, or none given and a GPU), else `MUJOCO_CPU_DEFAULTS`; then the task's `TASK_DEFAULTS` row."""
+    """`Args()`; for a batched MuJoCo task, with `MUJOCO_DEFAULTS` at scale (`--num-envs` 1024 or
+    more, or none given and a GPU), else `MUJOCO_CPU_DEFAULTS`; then the task's own row."""
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
-    task = TASK_DEFAULTS.get(envs.mujoco_id(env_id) or env_id, {})
-    if envs.mujoco_id(env_id) is None:
-        return replace(Args(env=env_id), **task)
-    big = num_envs >= 1024 if num_envs is not None else (device != "cpu" and torch.cuda.is_available())
-    return replace(Args(env=env_id), **{**(MUJOCO_DEFAULTS if big else MUJOCO_CPU_DEFAULTS), **task})
+
+    task = envs.mujoco_id(env_id)
+    big = (
+        num_envs >= 1024 if num_envs is not None else device != "cpu" and torch.cuda.is_available()
+    )
+    scale = {} if task is None else MUJOCO_DEFAULTS if big else MUJOCO_CPU_DEFAULTS
+    return replace(Args(env=env_id), **{**scale, **TASK_DEFAULTS.get(task or env_id, {})})
 
 
-def check_args(args: Args, envs_) -> None:
-    check_single_agent(envs_, args.env, ALGO, groups=True, masks=True)
-    batch = args.num_envs * args.num_steps
-    if args.num_steps <= 0 or args.num_minibatches <= 0 or args.update_epochs <= 0 or args.desired_kl <= 0:
-        raise UserError("--num-steps, --num-minibatches, --update-epochs and --desired-kl must be positive")
-    if args.num_envs % args.num_minibatches:  # minibatches are whole sub-env sequences
-        raise UserError(f"--num-envs {args.num_envs} is not divisible by --num-minibatches {args.num_minibatches}; "
-                         f"pick a divisor of {args.num_envs}")
-    if args.total_steps < batch:
-        raise UserError(f"--total-steps {args.total_steps} is below one rollout (num_envs * num_steps = {batch})")
-    if any(len(s.shape) != 1 for s in group_spaces(envs_.single_observation_space)):
-        raise UserError(f"{ALGO}'s MLP needs flat observations, {args.env} has {envs_.single_observation_space}")
-    space = envs_.single_action_space
+def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.check_ranges)
+    check_single_agent(env, args.env, ALGO, groups=True, masks=True, flat=True)
+    n, mb = args.num_envs, args.num_minibatches  # minibatches are whole sub-env sequences
+    if n % mb:
+        raise UserError(f"--num-envs {n} is not divisible by --num-minibatches {mb}")
+    space = env.single_action_space
     if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)):
-        raise UserError(f"{ALGO} supports Discrete, MultiDiscrete and Box action spaces, got {space}")
+        raise UserError(f"{ALGO} takes Discrete, MultiDiscrete and Box actions, not {space}")
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias: float = 0.0) -> nn.Linear:
@@ -186,18 +152,22 @@ def mlp(sizes, out_std: float) -> nn.Sequential:
 
 
 class Agent(nn.Module):
-    """Actor and critic over named observation groups: the actor reads `policy` (and `action_mask`, where the env
-    masks), the critic `critic` (privileged state) where the env has that group, else `policy`."""
+    """Actor and critic over named observation groups: the actor reads `policy` (and
+    `action_mask`), the critic `critic` (privileged state) where the env has it, else `policy`."""
 
-    def __init__(self, obs_dim: int, action_space: gym.Space, hidden=(64, 64), init_log_std=0.0, critic_dim=0,
-                 rnn_hidden=64):
+    def __init__(
+        self, obs_dim, action_space, hidden=(64, 64), init_log_std=0.0, critic_dim=0, rnn_hidden=64
+    ):
         super().__init__()
         self.critic_group = "critic" if critic_dim else "policy"
-        self.nvec = action_nvec(action_space)  # one categorical per discrete dimension; None: Gaussian
-        self.discrete, self.multi = self.nvec is not None, isinstance(action_space, gym.spaces.MultiDiscrete)
+        self.nvec = action_nvec(action_space)  # one categorical per discrete dimension, or None
+        self.discrete = self.nvec is not None
+        self.multi = isinstance(action_space, gym.spaces.MultiDiscrete)
         out = sum(self.nvec) if self.discrete else int(np.prod(action_space.shape))
-        self.rnn_hidden = rnn_hidden  # the hidden state h: [2, batch, rnn_hidden], the actor's GRU then the critic's
-        self.actor_rnn, self.critic_rnn = nn.GRUCell(obs_dim, rnn_hidden), nn.GRUCell(critic_dim or obs_dim, rnn_hidden)
+        # the hidden state h: [2, batch, rnn_hidden], the actor's GRU then the critic's
+        self.rnn_hidden = rnn_hidden
+        self.actor_rnn = nn.GRUCell(obs_dim, rnn_hidden)
+        self.critic_rnn = nn.GRUCell(critic_dim or obs_dim, rnn_hidden)
         self.critic = mlp([rnn_hidden, *hidden, 1], out_std=1.0)
         self.actor = mlp([rnn_hidden, *hidden, out], out_std=0.01)
         if not self.discrete:
@@ -227,20 +197,21 @@ class Agent(nn.Module):
         """Sample actions; return (action, log_prob, value, next hidden state)."""
         h = self.memory(obs, h)
         d = self.dist(h[0], obs)
-        action = d.sample() if self.discrete else d.rsample()  # sample()'s numbers without its host sync on CUDA
+        # rsample: sample()'s numbers without its host sync on CUDA
+        action = d.sample() if self.discrete else d.rsample()
         logp = d.log_prob(action) if self.discrete else d.log_prob(action).sum(-1)
         return action, logp, self.critic(h[1]).squeeze(-1), h
 
     def unroll(self, obs: Batch, starts: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        """Both GRUs over sequences `obs` (groups [T, B, ...]) from state `h`, zeroed where `starts` [T, B] marks an
-        episode's first step; the states after each step, [2, T, B, rnn_hidden]."""
+        """Both GRUs over sequences `obs` (groups [T, B, ...]) from state `h`, zeroed where `starts`
+        [T, B] marks an episode's first step; the states after each step, [2, T, B, rnn_hidden]."""
         out = []
         for t in range(starts.shape[0]):
             h = self.memory(obs[t], h * (1.0 - starts[t]).unsqueeze(-1))
             out.append(h)
         return torch.stack(out, 1)
 
-    def evaluate_actions(self, obs: Batch, action: torch.Tensor, starts: torch.Tensor, h0: torch.Tensor):
+    def evaluate_actions(self, obs: Batch, action: torch.Tensor, starts, h0):
         f = self.unroll(obs, starts, h0)
         d, value = self.dist(f[0], obs), self.critic(f[1]).squeeze(-1)
         if self.discrete:
@@ -248,32 +219,38 @@ class Agent(nn.Module):
         return d.log_prob(action).sum(-1), d.entropy().sum(-1), value
 
     def deterministic(self, obs: dict, h_actor: torch.Tensor):
-        """The deployed policy: the actor's GRU and head only (its state [B, rnn_hidden]; no critic at run time)."""
+        """The deployed policy: the actor's GRU and head only (its state [B, rnn_hidden]; no critic
+        at run time)."""
         h_actor = self.actor_rnn(obs["policy"], h_actor)
         return (self.dist(h_actor, obs).mode() if self.discrete else self.actor(h_actor)), h_actor
 
 
 def ppo_loss(agent: Agent, args: Args, mb: Batch, h0: torch.Tensor):
-    """Clipped surrogate + value + entropy loss on one minibatch of [T, B] sequences; returns (loss, statistics)."""
+    """Clipped surrogate + value + entropy loss on one minibatch of [T, B] sequences; (loss, named
+    statistics)."""
     logp, entropy, value = agent.evaluate_actions(mb["obs"], mb["actions"], mb["starts"], h0)
     advantages, returns, old_values = mb["advantages"], mb["returns"], mb["values"]
     log_ratio = logp - mb["logp"]
     ratio = log_ratio.exp()
     if args.norm_adv:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-    pg_loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)).mean()
+    clipped = ratio.clamp(1 - args.clip_coef, 1 + args.clip_coef)
+    pg_loss = torch.max(-advantages * ratio, -advantages * clipped).mean()
     if args.clip_vloss:
         v_clipped = old_values + (value - old_values).clamp(-args.clip_coef, args.clip_coef)
         v_loss = 0.5 * torch.max((value - returns).square(), (v_clipped - returns).square()).mean()
     else:
         v_loss = 0.5 * (value - returns).square().mean()
     ent = entropy.mean()
-    loss = (pg_loss - args.ent_coef * ent if args.ent_coef else pg_loss) + args.vf_coef * v_loss  # 0: no entropy backward
+    # (ent_coef 0: no entropy in the backward)
+    loss = (pg_loss - args.ent_coef * ent if args.ent_coef else pg_loss) + args.vf_coef * v_loss
     with torch.no_grad():
         approx_kl = ((ratio - 1) - log_ratio).mean()
         clipfrac = ((ratio - 1).abs() > args.clip_coef).float().mean()
-    return loss, dict(pg_loss=pg_loss.detach(), v_loss=v_loss.detach(), entropy=ent.detach(), approx_kl=approx_kl,
-                      clipfrac=clipfrac)
+    stats = dict(
+        pg_loss=pg_loss, v_loss=v_loss, entropy=ent, approx_kl=approx_kl, clipfrac=clipfrac
+    )
+    return loss, {k: v.detach() for k, v in stats.items()}
 
 
 @torch.no_grad()
@@ -292,8 +269,10 @@ def compute_gae(rewards, values, dones, next_value, gamma: float, lam: float):
 
 def make_env(args: Args, device, seed: int):
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
-    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed, backend=args.mujoco_backend)
-    return wrap_env(env, norm_obs=args.norm_obs, norm_reward=args.norm_reward, gamma=args.gamma, groups=True)
+
+    env = envs.make(args.env, args.num_envs, device, seed, backend=args.mujoco_backend)
+    norm = dict(norm_obs=args.norm_obs, norm_reward=args.norm_reward, gamma=args.gamma)
+    return wrap_env(env, **norm, groups=True)
 
 
 def main(args: Args) -> dict:
@@ -301,43 +280,45 @@ def main(args: Args) -> dict:
     args, device = run.args, run.device
     env = make_env(args, device, args.seed)
     check_args(args, env)
-    obs_space, act_space = env.single_observation_space, env.single_action_space
-    obs_dim, critic_dim = group_dims(obs_space)  # critic_dim 0: no privileged `critic` group
-    net = dict(obs_dim=obs_dim, action_space=act_space, hidden=args.hidden, init_log_std=args.init_log_std,
-               critic_dim=critic_dim, rnn_hidden=args.rnn_hidden)
-    agent = Agent(**net).to(device)
-    # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer step covers it (float64:
-    # the same arithmetic as a Python float); capturable on CUDA: Adam's step counter stays on the device
+    act_space = env.single_action_space
+    obs_dim, critic_dim = group_dims(env.single_observation_space)  # 0: no `critic` group
+    net = dict(obs_dim=obs_dim, action_space=act_space, hidden=args.hidden, critic_dim=critic_dim)
+    net["rnn_hidden"] = args.rnn_hidden  # the size of the GRUs' state
+    agent = Agent(**net, init_log_std=args.init_log_std).to(device)
+    # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer
+    # step covers it (float64: a Python float's arithmetic); capturable: Adam's step stays on CUDA
     lr = torch.tensor(args.learning_rate, dtype=torch.float64, device=device)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, capturable=device.type == "cuda")
+    adam = dict(capturable=device.type == "cuda")
+    optimizer = torch.optim.Adam(agent.parameters(), lr=lr, eps=1e-5, **adam)
 
-    batch_size = args.num_envs * args.num_steps
-    envs_per_minibatch = args.num_envs // args.num_minibatches  # minibatches of whole sub-env sequences
-    num_iterations = args.total_steps // batch_size
     T, N = args.num_steps, args.num_envs
-    # where the next rollout starts, a fixed buffer as all state of the iteration; the rollout storage on the device
+    batch_size = N * T
+    envs_per_minibatch = N // args.num_minibatches  # minibatches of whole sub-env sequences
+    num_iterations = args.total_steps // batch_size
+    # where the next rollout starts, a fixed buffer as all state of the iteration; the storage
     next_obs = Batch(env.reset(seed=args.seed)[0]).clone()
-    action = torch.zeros((N, *act_space.shape), device=device, dtype=torch.long if agent.discrete else torch.float32)
+    dtype = torch.long if agent.discrete else torch.float32
+    a = torch.zeros((N, *act_space.shape), dtype=dtype, device=device)
     f = torch.zeros(N, device=device)
-    store = Batch.zeros(T, obs=next_obs, final_obs=next_obs, actions=action, logp=f, values=f, rewards=f, dones=f,
-                        trunc=f, critic_h=torch.zeros(N, args.rnn_hidden, device=device))  # the critic's state after
+    store = Batch.zeros(T, obs=next_obs, final_obs=next_obs, actions=a, logp=f, values=f)
+    critic_h = torch.zeros(N, args.rnn_hidden, device=device)  # the critic's state after a step
+    store.update(Batch.zeros(T, rewards=f, dones=f, trunc=f, critic_h=critic_h))
 
     def opt_step():  # gradient clipping and the Adam step
         nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
         optimizer.step()
 
-    act_fn, loss_fn, gae_fn, step_fn = agent.act, ppo_loss, compute_gae, opt_step
-    if args.compile:
-        act_fn, loss_fn, gae_fn = compile_fn(agent.act, device), compile_fn(ppo_loss, device), compile_fn(compute_gae, device)
-        step_fn = compile_fn(opt_step, device, graphs=False)
-
+    act_fn, loss_fn = run.compile(agent.act), run.compile(ppo_loss)  # --compile, else as they are
+    gae_fn, step_fn = run.compile(compute_gae), run.compile(opt_step, graphs=False)
     hidden = agent.initial_state(N, device)  # the memory the next rollout starts with
-    # the deployable policy: observation normalizer, actor, action scaling to the env's own bounds (common/policy.py)
-    policy = RecurrentPolicy.of(agent, net, env, act="deterministic")
+    # the deployable policy: normalizer, actor, action scaling (common/policy.py)
+    spec = net | dict(init_log_std=args.init_log_std)
+    policy = RecurrentPolicy.of(agent, spec, env, act="deterministic")
     # the state a checkpoint holds and a resumed run restores, named once
-    run.start(env, dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs, hidden=hidden), policy)
-    guard = run.guard
-    meter = Meter(device, "pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")  # summed on the device, read at the logging tick
+    state = dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs, hidden=hidden)
+    run.start(env, state, policy)
+    guard, group = run.guard, optimizer.param_groups[0]  # (resumed: the loaded group)
+    meter = run.meter("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
 
     def train_iteration():
         """A rollout of T steps from `next_obs` and `hidden`, GAE, then the epochs of minibatch
@@ -350,57 +331,62 @@ def main(args: Args) -> dict:
                 action, logp, value, h = act_fn(obs, h)
                 store[t] = dict(obs=obs, actions=action, logp=logp, values=value, critic_h=h[1])
                 obs, reward, terminated, truncated, info = env.step(action)
-                guard.watch("observations", obs, info["final_obs"])
-                guard.watch("rewards", reward)
-                store[t] = dict(rewards=reward, dones=terminated | truncated, trunc=truncated & ~terminated,
-                                final_obs=info["final_obs"])
-                h = h * (1.0 - store["dones"][t]).unsqueeze(-1)  # a new episode starts with a blank memory
+                done, trunc = terminated | truncated, truncated & ~terminated
+                store[t] = dict(
+                    rewards=reward, dones=done, trunc=trunc, final_obs=info["final_obs"]
+                )
+                # a new episode starts with a blank memory
+                h = h * (1.0 - store["dones"][t]).unsqueeze(-1)
             next_obs.copy_(obs)
             hidden.copy_(h)
-            # bootstrap through time limits: r += gamma * V(final_obs) where truncated, from the critic's state
-            final_values = agent.critic(agent.critic_memory(store["final_obs"].flatten(), store["critic_h"].flatten(0, 1)))
-            store["rewards"].add_(args.gamma * final_values.view(T, N) * store["trunc"])
-            advantages, returns = gae_fn(store["rewards"], store["values"], store["dones"], agent.value(next_obs, hidden),
-                                         args.gamma, args.gae_lambda)
-            starts = torch.cat([torch.zeros_like(store["dones"][:1]), store["dones"][:-1]])  # step t begins an episode
+            # bootstrap through time limits: r += gamma * V(final_obs) where truncated, V from the
+            # critic's state after the step
+            hc = agent.critic_memory(store["final_obs"].flatten(), store["critic_h"].flatten(0, 1))
+            final_v = agent.critic(hc).view(T, N)
+            store["rewards"].add_(args.gamma * final_v * store["trunc"])
+            r, v, d = store["rewards"], store["values"], store["dones"]
+            adv, ret = gae_fn(r, v, d, agent.value(next_obs, hidden), args.gamma, args.gae_lambda)
+            starts = torch.cat([torch.zeros_like(d[:1]), d[:-1]])  # step t begins an episode
 
         # ---- update -----------------------------------------------------------------------------
-        b = Batch(obs=store["obs"], actions=store["actions"], logp=store["logp"], values=store["values"],
-                  advantages=advantages, returns=returns, starts=starts)
+        b = Batch({k: store[k] for k in ("obs", "actions", "logp", "values")})
+        b = Batch(b, advantages=adv, returns=ret, starts=starts)
         for epoch in range(args.update_epochs):
             perm = torch.randperm(N, device=device)  # minibatches of whole sub-env sequences
             for start in range(0, N, envs_per_minibatch):
-                idx = perm[start:start + envs_per_minibatch]
+                idx = perm[start : start + envs_per_minibatch]
                 loss, stats = loss_fn(agent, args, b[:, idx], h_start[:, idx])
                 meter.add(**stats)
                 guard.watch("PPO loss", loss)
-                optimizer.zero_grad(set_to_none=True)
+                optimizer.zero_grad()
                 loss.backward()
                 if args.lr_schedule == "adaptive":  # on the device: no host sync
-                    adapt_lr(optimizer.param_groups[0]["lr"], stats["approx_kl"], args.desired_kl)
+                    adapt_lr(group["lr"], stats["approx_kl"], args.desired_kl)
                 step_fn()
                 guard.watch_params("parameters", agent)
-            if args.target_kl is not None and stats["approx_kl"] > args.target_kl:  # host sync, opt-in
+            # (a host sync, opt-in)
+            if args.target_kl is not None and stats["approx_kl"] > args.target_kl:
                 break
 
     # on CUDA one graph launch an iteration, not thousands of kernel launches;
     # the check before capture needs every piece of state the iteration writes
-    iterate = Captured(train_iteration, device, state=[env, guard, meter, optimizer],
-                       enabled=args.capture and not args.compile and args.target_kl is None)
-    # after each iteration the shell counts its steps, checks for NaN, evaluates, logs and checkpoints on their ticks
-    for iteration in run.iterations(num_iterations, batch_size,
-                                    metrics=lambda: dict(**meter.pop(), lr=optimizer.param_groups[0]["lr"])):
+    capture = args.capture and not args.compile and args.target_kl is None
+    iterate = run.capture(train_iteration, [env, guard, meter, optimizer], enabled=capture)
+    # after each iteration the shell counts its steps, checks for NaN, and evaluates, logs and
+    # checkpoints on their ticks
+    iterations = run.iterations(num_iterations, batch_size, metrics=lambda: dict(lr=group["lr"]))
+    for iteration in iterations:
         if args.anneal_lr and args.lr_schedule == "linear":
-            optimizer.param_groups[0]["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
+            group["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
         iterate()
     return run.finish(env)
 
 
 def load_policy(path: str, device: str = "cpu"):
-    """The deployable policy of a checkpoint of this file (common/policy.py: observation normalization, the
-    actor's GRU and head, action rescaling), rebuilt without an env; takes torch or numpy, batched or single obs.
-    It remembers each batch row's hidden state between calls: `policy.reset()` before new episodes,
-    `policy.reset(done)` to forget the rows whose episode ended (a batch of another size starts blank)."""
+    """The deployable policy of a checkpoint of this file (common/policy.py: normalization, the
+    actor's GRU and head, action rescaling), rebuilt without an env. It remembers each batch row's
+    hidden state between calls: `policy.reset()` before new episodes, `policy.reset(done)` to forget
+    the rows whose episode ended (a batch of another size starts blank)."""
     return RecurrentPolicy.restore(path, ALGO, Agent, device)
 
 

@@ -9,12 +9,13 @@ allow a high update-to-data ratio without a model:
    regress on that one target;
 3. update-to-data ratio G > 1: `utd` critic updates (each on a fresh batch) per policy update;
    the policy maximizes the *mean* of all N critics minus alpha * log pi.
-The temperature is learned as in SAC. Only the M drawn target critics are evaluated for the target, and
-the policy's backward takes dQ/da through the N critics without their weight gradients.
+The temperature is learned as in SAC. Only the M drawn target critics are evaluated for the target,
+and the policy's backward takes dQ/da through the N critics without their weight gradients.
 
-The dataclass defaults below ((128, 128) networks, 6k env steps, N = 10, M = 2, G = 5) are for tasks without a
-row in TASK_DEFAULTS; Pendulum-v1's row (64x64, 8 envs, G = 1, 20k steps) replaces some of them, and
-`--env X --help` shows what a task gets. The paper's MuJoCo setting is `--hidden 256 256 --utd 20`.
+The dataclass defaults below ((128, 128) networks, 6k env steps, N = 10, M = 2, G = 5) are for tasks
+without a row in TASK_DEFAULTS; Pendulum-v1's row (64x64, 8 envs, G = 1, 20k steps) replaces some of
+them, and `--env X --help` shows what a task gets. The paper's MuJoCo setting is
+`--hidden 256 256 --utd 20`.
 
     python algos/redq.py --env Pendulum-v1
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -35,11 +36,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
-from common.cli import Count, Count0, Layers, Rate, RunArgs, Unit, cli
-from common.device import compile_fn
+from common.cli import Count, Count0, Frac, Layers, Rate, RunArgs, Unit, cli, task_defaults
 from common.ensemble import EnsembleMLP
 from common.errors import UserError
-from common.logger import Meter
 from common.noise import ColoredNoise
 from common.policy import Policy
 from common.run import Run
@@ -51,103 +50,65 @@ ALGO = "redq"
 
 @dataclass
 class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
-    env: str = "Pendulum-v1"
-    """environment id with a Box action space (torch-native or any gymnasium id)"""
-    num_envs: int = 4
-    total_steps: Count = 6_000
-    eval_every: Count0 = 1_000
-    save_every: Count0 = 2_000
-    compile: bool = False
-    """torch.compile the critic and actor losses (forward and backward) and the policy step (on CUDA: CUDA graphs,
-    the optimizer steps' excepted)"""
+    env: str = "Pendulum-v1"  # an env id with a Box action space
+    num_envs: int = 4  # number of parallel sub-environments
+    total_steps: Count = 6_000  # total environment steps (summed over sub-envs)
+    eval_every: Count0 = 1_000  # evaluate the policy every this many env steps (0: at the end)
+    save_every: Count0 = 2_000  # write the checkpoint every this many env steps (0: at the end)
+    compile: bool = False  # torch.compile the losses, the optimizer steps and the policy step
 
     # REDQ
-    buffer_size: Count = 1_000_000
-    """replay buffer capacity (transitions)"""
-    batch_size: Count = 256
-    """minibatch size of each update"""
-    actor_lr: Rate = 1e-3
-    """Adam learning rate of the actor"""
-    critic_lr: Rate = 1e-3
-    """Adam learning rate of the critic"""
-    gamma: Unit = 0.99
-    """discount factor"""
-    tau: Unit = 0.005
-    """target networks' Polyak rate"""
-    alpha_lr: Rate = 1e-3
-    """Adam learning rate of the temperature"""
-    init_alpha: Rate = 1.0
-    """initial temperature"""
-    autotune: bool = True
-    """learn the temperature (target entropy -action_dim); otherwise keep init_alpha"""
+    buffer_size: Count = 1_000_000  # replay buffer capacity (transitions)
+    batch_size: Count = 256  # minibatch size of each update
+    actor_lr: Rate = 1e-3  # Adam learning rate of the actor
+    critic_lr: Rate = 1e-3  # Adam learning rate of the critic
+    gamma: Unit = 0.99  # discount factor
+    tau: Frac = 0.005  # target networks' Polyak rate
+    alpha_lr: Rate = 1e-3  # Adam learning rate of the temperature
+    init_alpha: Rate = 1.0  # initial temperature
+    autotune: bool = True  # learn the temperature (target entropy -action_dim); else init_alpha
+    # color of the policy samples' Gaussian draw (common/noise.py): 0 white, 1 pink, 2 red;
+    # correlated noise wanders further, which tasks with a distant reward need
     noise_color: float = 0.0
-    """color beta of the Gaussian draw in the policy's exploration samples (common/noise.py): 0 white (i.i.d.
-    each step), 1 pink, 2 red; correlated noise wanders further, which tasks with a distant reward need"""
-    num_critics: Count = 10
-    """N: critics in the ensemble"""
-    num_min: Count = 2
-    """M: size of the random subset the target minimizes over"""
-    utd: Count = 5
-    """G: critic updates per policy update (the paper uses 20)"""
-    learning_starts: Count0 = 1_000
-    """environment steps of uniformly random actions before learning"""
+    num_critics: Count = 10  # N: critics in the ensemble
+    num_min: Count = 2  # M: size of the random subset the target minimizes over
+    utd: Count = 5  # G: critic updates per policy update (the paper uses 20)
+    learning_starts: Count0 = 1_000  # environment steps of uniformly random actions before learning
+    # policy updates after each vectorized step, each after `utd` critic updates
+    # (UTD: gradient_steps * utd / num_envs)
     gradient_steps: Count = 4
-    """policy updates after each vectorized step, each after `utd` critic updates
-    (update-to-data ratio = gradient_steps * utd / num_envs)"""
-    hidden: Layers = (128, 128)
-    """hidden layer sizes of actor and critic"""
-    norm_obs: bool = False
-    """normalize observations with running statistics (saved in the checkpoint)"""
-    per: bool = False
-    """proportional prioritized experience replay"""
-    per_alpha: Unit = 0.6
-    """PER priority exponent"""
-    per_beta: Unit = 0.4
-    """PER initial importance-sampling exponent (annealed to 1)"""
+    hidden: Layers = (128, 128)  # hidden layer sizes of actor and critic
+    norm_obs: bool = False  # normalize observations with running statistics
+    per: bool = False  # proportional prioritized experience replay
+    per_alpha: Unit = 0.6  # PER priority exponent
+    per_beta: Unit = 0.4  # PER initial importance-sampling exponent (annealed to 1)
 
 
-# Per-task defaults over the ones above: the settings a held-out sweep chose for a task (bench/sweep.py: tuned on
-# seeds 101-103, reported on seeds 1-5; bench/results/sweeps/). `--env X --help` lists the task's defaults.
-TASK_DEFAULTS: dict[str, dict] = {
-    # 64x64 nets, 8 envs, tau 0.02, learning rates 3e-3, utd 1 (bench/README.md#defaults-the-evidence)
-    "Pendulum-v1": dict(hidden=(64, 64), num_envs=8, learning_starts=1_000, total_steps=20_000, tau=0.02, actor_lr=3e-3,
-                        critic_lr=3e-3, utd=1),
-    # sac's MountainCarContinuous-v0 row (pink noise, fixed temperature 0.5) with utd 1, checked on this
-    # file (bench/README.md#defaults-the-evidence)
-    "MountainCarContinuous-v0": dict(hidden=(64, 64), noise_color=1.0, autotune=False, init_alpha=0.5, utd=1,
-                                     total_steps=50_000),
+# Per-task defaults over the ones above, from held-out sweeps (bench/sweep.py;
+# bench/README.md#defaults-the-evidence); `--env X --help` lists them
+# fmt: off
+TASK_DEFAULTS = {
+    "Pendulum-v1": dict(hidden=(64, 64), num_envs=8, learning_starts=1_000, total_steps=20_000,
+                        tau=0.02, actor_lr=3e-3, critic_lr=3e-3, utd=1),
+    # a fixed temperature: a tuned one shrinks the policy's std before some seeds find the flag
+    "MountainCarContinuous-v0": dict(hidden=(64, 64), noise_color=1.0, autotune=False,
+                                     init_alpha=0.5, utd=1, total_steps=50_000),
 }
+# fmt: on
+default_args = task_defaults(Args, TASK_DEFAULTS)
 
 
-def default_args(env_id: str, num_envs: int | None = None, device: str = "auto") -> Args:
-    """The defaults for a task: `Args()` with the task's row of `TASK_DEFAULTS`, if it has one."""
-    return replace(Args(env=env_id), **TASK_DEFAULTS.get(env_id, {}))
-
-
-def check_args(args: Args, env) -> None:
-    check_single_agent(env, args.env, ALGO)
+def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.check_ranges)
+    check_single_agent(env, args.env, ALGO, flat=True)
     if not isinstance(env.single_action_space, gym.spaces.Box):
         raise UserError(
-            f"{ALGO} needs a continuous (Box) action space; {args.env} has {env.single_action_space}. "
-            f"Use a discrete-action algorithm (algos/dqn.py, algos/ppo_vec.py) for this env."
+            f"{ALGO} needs a continuous (Box) action space (Discrete: dqn.py, ppo_vec.py)"
         )
-    if len(env.single_observation_space.shape) != 1:
-        raise UserError(f"{ALGO}'s MLPs need flat observations, {args.env} has shape "
-                         f"{env.single_observation_space.shape}; flatten them in the env")
-    if args.batch_size <= 0 or args.gradient_steps <= 0:
-        raise UserError("--batch-size and --gradient-steps must be positive")
-    if args.init_alpha <= 0:
-        raise UserError(f"--init-alpha must be positive, got {args.init_alpha}")
     if not 1 <= args.num_min <= args.num_critics:
-        raise UserError(f"--num-min {args.num_min} must be between 1 and --num-critics {args.num_critics}")
-    if args.utd < 1:
-        raise UserError(f"--utd must be >= 1, got {args.utd}")
+        n, m = args.num_critics, args.num_min
+        raise UserError(f"--num-min {m} must be between 1 and --num-critics {n}")
     if args.buffer_size < args.num_envs:
-        raise UserError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
-    if not 0.0 < args.tau <= 1.0:
-        raise UserError(f"--tau must be in (0, 1], got {args.tau}")
-    if args.learning_starts >= args.total_steps:
-        raise UserError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
+        raise UserError(f"--buffer-size must hold one vectorized step ({args.num_envs})")
 
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
@@ -169,8 +130,8 @@ class Actor(nn.Module):
         return torch.tanh(self.mean(self.trunk(obs)))
 
     def sample(self, obs: torch.Tensor, eps: torch.Tensor | None = None):
-        """A reparameterized action in (-1, 1) and its log-probability `[B]`; `eps` is the standard-normal draw
-        to use (exploration's colored noise), a fresh one if None."""
+        """A reparameterized action in (-1, 1) and its log-probability `[B]`; `eps` is the
+        standard-normal draw to use (exploration's colored noise), a fresh one if None."""
         h = self.trunk(obs)
         mean = self.mean(h)
         log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
@@ -178,7 +139,8 @@ class Actor(nn.Module):
         u = mean + std * (torch.randn_like(mean) if eps is None else eps)
         action = torch.tanh(u)
         # log N(u; mean, std) - sum log(1 - tanh(u)^2), the latter written stably
-        log_prob = (-0.5 * ((u - mean) / std).square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        z = (u - mean) / std
+        log_prob = (-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
         log_prob = log_prob - (2 * (math.log(2) - u - F.softplus(-2 * u))).sum(-1)
         return action, log_prob
 
@@ -190,18 +152,18 @@ class Critic(nn.Module):
         super().__init__()
         self.q = EnsembleMLP(num_critics, obs_dim + act_dim, hidden, 1)
 
-    def forward(self, obs: torch.Tensor, act: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, obs: torch.Tensor, act: torch.Tensor, members=None) -> torch.Tensor:
         return self.q(torch.cat([obs, act], -1), members).squeeze(-1)
 
 
-def critic_loss(actor: Actor, critic: Critic, critic_t: Critic, gamma: float, b, alpha: torch.Tensor, num_min: int):
+def critic_loss(actor, critic, critic_t, gamma: float, b, alpha: torch.Tensor, num_min: int):
     """Importance-weighted squared TD error of all N critics against the soft target
     r + gamma * (1 - terminated) * (min_{k in K} Q'_k(s', a') - alpha * log pi(a'|s')),
     a' ~ pi(.|s'), K a random subset of M target critics."""
     with torch.no_grad():
         next_act, next_logp = actor.sample(b.next_obs)
-        subset = torch.randperm(critic_t.q.k, device=b.obs.device)[:num_min]
-        next_q = critic_t(b.next_obs, next_act, subset).min(0).values - alpha * next_logp  # only M of N evaluated
+        subset = torch.randperm(critic_t.q.k, device=b.obs.device)[:num_min]  # M of N evaluated
+        next_q = critic_t(b.next_obs, next_act, subset).min(0).values - alpha * next_logp
         target = b.rewards + gamma * (1.0 - b.terminated) * next_q
     q = critic(b.obs, b.actions)  # [2, B]
     td = q - target
@@ -209,7 +171,7 @@ def critic_loss(actor: Actor, critic: Critic, critic_t: Critic, gamma: float, b,
 
 
 def actor_loss(actor: Actor, critic: Critic, b, alpha: torch.Tensor):
-    """E[alpha * log pi(a|s) - mean_k Q_k(s, a)], a ~ pi(.|s) reparameterized; also returns log pi."""
+    """E[alpha * log pi(a|s) - mean_k Q_k(s, a)], a ~ pi(.|s) reparameterized; and log pi."""
     action, logp = actor.sample(b.obs)
     q = critic(b.obs, action).mean(0)
     return (alpha * logp - q).mean(), logp.detach()
@@ -217,7 +179,8 @@ def actor_loss(actor: Actor, critic: Critic, b, alpha: torch.Tensor):
 
 def make_env(args: Args, device, seed: int):
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
-    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed, backend=args.mujoco_backend)
+
+    env = envs.make(args.env, args.num_envs, device, seed, backend=args.mujoco_backend)
     return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
 
 
@@ -233,68 +196,73 @@ def main(args: Args) -> dict:
     critic = Critic(obs_dim, act_dim, args.hidden, args.num_critics).to(device)
     critic_t = Critic(obs_dim, act_dim, args.hidden, args.num_critics).to(device)
     critic_t.load_state_dict(critic.state_dict())
-    capturable = args.compile and device.type == "cuda"  # Adam's step counter on the device (CUDA graphs)
-    adam_kw = dict(capturable=True) if capturable else dict(fused=device.type == "cpu")  # CPU: one fused kernel, not a loop of small ops
+    # compiled on CUDA (graphs): Adam's step counter on the device; CPU: one fused kernel
+    capturable = args.compile and device.type == "cuda"
+    adam_kw = dict(capturable=True) if capturable else dict(fused=device.type == "cpu")
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, **adam_kw)
     critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr, **adam_kw)
-    log_alpha = nn.Parameter(torch.full((1,), math.log(args.init_alpha), device=device))  # learned scalars: shape (1,)
+    # learned scalars: shape (1,)
+    log_alpha = nn.Parameter(torch.full((1,), math.log(args.init_alpha), device=device))
     alpha_opt = torch.optim.Adam([log_alpha], lr=args.alpha_lr, **adam_kw)
     target_entropy = -float(act_dim)
+    rb_args = (args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device)
     if args.per:
-        rb = PrioritizedReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device, alpha=args.per_alpha)
+        rb = PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
     else:
-        rb = ReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device)
-    c_loss_fn, a_loss_fn, act_fn = critic_loss, actor_loss, actor.sample
-    actor_step, critic_step, alpha_step = actor_opt.step, critic_opt.step, alpha_opt.step  # compiled with --compile
-    if args.compile:
-        c_loss_fn, a_loss_fn, act_fn = compile_fn(critic_loss, device), compile_fn(actor_loss, device), compile_fn(act_fn, device)
-        actor_step, critic_step, alpha_step = (compile_fn(f, device, graphs=False)
-                                               for f in (actor_step, critic_step, alpha_step))
+        rb = ReplayBuffer(*rb_args)
+    # --compile, else as they are
+    c_loss_fn, a_loss_fn = run.compile(critic_loss), run.compile(actor_loss)
+    act_fn = run.compile(actor.sample)
+    actor_step = run.compile(actor_opt.step, graphs=False)
+    critic_step = run.compile(critic_opt.step, graphs=False)
+    alpha_step = run.compile(alpha_opt.step, graphs=False)
     params_t, params = list(critic_t.parameters()), list(critic.parameters())
 
     N = args.num_envs
     noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
     num_iterations = args.total_steps // N
     obs = env.reset(seed=args.seed)[0].clone()  # where the next step starts: a fixed buffer
-    # the deployable policy: observation normalizer, actor, action scaling to the env's own bounds (common/policy.py)
+    # the deployable policy: normalizer, actor, action scaling (common/policy.py)
     policy = Policy.of(actor, net, env)
     # the state a checkpoint holds and a resumed run restores, named once
-    run.start(env, dict(actor=actor, critic=critic, critic_target=critic_t, actor_opt=actor_opt,
-                    critic_opt=critic_opt, alpha_opt=alpha_opt, buffer=rb, env=env, noise=noise,
-                    log_alpha=log_alpha, next_obs=obs), policy,
-              extra=lambda: dict(updates=updates))
+    state = dict(actor=actor, critic=critic, critic_target=critic_t, actor_opt=actor_opt)
+    state.update(critic_opt=critic_opt, alpha_opt=alpha_opt, buffer=rb, env=env, noise=noise)
+    state.update(log_alpha=log_alpha, next_obs=obs)
+    run.start(env, state, policy, extra=lambda: dict(updates=updates))
     guard = run.guard
     updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
-    meter = Meter(device, "critic_loss", "actor_loss")  # summed on the device, read at the logging tick
-    # after each step the shell counts the env steps, checks for NaN, evaluates, logs and checkpoints on their ticks
-    for iteration in run.iterations(num_iterations, N, learning_starts=args.learning_starts,
-                                    metrics=lambda: dict(**meter.pop(), updates=updates,
-                                                         alpha=log_alpha.exp().item())):
-        # ---- explore: sample the policy, uniform actions before learning_starts -----------------
+    meter = run.meter("critic_loss", "actor_loss")
+
+    def metrics() -> dict:  # logged with the meter's means
+        return dict(updates=updates, alpha=log_alpha.exp().item())
+
+    # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
+    # checkpoints on their ticks
+    for iteration in run.iterations(num_iterations, N, metrics, args.learning_starts):
+        # ---- explore: sample the policy, uniform actions before learning_starts ------------------
         with torch.no_grad():
             if run.step < args.learning_starts:
                 actions = torch.rand(N, act_dim, device=device) * 2 - 1
             else:
                 actions = act_fn(obs, noise.sample())[0]
         next_obs, reward, terminated, truncated, info = env.step(actions)
-        guard.watch("observations", next_obs, info["final_obs"])
-        guard.watch("rewards", reward)
         rb.add(obs, actions, reward, info["final_obs"], terminated)
         obs.copy_(next_obs)
         step = run.step + N  # env steps so far, this one's included
         guard.check(step)
 
-        # ---- learn ----------------------------------------------------------------------------------
+        # ---- learn -------------------------------------------------------------------------------
         if step >= args.learning_starts:
             beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, step / args.total_steps)
             for _ in range(args.gradient_steps):
                 alpha = log_alpha.detach().exp()
                 for _ in range(args.utd):  # G critic updates, each on a fresh batch
                     b = rb.sample(args.batch_size, beta=beta)
-                    c_loss, td_abs = c_loss_fn(actor, critic, critic_t, args.gamma, b, alpha, args.num_min)
+                    target = args.gamma, b, alpha, args.num_min
+                    c_loss, td_abs = c_loss_fn(actor, critic, critic_t, *target)
                     meter.add(critic_loss=c_loss)
                     guard.watch("critic loss", c_loss)
-                    critic_opt.zero_grad(set_to_none=True)
+                    critic_opt.zero_grad()
                     c_loss.backward()
                     critic_step()
                     rb.update_priorities(b.indices, td_abs)
@@ -302,17 +270,17 @@ def main(args: Args) -> dict:
                         for p_t, p in zip(params_t, params):  # Polyak averaging of the target
                             p_t.lerp_(p, args.tau)
                 updates += 1
-                critic.requires_grad_(False)  # the policy's backward needs dQ/da only, not N critics' weight grads
+                critic.requires_grad_(False)  # the policy's backward needs dQ/da, not weight grads
                 a_loss, logp = a_loss_fn(actor, critic, b, alpha)
                 meter.add(actor_loss=a_loss)
                 guard.watch("actor loss", a_loss)
-                actor_opt.zero_grad(set_to_none=True)
-                a_loss.backward(inputs=list(actor.parameters()))  # the critic's gradients would be thrown away
+                actor_opt.zero_grad()
+                a_loss.backward(inputs=list(actor.parameters()))  # not the critic's: unused
                 critic.requires_grad_(True)
                 actor_step()
                 if args.autotune:  # alpha follows the entropy target
                     alpha_loss = -(log_alpha * (logp + target_entropy)).mean()
-                    alpha_opt.zero_grad(set_to_none=True)
+                    alpha_opt.zero_grad()
                     alpha_loss.backward()
                     alpha_step()
                 guard.watch_params("parameters", [actor, critic])
@@ -322,8 +290,8 @@ def main(args: Args) -> dict:
 
 
 def load_policy(path: str, device: str = "cpu"):
-    """The deployable policy of a checkpoint of this file (common/policy.py: observation normalization, the
-    deterministic actor, action rescaling), rebuilt without an env; takes torch or numpy, batched or single obs."""
+    """The deployable policy of a checkpoint of this file (common/policy.py: normalization, the
+    deterministic actor, action rescaling), rebuilt without an env."""
     return Policy.restore(path, ALGO, Actor, device)
 
 

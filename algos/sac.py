@@ -2,9 +2,10 @@
 
 Soft Actor-Critic (Haarnoja et al., 2018, arXiv:1801.01290 and arXiv:1812.05905) is `algos/td3.py`
 with a stochastic policy and an entropy bonus:
-1. the actor is a tanh-squashed Gaussian trained to maximize E[min_k Q_k(s, a) - alpha * log pi(a|s)]
-   with reparameterized samples, and exploration samples it (no added noise; `--noise-color` colors the
-   Gaussian draw of those samples in time, `common/noise.py`);
+1. the actor is a tanh-squashed Gaussian trained to maximize
+   E[min_k Q_k(s, a) - alpha * log pi(a|s)] with reparameterized samples, and exploration samples
+   it (no added noise; `--noise-color` colors the Gaussian draw of those samples in time,
+   `common/noise.py`);
 2. the TD target is soft: r + gamma * (min_k Q'_k(s', a') - alpha * log pi(a'|s')), a' ~ pi(.|s');
 3. the temperature alpha is learned towards the target entropy -action_dim (`--autotune`);
 4. no target actor, no policy delay, no target policy smoothing.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -32,11 +33,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
-from common.cli import Count, Count0, Layers, Rate, RunArgs, Unit, cli
-from common.device import compile_fn
+from common.cli import Count, Count0, Frac, Layers, Rate, RunArgs, Unit, cli, task_defaults
 from common.ensemble import EnsembleMLP
 from common.errors import UserError
-from common.logger import Meter
 from common.noise import ColoredNoise
 from common.policy import Policy
 from common.run import Run
@@ -48,94 +47,57 @@ ALGO = "sac"
 
 @dataclass
 class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
-    env: str = "Pendulum-v1"
-    """environment id with a Box action space (torch-native or any gymnasium id)"""
-    num_envs: int = 4
-    total_steps: Count = 40_000
-    eval_every: Count0 = 10_000
-    save_every: Count0 = 20_000
-    compile: bool = False
-    """torch.compile the critic and actor losses (forward and backward) and the policy step (on CUDA: CUDA graphs,
-    the optimizer steps' excepted)"""
+    env: str = "Pendulum-v1"  # an env id with a Box action space
+    num_envs: int = 4  # number of parallel sub-environments
+    total_steps: Count = 40_000  # total environment steps (summed over sub-envs)
+    eval_every: Count0 = 10_000  # evaluate the policy every this many env steps (0: at the end)
+    save_every: Count0 = 20_000  # write the checkpoint every this many env steps (0: at the end)
+    compile: bool = False  # torch.compile the losses, the optimizer steps and the policy step
 
     # SAC
-    buffer_size: Count = 1_000_000
-    """replay buffer capacity (transitions)"""
-    batch_size: Count = 256
-    """minibatch size of each update"""
-    actor_lr: Rate = 1e-3
-    """Adam learning rate of the actor"""
-    critic_lr: Rate = 1e-3
-    """Adam learning rate of the critic"""
-    gamma: Unit = 0.99
-    """discount factor"""
-    tau: Unit = 0.005
-    """target networks' Polyak rate"""
-    alpha_lr: Rate = 1e-3
-    """Adam learning rate of the temperature"""
-    init_alpha: Rate = 1.0
-    """initial temperature"""
-    autotune: bool = True
-    """learn the temperature (target entropy -action_dim); otherwise keep init_alpha"""
+    buffer_size: Count = 1_000_000  # replay buffer capacity (transitions)
+    batch_size: Count = 256  # minibatch size of each update
+    actor_lr: Rate = 1e-3  # Adam learning rate of the actor
+    critic_lr: Rate = 1e-3  # Adam learning rate of the critic
+    gamma: Unit = 0.99  # discount factor
+    tau: Frac = 0.005  # target networks' Polyak rate
+    alpha_lr: Rate = 1e-3  # Adam learning rate of the temperature
+    init_alpha: Rate = 1.0  # initial temperature
+    autotune: bool = True  # learn the temperature (target entropy -action_dim); else init_alpha
+    # color of the policy samples' Gaussian draw (common/noise.py): 0 white, 1 pink, 2 red;
+    # correlated noise wanders further, which tasks with a distant reward need
     noise_color: float = 0.0
-    """color beta of the Gaussian draw in the policy's exploration samples (common/noise.py): 0 white (i.i.d.
-    each step), 1 pink, 2 red; correlated noise wanders further, which tasks with a distant reward need"""
-    learning_starts: Count0 = 2_000
-    """environment steps of uniformly random actions before learning"""
-    gradient_steps: Count = 4
-    """updates after each vectorized step (update-to-data ratio = gradient_steps / num_envs)"""
-    hidden: Layers = (256, 256)
-    """hidden layer sizes of actor and critic"""
-    norm_obs: bool = False
-    """normalize observations with running statistics (saved in the checkpoint)"""
-    per: bool = False
-    """proportional prioritized experience replay"""
-    per_alpha: Unit = 0.6
-    """PER priority exponent"""
-    per_beta: Unit = 0.4
-    """PER initial importance-sampling exponent (annealed to 1)"""
+    learning_starts: Count0 = 2_000  # environment steps of uniformly random actions before learning
+    gradient_steps: Count = 4  # updates after each vectorized step (UTD: gradient_steps / num_envs)
+    hidden: Layers = (256, 256)  # hidden layer sizes of actor and critic
+    norm_obs: bool = False  # normalize observations with running statistics
+    per: bool = False  # proportional prioritized experience replay
+    per_alpha: Unit = 0.6  # PER priority exponent
+    per_beta: Unit = 0.4  # PER initial importance-sampling exponent (annealed to 1)
 
 
-
-# Per-task defaults over the ones above: the settings a held-out sweep chose for a task (bench/sweep.py: tuned on
-# seeds 101-103, reported on seeds 1-5; bench/results/sweeps/). `--env X --help` lists the task's defaults.
-TASK_DEFAULTS: dict[str, dict] = {
-    # 64x64 nets, 8 envs, 4 updates per vector step, a faster target (tau 0.02) and larger learning
-    # rates (bench/README.md#defaults-the-evidence)
-    "Pendulum-v1": dict(hidden=(64, 64), num_envs=8, gradient_steps=4, learning_starts=1_000, total_steps=20_000,
-                        tau=0.02, actor_lr=3e-3, critic_lr=1e-2),
-    # pink exploration noise and a fixed temperature 0.5 (a tuned one shrinks the policy's std before some seeds
-    # find the flag) (bench/README.md#defaults-the-evidence)
-    "MountainCarContinuous-v0": dict(hidden=(64, 64), noise_color=1.0, autotune=False, init_alpha=0.5,
-                                     total_steps=50_000),
+# Per-task defaults over the ones above, from held-out sweeps (bench/sweep.py;
+# bench/README.md#defaults-the-evidence); `--env X --help` lists them
+# fmt: off
+TASK_DEFAULTS = {
+    "Pendulum-v1": dict(hidden=(64, 64), num_envs=8, gradient_steps=4, learning_starts=1_000,
+                        total_steps=20_000, tau=0.02, actor_lr=3e-3, critic_lr=1e-2),
+    # a fixed temperature: a tuned one shrinks the policy's std before some seeds find the flag
+    "MountainCarContinuous-v0": dict(hidden=(64, 64), noise_color=1.0, autotune=False,
+                                     init_alpha=0.5, total_steps=50_000),
 }
+# fmt: on
+default_args = task_defaults(Args, TASK_DEFAULTS)
 
 
-def default_args(env_id: str, num_envs: int | None = None, device: str = "auto") -> Args:
-    """The defaults for a task: `Args()` with the task's row of `TASK_DEFAULTS`, if it has one."""
-    return replace(Args(env=env_id), **TASK_DEFAULTS.get(env_id, {}))
-
-
-def check_args(args: Args, env) -> None:
-    check_single_agent(env, args.env, ALGO)
+def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.check_ranges)
+    check_single_agent(env, args.env, ALGO, flat=True)
     if not isinstance(env.single_action_space, gym.spaces.Box):
         raise UserError(
-            f"{ALGO} needs a continuous (Box) action space; {args.env} has {env.single_action_space}. "
-            f"Use a discrete-action algorithm (algos/dqn.py, algos/ppo_vec.py) for this env."
+            f"{ALGO} needs a continuous (Box) action space (Discrete: dqn.py, ppo_vec.py)"
         )
-    if len(env.single_observation_space.shape) != 1:
-        raise UserError(f"{ALGO}'s MLPs need flat observations, {args.env} has shape "
-                         f"{env.single_observation_space.shape}; flatten them in the env")
-    if args.batch_size <= 0 or args.gradient_steps <= 0:
-        raise UserError("--batch-size and --gradient-steps must be positive")
-    if args.init_alpha <= 0:
-        raise UserError(f"--init-alpha must be positive, got {args.init_alpha}")
     if args.buffer_size < args.num_envs:
-        raise UserError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
-    if not 0.0 < args.tau <= 1.0:
-        raise UserError(f"--tau must be in (0, 1], got {args.tau}")
-    if args.learning_starts >= args.total_steps:
-        raise UserError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
+        raise UserError(f"--buffer-size must hold one vectorized step ({args.num_envs})")
 
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
@@ -157,8 +119,8 @@ class Actor(nn.Module):
         return torch.tanh(self.mean(self.trunk(obs)))
 
     def sample(self, obs: torch.Tensor, eps: torch.Tensor | None = None):
-        """A reparameterized action in (-1, 1) and its log-probability `[B]`; `eps` is the standard-normal draw
-        to use (exploration's colored noise), a fresh one if None."""
+        """A reparameterized action in (-1, 1) and its log-probability `[B]`; `eps` is the
+        standard-normal draw to use (exploration's colored noise), a fresh one if None."""
         h = self.trunk(obs)
         mean = self.mean(h)
         log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
@@ -166,7 +128,8 @@ class Actor(nn.Module):
         u = mean + std * (torch.randn_like(mean) if eps is None else eps)
         action = torch.tanh(u)
         # log N(u; mean, std) - sum log(1 - tanh(u)^2), the latter written stably
-        log_prob = (-0.5 * ((u - mean) / std).square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+        z = (u - mean) / std
+        log_prob = (-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
         log_prob = log_prob - (2 * (math.log(2) - u - F.softplus(-2 * u))).sum(-1)
         return action, log_prob
 
@@ -182,7 +145,7 @@ class Critic(nn.Module):
         return self.q(torch.cat([obs, act], -1)).squeeze(-1)
 
 
-def critic_loss(actor: Actor, critic: Critic, critic_t: Critic, gamma: float, b, alpha: torch.Tensor):
+def critic_loss(actor, critic, critic_t, gamma: float, b, alpha: torch.Tensor):
     """Importance-weighted squared TD error of both critics against the soft target
     r + gamma * (1 - terminated) * (min_k Q'_k(s', a') - alpha * log pi(a'|s')), a' ~ pi(.|s')."""
     with torch.no_grad():
@@ -195,7 +158,7 @@ def critic_loss(actor: Actor, critic: Critic, critic_t: Critic, gamma: float, b,
 
 
 def actor_loss(actor: Actor, critic: Critic, b, alpha: torch.Tensor):
-    """E[alpha * log pi(a|s) - min_k Q_k(s, a)], a ~ pi(.|s) reparameterized; also returns log pi."""
+    """E[alpha * log pi(a|s) - min_k Q_k(s, a)], a ~ pi(.|s) reparameterized; and log pi."""
     action, logp = actor.sample(b.obs)
     q = critic(b.obs, action).min(0).values
     return (alpha * logp - q).mean(), logp.detach()
@@ -203,7 +166,8 @@ def actor_loss(actor: Actor, critic: Critic, b, alpha: torch.Tensor):
 
 def make_env(args: Args, device, seed: int):
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
-    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed, backend=args.mujoco_backend)
+
+    env = envs.make(args.env, args.num_envs, device, seed, backend=args.mujoco_backend)
     return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
 
 
@@ -219,58 +183,62 @@ def main(args: Args) -> dict:
     critic = Critic(obs_dim, act_dim, args.hidden).to(device)
     critic_t = Critic(obs_dim, act_dim, args.hidden).to(device)
     critic_t.load_state_dict(critic.state_dict())
-    capturable = args.compile and device.type == "cuda"  # Adam's step counter on the device (CUDA graphs)
-    adam_kw = dict(capturable=True) if capturable else dict(fused=device.type == "cpu")  # CPU: one fused kernel, not a loop of small ops
+    # compiled on CUDA (graphs): Adam's step counter on the device; CPU: one fused kernel
+    capturable = args.compile and device.type == "cuda"
+    adam_kw = dict(capturable=True) if capturable else dict(fused=device.type == "cpu")
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, **adam_kw)
     critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr, **adam_kw)
-    log_alpha = nn.Parameter(torch.full((1,), math.log(args.init_alpha), device=device))  # learned scalars: shape (1,)
+    # learned scalars: shape (1,)
+    log_alpha = nn.Parameter(torch.full((1,), math.log(args.init_alpha), device=device))
     alpha_opt = torch.optim.Adam([log_alpha], lr=args.alpha_lr, **adam_kw)
     target_entropy = -float(act_dim)
+    rb_args = (args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device)
     if args.per:
-        rb = PrioritizedReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device, alpha=args.per_alpha)
+        rb = PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
     else:
-        rb = ReplayBuffer(args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device)
-    c_loss_fn, a_loss_fn, act_fn = critic_loss, actor_loss, actor.sample
-    actor_step, critic_step, alpha_step = actor_opt.step, critic_opt.step, alpha_opt.step  # compiled with --compile
-    if args.compile:
-        c_loss_fn, a_loss_fn, act_fn = compile_fn(critic_loss, device), compile_fn(actor_loss, device), compile_fn(act_fn, device)
-        actor_step, critic_step, alpha_step = (compile_fn(f, device, graphs=False)
-                                               for f in (actor_step, critic_step, alpha_step))
+        rb = ReplayBuffer(*rb_args)
+    # --compile, else as they are
+    c_loss_fn, a_loss_fn = run.compile(critic_loss), run.compile(actor_loss)
+    act_fn = run.compile(actor.sample)
+    actor_step = run.compile(actor_opt.step, graphs=False)
+    critic_step = run.compile(critic_opt.step, graphs=False)
+    alpha_step = run.compile(alpha_opt.step, graphs=False)
     params_t, params = list(critic_t.parameters()), list(critic.parameters())
 
     N = args.num_envs
     noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
     num_iterations = args.total_steps // N
     obs = env.reset(seed=args.seed)[0].clone()  # where the next step starts: a fixed buffer
-    # the deployable policy: observation normalizer, actor, action scaling to the env's own bounds (common/policy.py)
+    # the deployable policy: normalizer, actor, action scaling (common/policy.py)
     policy = Policy.of(actor, net, env)
     # the state a checkpoint holds and a resumed run restores, named once
-    run.start(env, dict(actor=actor, critic=critic, critic_target=critic_t, actor_opt=actor_opt,
-                    critic_opt=critic_opt, alpha_opt=alpha_opt, buffer=rb, env=env, noise=noise,
-                    log_alpha=log_alpha, next_obs=obs), policy,
-              extra=lambda: dict(updates=updates))
+    state = dict(actor=actor, critic=critic, critic_target=critic_t, actor_opt=actor_opt)
+    state.update(critic_opt=critic_opt, alpha_opt=alpha_opt, buffer=rb, env=env, noise=noise)
+    state.update(log_alpha=log_alpha, next_obs=obs)
+    run.start(env, state, policy, extra=lambda: dict(updates=updates))
     guard = run.guard
     updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
-    meter = Meter(device, "critic_loss", "actor_loss")  # summed on the device, read at the logging tick
-    # after each step the shell counts the env steps, checks for NaN, evaluates, logs and checkpoints on their ticks
-    for iteration in run.iterations(num_iterations, N, learning_starts=args.learning_starts,
-                                    metrics=lambda: dict(**meter.pop(), updates=updates,
-                                                         alpha=log_alpha.exp().item())):
-        # ---- explore: sample the policy, uniform actions before learning_starts -----------------
+    meter = run.meter("critic_loss", "actor_loss")
+
+    def metrics() -> dict:  # logged with the meter's means
+        return dict(updates=updates, alpha=log_alpha.exp().item())
+
+    # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
+    # checkpoints on their ticks
+    for iteration in run.iterations(num_iterations, N, metrics, args.learning_starts):
+        # ---- explore: sample the policy, uniform actions before learning_starts ------------------
         with torch.no_grad():
             if run.step < args.learning_starts:
                 actions = torch.rand(N, act_dim, device=device) * 2 - 1
             else:
                 actions = act_fn(obs, noise.sample())[0]
         next_obs, reward, terminated, truncated, info = env.step(actions)
-        guard.watch("observations", next_obs, info["final_obs"])
-        guard.watch("rewards", reward)
         rb.add(obs, actions, reward, info["final_obs"], terminated)
         obs.copy_(next_obs)
         step = run.step + N  # env steps so far, this one's included
         guard.check(step)
 
-        # ---- learn ----------------------------------------------------------------------------------
+        # ---- learn -------------------------------------------------------------------------------
         if step >= args.learning_starts:
             beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, step / args.total_steps)
             for _ in range(args.gradient_steps):
@@ -279,7 +247,7 @@ def main(args: Args) -> dict:
                 c_loss, td_abs = c_loss_fn(actor, critic, critic_t, args.gamma, b, alpha)
                 meter.add(critic_loss=c_loss)
                 guard.watch("critic loss", c_loss)
-                critic_opt.zero_grad(set_to_none=True)
+                critic_opt.zero_grad()
                 c_loss.backward()
                 critic_step()
                 guard.watch_params("parameters", critic)  # before the actor loss reads it
@@ -288,12 +256,12 @@ def main(args: Args) -> dict:
                 a_loss, logp = a_loss_fn(actor, critic, b, alpha)
                 meter.add(actor_loss=a_loss)
                 guard.watch("actor loss", a_loss)
-                actor_opt.zero_grad(set_to_none=True)
-                a_loss.backward(inputs=list(actor.parameters()))  # the critic's gradients would be thrown away
+                actor_opt.zero_grad()
+                a_loss.backward(inputs=list(actor.parameters()))  # not the critic's: unused
                 actor_step()
                 if args.autotune:  # alpha follows the entropy target
                     alpha_loss = -(log_alpha * (logp + target_entropy)).mean()
-                    alpha_opt.zero_grad(set_to_none=True)
+                    alpha_opt.zero_grad()
                     alpha_loss.backward()
                     alpha_step()
                 with torch.no_grad():
@@ -306,8 +274,8 @@ def main(args: Args) -> dict:
 
 
 def load_policy(path: str, device: str = "cpu"):
-    """The deployable policy of a checkpoint of this file (common/policy.py: observation normalization, the
-    deterministic actor, action rescaling), rebuilt without an env; takes torch or numpy, batched or single obs."""
+    """The deployable policy of a checkpoint of this file (common/policy.py: normalization, the
+    deterministic actor, action rescaling), rebuilt without an env."""
     return Policy.restore(path, ALGO, Actor, device)
 
 

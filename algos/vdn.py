@@ -2,33 +2,20 @@
 
 Value-Decomposition Networks (Sunehag et al., 2018, arXiv:1706.05296): the team's action value is
 the sum of per-agent utilities, Q_tot(s, u) = sum_a Q_a(o_a, u_a), and only Q_tot is trained, by
-one-step TD regression on the team reward r (here the mean over agents of their rewards):
+one-step TD regression on the team reward r (the mean of the agents' rewards):
 
     L = ( r + gamma * (1 - terminated) * Q_tot_target(s', u'*) - Q_tot(s, u) )^2
 
-Because the sum is monotonic in every Q_a, each agent acting greedily on its own Q_a maximizes
-Q_tot: training is centralized, execution decentralized. Details that matter:
-* one agent network shared by all agents, told apart by a one-hot agent id appended to the
-  observation. It is an MLP, not the GRU of later VDN/QMIX code: MPE observations hold the agent's
-  velocity, position and the relative positions of landmarks and other agents, so a single
-  observation is (nearly) a Markov state and recurrence buys nothing here. Hence replay stores
-  single transitions, not episodes.
-* u'* = argmax of each agent's target Q (`--no-double-q`) or of its online Q (default, double
-  Q-learning as in PyMARL's QMIX runs), evaluated by the target network; the target network trails
-  the online one (Polyak rate `tau`; `tau=1` with `target_every=K`: a hard copy every K updates).
-* epsilon-greedy per agent, annealed linearly; random and greedy actions are drawn among the
-  actions `info["avail_actions"]` allows (the others get Q = -inf).
-* rewards are standardised with running statistics before the TD update (`--standardise-rewards`,
-  as EPyMARL does on MPE): with MPE's all-negative rewards the Q-values otherwise grow large and
-  negative, which saturates QMIX's ELU and starves the agent networks of gradient.
-* truncated transitions (MPE's 25-step limit) bootstrap from the true final observation and state
-  (`info["final_obs"]`, `info["final_state"]`); terminated ones do not.
-* the agent Qs are combined by a `Mixer` module (here: the sum, no parameters), the one piece that
-  algos/qmix.py replaces.
-
-Every world steps at once; the replay buffer (`common.buffers.ReplayBuffer`, extended with the
-global state and available actions) lives on the training device; `gradient_steps` updates follow
-each vectorized step.
+The sum is monotonic in every Q_a, so each agent acting greedily on its own Q_a maximizes Q_tot:
+centralized training, decentralized execution. One agent network serves all agents (a one-hot
+agent id appended to the observation), an MLP, not a GRU: an MPE observation is (nearly) a Markov
+state, so replay stores single transitions. u'* is the online network's argmax, evaluated by the
+target network (double Q-learning, as in PyMARL's QMIX runs; `--no-double-q`: the target's own).
+Epsilon-greedy per agent, among the actions `info["avail_actions"]` allows. Rewards are
+standardised with running statistics (as EPyMARL does on MPE: with all-negative rewards the Qs
+otherwise grow large and negative, which saturates QMIX's ELU). Truncated transitions bootstrap
+from the final observation and state. The agent Qs are combined by a `Mixer` (here the sum), the
+one piece algos/qmix.py replaces. Every world steps at once; replay lives on the training device.
 
     python algos/vdn.py --env simple_spread --total-steps 300000
 """
@@ -37,6 +24,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -48,11 +36,9 @@ import torch.nn as nn
 import envs
 from common.buffers import ReplayBuffer
 from common.checkpoint import load_checkpoint
-from common.cli import Clip, Count, Count0, Layers, Rate, RunArgs, Unit, cli
-from common.device import compile_fn
+from common.cli import Clip, Count, Count0, Frac, Layers, Rate, RunArgs, Unit, cli
 from common.errors import UserError
 from common.evaluate import ma_evaluate
-from common.logger import Meter
 from common.ma_vec_env import MAEpisodeStatistics
 from common.run import Run
 from common.wrappers import RunningMeanStd
@@ -62,70 +48,41 @@ ALGO = "vdn"
 
 @dataclass
 class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints): common.cli.RunArgs
-    env: str = "simple_spread"
-    """multi-agent environment id with Discrete per-agent actions"""
-    num_envs: int = 16
-    """number of parallel worlds"""
-    total_steps: Count = 300_000
-    """total environment steps (world steps, summed over worlds; every agent acts in each)"""
-    eval_every: Count0 = 50_000
-    eval_episodes: Count = 20
-    save_every: Count0 = 100_000
-    compile: bool = False
-    """torch.compile the TD update"""
+    env: str = "simple_spread"  # a multi-agent env id with Discrete per-agent actions
+    num_envs: int = 16  # parallel worlds
+    total_steps: Count = 300_000  # world steps, summed over worlds (every agent acts in each)
+    eval_every: Count0 = 50_000  # evaluate the policy every this many env steps (0: at the end)
+    eval_episodes: Count = 20  # episodes per evaluation (run in parallel on a separate env)
+    save_every: Count0 = 100_000  # write the checkpoint every this many env steps (0: at the end)
+    compile: bool = False  # torch.compile the TD update
 
     # VDN
-    buffer_size: Count = 100_000
-    """replay buffer capacity (world transitions)"""
-    learning_rate: Rate = 5e-4
-    """Adam learning rate"""
-    batch_size: Count = 256
-    """minibatch size of each TD update (world transitions)"""
-    gamma: Unit = 0.99
-    """discount factor"""
-    tau: Unit = 1.0
-    """target network Polyak rate (1.0: hard copy)"""
-    target_every: Count = 200
-    """update the target network every this many gradient steps"""
+    buffer_size: Count = 100_000  # replay buffer capacity (world transitions)
+    learning_rate: Rate = 5e-4  # Adam learning rate
+    batch_size: Count = 256  # minibatch size of each TD update (world transitions)
+    gamma: Unit = 0.99  # discount factor
+    tau: Frac = 1.0  # target network Polyak rate (1.0: hard copy)
+    target_every: Count = 200  # update the target network every this many gradient steps
+    # pick the bootstrap action with the online network, evaluate it with the target (double Q)
     double_q: bool = True
-    """pick the bootstrap action with the online network, evaluate it with the target (double Q-learning)"""
-    start_e: Unit = 1.0
-    """initial exploration epsilon"""
-    end_e: Unit = 0.05
-    """final exploration epsilon"""
-    exploration_fraction: Unit = 0.3
-    """fraction of total_steps over which epsilon decays linearly"""
-    learning_starts: Count0 = 5_000
-    """environment steps of random play before learning"""
-    gradient_steps: Count = 1
-    """gradient updates after each vectorized step (replay ratio = gradient_steps * batch / num_envs)"""
-    max_grad_norm: Clip = 10.0
-    """global gradient-norm clip"""
-    hidden: Layers = (128, 128)
-    """hidden layer sizes of the shared agent network"""
+    start_e: Unit = 1.0  # initial exploration epsilon
+    end_e: Unit = 0.05  # final exploration epsilon
+    exploration_fraction: Unit = 0.3  # fraction of total_steps over which epsilon decays linearly
+    learning_starts: Count0 = 5_000  # environment steps of random play before learning
+    gradient_steps: Count = 1  # gradient updates after each vectorized step
+    max_grad_norm: Clip = 10.0  # global gradient-norm clip
+    hidden: Layers = (128, 128)  # hidden layer sizes of the shared agent network
+    # train on (r - mean) / std of the team rewards seen so far (running statistics)
     standardise_rewards: bool = True
-    """train on (r - mean) / std of the team rewards seen so far (running statistics, checkpointed)"""
 
 
-def check_args(args: Args, env) -> None:
+def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.check_ranges)
     if not hasattr(env, "n_agents") or not getattr(env, "discrete", False):
-        space = getattr(env, "single_action_space", None)
-        raise UserError(
-            f"{ALGO} needs a multi-agent env with a Discrete action space per agent; {args.env} "
-            f"{'is not multi-agent' if not hasattr(env, 'n_agents') else f'has {space}'}. "
-            f"Use a multi-agent id such as simple_spread (discrete actions)."
-        )
-    if len(env.single_observation_space.shape) != 1:
-        raise UserError(f"{ALGO}'s MLP needs flat observations, {args.env} has shape "
-                         f"{env.single_observation_space.shape}")
-    if args.batch_size <= 0 or args.gradient_steps <= 0 or args.target_every <= 0:
-        raise UserError("--batch-size, --gradient-steps and --target-every must be positive")
+        raise UserError(f"{args.env}: {ALGO} needs a multi-agent env with a Discrete action space")
+    if len(shape := env.single_observation_space.shape) != 1:
+        raise UserError(f"{ALGO}'s MLP needs flat observations, {args.env} has shape {shape}")
     if args.buffer_size < args.num_envs:
-        raise UserError(f"--buffer-size {args.buffer_size} must hold at least one vectorized step ({args.num_envs})")
-    if not 0.0 < args.tau <= 1.0:
-        raise UserError(f"--tau must be in (0, 1], got {args.tau}")
-    if args.learning_starts >= args.total_steps:
-        raise UserError(f"--learning-starts {args.learning_starts} >= --total-steps {args.total_steps}: nothing would be learned")
+        raise UserError(f"--buffer-size must hold one vectorized step ({args.num_envs})")
 
 
 class TeamReplayBuffer(ReplayBuffer):
@@ -135,11 +92,12 @@ class TeamReplayBuffer(ReplayBuffer):
 
     EXTRA = ("state", "next_state", "next_avail")
 
-    def __init__(self, capacity: int, n_agents: int, obs_dim: int, state_dim: int, n_actions: int, device):
+    def __init__(self, capacity, n_agents, obs_dim, state_dim, n_actions, device):
         super().__init__(capacity, (n_agents, obs_dim), (n_agents,), torch.long, device)
         self.state = torch.zeros(capacity, state_dim, device=self.device)
         self.next_state = torch.zeros(capacity, state_dim, device=self.device)
-        self.next_avail = torch.ones(capacity, n_agents, n_actions, dtype=torch.bool, device=self.device)
+        avail_shape = (capacity, n_agents, n_actions)
+        self.next_avail = torch.ones(avail_shape, dtype=torch.bool, device=self.device)
 
     def add(self, obs, actions, reward, next_obs, terminated, state, next_state, next_avail):
         idx = super().add(obs, actions, reward, next_obs, terminated)
@@ -155,17 +113,17 @@ class TeamReplayBuffer(ReplayBuffer):
 
     def state_dict(self) -> dict:
         sd = super().state_dict()
-        sd.update({k: getattr(self, k)[:self.size].clone() for k in self.EXTRA})
+        sd.update({k: getattr(self, k)[: self.size].clone() for k in self.EXTRA})
         return sd
 
     def load_state_dict(self, sd: dict) -> None:
         super().load_state_dict(sd)
         for k in self.EXTRA:
-            getattr(self, k)[:sd["size"]] = sd[k].to(self.device)
+            getattr(self, k)[: sd["size"]] = sd[k].to(self.device)
 
 
 class AgentQNetwork(nn.Module):
-    """Q_a(o_a, .) for every agent at once: one MLP shared by the agents, input = obs + one-hot id."""
+    """Q_a(o_a, .) of every agent at once: one shared MLP, its input obs + a one-hot agent id."""
 
     def __init__(self, obs_dim: int, n_agents: int, n_actions: int, hidden=(128, 128)):
         super().__init__()
@@ -213,8 +171,8 @@ def chosen_q_tot(model: QLearner, obs, actions, state):
     return model.mixer(agent_qs, state), agent_qs
 
 
-def td_loss(model: QLearner, target: QLearner, gamma: float, double_q: bool, b, state, next_state, next_avail):
-    """Squared error between Q_tot(s, u) and r + gamma * (1 - terminated) * Q_tot_target(s', u'*)."""
+def td_loss(model, target, gamma: float, double_q: bool, b, state, next_state, next_avail):
+    """Squared error of Q_tot(s, u) against r + gamma * (1 - terminated) * Q_tot_target(s', u'*)."""
     with torch.no_grad():
         next_q_target = target.agent(b.next_obs)
         picker = model.agent(b.next_obs) if double_q else next_q_target
@@ -232,7 +190,8 @@ def epsilon_at(args: Args, step: int) -> float:
 
 
 def make_env(args: Args, device, seed: int):
-    return MAEpisodeStatistics(envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed))
+    env = envs.make(args.env, num_envs=args.num_envs, device=device, seed=seed)
+    return MAEpisodeStatistics(env)
 
 
 def policy_from(agent: AgentQNetwork):
@@ -258,7 +217,7 @@ def main(args: Args) -> dict:
     optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate)
     rb = TeamReplayBuffer(args.buffer_size, A, obs_dim, state_dim, n_actions, device)
     reward_rms = RunningMeanStd((), device)
-    loss_fn = compile_fn(td_loss, device) if args.compile else td_loss
+    loss_fn = run.compile(td_loss)  # --compile, else as it is
 
     N = args.num_envs
     num_iterations = args.total_steps // N
@@ -266,59 +225,61 @@ def main(args: Args) -> dict:
     obs, info = env.reset(seed=args.seed)
     obs, state, avail = obs.clone(), info["state"].clone(), info["avail_actions"].clone()
     # the state a checkpoint holds and a resumed run restores, named once
-    run.start(env, dict(model=model, target=target, optimizer=optimizer, buffer=rb, reward_rms=reward_rms, env=env,
-                        next_obs=obs, next_state=state, next_avail=avail), lambda: policy_from(model.agent),
-              meta=dict(obs_shape=tuple(env.single_observation_space.shape), action_space=repr(env.single_action_space),
-                        n_agents=A, state_dim=state_dim),
-              extra=lambda: dict(updates=updates), evaluate=ma_evaluate)
+    saved = dict(model=model, target=target, optimizer=optimizer, buffer=rb, reward_rms=reward_rms)
+    saved |= dict(env=env, next_obs=obs, next_state=state, next_avail=avail)
+    obs_shape, space = tuple(env.single_observation_space.shape), repr(env.single_action_space)
+    meta = dict(obs_shape=obs_shape, action_space=space, n_agents=A, state_dim=state_dim)
+    policy = partial(policy_from, model.agent)
+    run.start(env, saved, policy, meta, extra=lambda: dict(updates=updates), evaluate=ma_evaluate)
     guard = run.guard
-    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far: the target network's schedule
-    meter = Meter(device, "td_loss", "q_tot_mean", "agent_q_mean")  # summed on the device, read at the logging tick
-    # after each step the shell counts the env steps, checks for NaN, evaluates, logs and checkpoints on their ticks
-    for iteration in run.iterations(num_iterations, N, metrics=lambda: dict(**meter.pop(), epsilon=eps),
-                                    learning_starts=args.learning_starts):
-        # ---- explore: epsilon-greedy per agent, over all worlds at once ----------------------------
+    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps: the target's schedule
+    meter = run.meter("td_loss", "q_tot_mean", "agent_q_mean")
+    # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
+    # checkpoints on their ticks
+    for _ in run.iterations(num_iterations, N, lambda: dict(epsilon=eps), args.learning_starts):
+        # ---- explore: epsilon-greedy per agent, over all worlds at once -------------------------
         eps = epsilon_at(args, run.step)
         with torch.no_grad():
             greedy = masked(model.agent(obs), avail).argmax(-1)
             # uniform among the available actions: the largest of i.i.d. uniform scores
-            random_actions = torch.rand(N, A, n_actions, device=device).masked_fill(~avail, -1.0).argmax(-1)
+            scores = torch.rand(N, A, n_actions, device=device)
+            random_actions = scores.masked_fill(~avail, -1.0).argmax(-1)
             explore = torch.rand(N, A, device=device) < eps
             actions = torch.where(explore, random_actions, greedy)
         next_obs, rewards, terminated, truncated, info = env.step(actions)
-        guard.watch("observations", next_obs, info["final_obs"])
-        guard.watch("rewards", rewards)
         next_avail = info["avail_actions"]
         # the bootstrap of a finished world uses its true last obs/state; the env reports no
         # availability for that final obs (unless it offers "final_avail_actions"): all allowed
         done = info["_final_obs"][:, None, None]
         final_avail = info.get("final_avail_actions", torch.ones_like(next_avail))
+        final_avail = torch.where(done, final_avail, next_avail)
+        final_obs, final_state = info["final_obs"], info["final_state"]
         team_reward = rewards.mean(-1)
         reward_rms.update(team_reward)
-        rb.add(obs, actions, team_reward, info["final_obs"], terminated, state, info["final_state"],
-               torch.where(done, final_avail, next_avail))
+        rb.add(obs, actions, team_reward, final_obs, terminated, state, final_state, final_avail)
         obs.copy_(next_obs), state.copy_(info["state"]), avail.copy_(next_avail)
         step = run.step + N  # env steps so far, this one's included
         guard.check(step)
 
-        # ---- learn ----------------------------------------------------------------------------------
+        # ---- learn ----------------------------------------------------------------------------
         if step > args.learning_starts:
             for _ in range(args.gradient_steps):
-                b, s, s_next, avail_next = rb.sample(args.batch_size)
+                b, *s = rb.sample(args.batch_size)  # s: state, next_state, next_avail
                 if args.standardise_rewards:
-                    b = b._replace(rewards=((b.rewards - reward_rms.mean) / (reward_rms.var + 1e-8).sqrt()).float())
-                loss, q_tot_mean, agent_q_mean = loss_fn(model, target, args.gamma, args.double_q, b, s, s_next,
-                                                         avail_next)
-                meter.add(td_loss=loss, q_tot_mean=q_tot_mean, agent_q_mean=agent_q_mean)
+                    r = (b.rewards - reward_rms.mean) / (reward_rms.var + 1e-8).sqrt()
+                    b = b._replace(rewards=r.float())
+                loss, q_tot, agent_q = loss_fn(model, target, args.gamma, args.double_q, b, *s)
+                meter.add(td_loss=loss, q_tot_mean=q_tot, agent_q_mean=agent_q)
                 guard.watch("TD loss", loss)
-                optimizer.zero_grad(set_to_none=True)
+                optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
                 optimizer.step()
                 updates += 1
                 if updates % args.target_every == 0:
                     with torch.no_grad():
-                        for p_t, p in zip(target.parameters(), model.parameters()):  # Polyak averaging of the target
+                        # Polyak averaging of the target (tau 1: a copy)
+                        for p_t, p in zip(target.parameters(), model.parameters()):
                             p_t.lerp_(p, args.tau)
                 guard.watch_params("parameters", model)
                 guard.check(step)
@@ -341,13 +302,13 @@ def load_policy(path: str, device: str = "cpu"):
     @torch.no_grad()
     def policy(obs, info=None):
         as_numpy = not isinstance(obs, torch.Tensor)
-        x = torch.as_tensor(np.asarray(obs) if as_numpy else obs, dtype=torch.float32, device=device)
+        obs = np.asarray(obs) if as_numpy else obs
+        x = torch.as_tensor(obs, dtype=torch.float32, device=device)
         single = x.dim() == 2
         if info is not None and "avail_actions" in info:
-            info = {"avail_actions": torch.as_tensor(np.asarray(info["avail_actions"]) if as_numpy else
-                                                     info["avail_actions"], device=device).bool()}
-            if single:
-                info["avail_actions"] = info["avail_actions"].unsqueeze(0)
+            m = info["avail_actions"]
+            m = torch.as_tensor(np.asarray(m) if as_numpy else m, device=device).bool()
+            info = {"avail_actions": m.unsqueeze(0) if single else m}
         a = greedy(x.unsqueeze(0) if single else x, info)
         a = a.squeeze(0) if single else a
         return a.cpu().numpy() if as_numpy else a

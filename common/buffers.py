@@ -33,24 +33,42 @@ class ReplayBuffer:
     `terminated` only: a truncated transition then bootstraps from its real next state.
     """
 
-    def __init__(self, capacity: int, obs_shape: tuple, action_shape: tuple = (), action_dtype=torch.float32,
-                 device="cpu", obs_dtype=torch.float32, reward_shape: tuple = ()):
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: tuple,
+        action_shape: tuple = (),
+        action_dtype=torch.float32,
+        device="cpu",
+        obs_dtype=torch.float32,
+        reward_shape: tuple = (),
+    ):
         if capacity <= 0:
             raise UserError(f"buffer capacity must be positive, got {capacity}")
         self.capacity = int(capacity)
         self.device = torch.device(device)
-        # uninitialized: only the rows below `size` are ever read or saved, and a large buffer is not written in
-        # full up front (a million rows of joint observations would be zero-filled at start-up for nothing; the
-        # pages are touched as transitions arrive)
-        if isinstance(obs_shape, dict):  # named observation groups: {name: an example batch [n, ...]}
-            self.obs = Named({k: torch.empty((capacity, *x.shape[1:]), dtype=x.dtype, device=self.device)
-                              for k, x in obs_shape.items()})
+        # uninitialized: only the rows below `size` are ever read or saved, and a large buffer is
+        # not written in full up front (a million rows of joint observations would be zero-filled at
+        # start-up for nothing; the pages are touched as transitions arrive)
+        # named observation groups: {name: an example batch [n, ...]}
+        if isinstance(obs_shape, dict):
+            self.obs = Named(
+                {
+                    k: torch.empty((capacity, *x.shape[1:]), dtype=x.dtype, device=self.device)
+                    for k, x in obs_shape.items()
+                }
+            )
             self.next_obs = Named({k: torch.empty_like(x) for k, x in self.obs.items()})
         else:
             self.obs = torch.empty((capacity, *obs_shape), dtype=obs_dtype, device=self.device)
             self.next_obs = torch.empty((capacity, *obs_shape), dtype=obs_dtype, device=self.device)
-        self.actions = torch.empty((capacity, *action_shape), dtype=action_dtype, device=self.device)
-        self.rewards = torch.empty((capacity, *reward_shape), dtype=torch.float32, device=self.device)  # (A,): per agent
+        self.actions = torch.empty(
+            (capacity, *action_shape), dtype=action_dtype, device=self.device
+        )
+        # (A,): per agent
+        self.rewards = torch.empty(
+            (capacity, *reward_shape), dtype=torch.float32, device=self.device
+        )
         self.terminated = torch.empty(capacity, dtype=torch.float32, device=self.device)
         self.pos = 0  # next write index
         self.size = 0  # number of valid rows
@@ -62,7 +80,9 @@ class ReplayBuffer:
         """Write a batch of n transitions; returns the row indices written (for priorities)."""
         n = actions.shape[0]
         if n > self.capacity:
-            raise UserError(f"cannot add {n} transitions at once to a buffer of capacity {self.capacity}")
+            raise UserError(
+                f"cannot add {n} transitions at once to a buffer of capacity {self.capacity}"
+            )
         idx = (self.pos + torch.arange(n, device=self.device)) % self.capacity
         if isinstance(self.obs, dict):  # each group into its own storage (in its dtype)
             self.obs[idx], self.next_obs[idx] = obs, next_obs
@@ -76,18 +96,31 @@ class ReplayBuffer:
         self.size = min(self.size + n, self.capacity)
         return idx
 
-    def sample_indices(self, batch_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    def sample_indices(
+        self, batch_size: int, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         if self.size == 0:
-            raise RuntimeError("sampling from an empty replay buffer: fill it first (raise learning_starts)")
+            raise RuntimeError(
+                "sampling from an empty replay buffer: fill it first (raise learning_starts)"
+            )
         return torch.randint(0, self.size, (batch_size,), device=self.device, generator=generator)
 
     def get(self, idx: torch.Tensor, weights: torch.Tensor | None = None) -> Batch:
         if weights is None:
             weights = torch.ones(idx.shape[0], device=self.device)
-        return Batch(self.obs[idx], self.actions[idx], self.rewards[idx], self.next_obs[idx], self.terminated[idx],
-                     idx, weights)
+        return Batch(
+            self.obs[idx],
+            self.actions[idx],
+            self.rewards[idx],
+            self.next_obs[idx],
+            self.terminated[idx],
+            idx,
+            weights,
+        )
 
-    def sample(self, batch_size: int, beta: float | None = None, generator: torch.Generator | None = None) -> Batch:
+    def sample(
+        self, batch_size: int, beta: float | None = None, generator: torch.Generator | None = None
+    ) -> Batch:
         """A uniform batch (`beta` is accepted for interface parity with prioritized replay)."""
         return self.get(self.sample_indices(batch_size, generator))
 
@@ -97,18 +130,30 @@ class ReplayBuffer:
     def state_dict(self) -> dict:
         """Only the filled rows are saved."""
         n = self.size
-        return {"capacity": self.capacity, "pos": self.pos, "size": n,
-                "obs": self.obs[:n].clone(), "next_obs": self.next_obs[:n].clone(), "actions": self.actions[:n].clone(),
-                "rewards": self.rewards[:n].clone(), "terminated": self.terminated[:n].clone()}
+        return {
+            "capacity": self.capacity,
+            "pos": self.pos,
+            "size": n,
+            "obs": self.obs[:n].clone(),
+            "next_obs": self.next_obs[:n].clone(),
+            "actions": self.actions[:n].clone(),
+            "rewards": self.rewards[:n].clone(),
+            "terminated": self.terminated[:n].clone(),
+        }
 
     def load_state_dict(self, sd: dict) -> None:
         def rows(obs):  # the shape of a row (of each group)
-            return {k: tuple(v.shape[1:]) for k, v in obs.items()} if isinstance(obs, dict) else tuple(obs.shape[1:])
+            return (
+                {k: tuple(v.shape[1:]) for k, v in obs.items()}
+                if isinstance(obs, dict)
+                else tuple(obs.shape[1:])
+            )
 
         if sd["capacity"] != self.capacity or rows(sd["obs"]) != rows(self.obs):
             raise UserError(
-                f"saved replay buffer (capacity {sd['capacity']}, obs {rows(sd['obs'])}) does not fit this one "
-                f"(capacity {self.capacity}, obs {rows(self.obs)}): resume with the same --buffer-size and env"
+                f"saved replay buffer (capacity {sd['capacity']}, obs {rows(sd['obs'])}) does not "
+                f"fit this one (capacity {self.capacity}, obs {rows(self.obs)}): resume with the "
+                "same --buffer-size and env"
             )
         n = sd["size"]
         for name in ("obs", "next_obs", "actions", "rewards", "terminated"):
@@ -117,15 +162,19 @@ class ReplayBuffer:
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
-    """Proportional prioritized experience replay (Schaul et al., 2016, "Prioritized Experience Replay").
+    """Proportional prioritized experience replay (Schaul et al., 2016, "Prioritized Experience
+    Replay").
 
-    Row i has priority p_i = |delta_i| + eps (delta_i its latest TD error) and is drawn with probability
+    Row i has priority p_i = |delta_i| + eps (delta_i its latest TD error) and is drawn with
+    probability
 
-        P(i) = p_i^alpha / sum_k p_k^alpha            (alpha = 0: uniform, alpha = 1: fully proportional)
+        P(i) = p_i^alpha / sum_k p_k^alpha            (alpha = 0: uniform, alpha = 1: fully
+        proportional)
 
     and the loss of a sampled row is scaled by the importance-sampling weight
 
-        w_i = (N * P(i))^(-beta) / max_{j in batch} w_j     (N = rows filled; beta anneals towards 1)
+        w_i = (N * P(i))^(-beta) / max_{j in batch} w_j     (N = rows filled; beta anneals towards
+        1)
 
     so the largest weight in a batch is 1. A row that was never trained on gets the largest priority
     seen so far, max_p (a running maximum, initially 1.0), so it is replayed at least once soon.
@@ -142,20 +191,32 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     add/sample/update_priorities have no host sync: no Python branch reads a tensor value.
     """
 
-    def __init__(self, capacity: int, obs_shape: tuple, action_shape: tuple = (), action_dtype=torch.float32,
-                 device="cpu", obs_dtype=torch.float32, alpha: float = 0.6, eps: float = 1e-6):
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: tuple,
+        action_shape: tuple = (),
+        action_dtype=torch.float32,
+        device="cpu",
+        obs_dtype=torch.float32,
+        alpha: float = 0.6,
+        eps: float = 1e-6,
+    ):
         super().__init__(capacity, obs_shape, action_shape, action_dtype, device, obs_dtype)
         if alpha < 0:
             raise UserError(f"prioritized replay needs alpha >= 0 (0 = uniform), got {alpha}")
         if eps <= 0:
-            raise UserError(f"prioritized replay needs eps > 0 so every row can be sampled, got {eps}")
+            raise UserError(
+                f"prioritized replay needs eps > 0 so every row can be sampled, got {eps}"
+            )
         self.alpha = float(alpha)
         self.eps = float(eps)
         self.tree_dtype = torch.float32 if self.device.type == "mps" else torch.float64
         self.num_leaves = 1 << (self.capacity - 1).bit_length()  # L: power of two >= capacity
         self.depth = self.num_leaves.bit_length() - 1  # levels below the root
         self.tree = torch.zeros(2 * self.num_leaves, dtype=self.tree_dtype, device=self.device)
-        self.max_priority = torch.ones((), dtype=self.tree_dtype, device=self.device)  # running max of p
+        # running max of p
+        self.max_priority = torch.ones((), dtype=self.tree_dtype, device=self.device)
 
     # ---- sum-tree -------------------------------------------------------------------------------
     def _set_leaves(self, idx: torch.Tensor, values: torch.Tensor) -> None:
@@ -170,8 +231,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         """Recompute every internal node from the leaves (same values as incremental updates)."""
         lo = self.num_leaves
         while lo > 1:
-            children = self.tree[lo:2 * lo]
-            self.tree[lo // 2:lo] = children[0::2] + children[1::2]
+            children = self.tree[lo : 2 * lo]
+            self.tree[lo // 2 : lo] = children[0::2] + children[1::2]
             lo //= 2
 
     @property
@@ -181,22 +242,26 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     def leaf_priorities(self) -> torch.Tensor:
         """p_i^alpha of the filled rows (a view into the tree)."""
-        return self.tree[self.num_leaves:self.num_leaves + self.size]
+        return self.tree[self.num_leaves : self.num_leaves + self.size]
 
     # ---- buffer API -----------------------------------------------------------------------------
     def add(self, obs, actions, rewards, next_obs, terminated) -> torch.Tensor:
         """Write n transitions (overwriting the oldest when full) with leaf = max_p^alpha each."""
         idx = super().add(obs, actions, rewards, next_obs, terminated)
-        self._set_leaves(idx, (self.max_priority ** self.alpha).expand(idx.shape[0]))
+        self._set_leaves(idx, (self.max_priority**self.alpha).expand(idx.shape[0]))
         return idx
 
     def sample_indices_and_probs(self, batch_size: int, generator: torch.Generator | None = None):
         """Stratified proportional draw: (rows [B] long, P(row) [B] in the tree's dtype)."""
         if self.size == 0:
-            raise RuntimeError("sampling from an empty replay buffer: fill it first (raise learning_starts)")
+            raise RuntimeError(
+                "sampling from an empty replay buffer: fill it first (raise learning_starts)"
+            )
         total = self.tree[1]
         u = torch.rand(batch_size, dtype=self.tree_dtype, device=self.device, generator=generator)
-        u = (torch.arange(batch_size, dtype=self.tree_dtype, device=self.device) + u) * (total / batch_size)
+        u = (torch.arange(batch_size, dtype=self.tree_dtype, device=self.device) + u) * (
+            total / batch_size
+        )
         node = torch.ones(batch_size, dtype=torch.long, device=self.device)
         for _ in range(self.depth):
             left = 2 * node
@@ -205,16 +270,21 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             u = torch.where(go_right, u - left_mass, u)
             node = left + go_right.long()
         # Rounding can push a draw right past the last filled row (onto an empty leaf): rows fill
-        # from 0 upwards, so every empty leaf lies at index >= size and clamping lands on a filled one.
+        # from 0 upwards, so every empty leaf lies at index >= size and clamping lands on a filled
+        # one.
         idx = (node - self.num_leaves).clamp_(max=self.size - 1)
         probs = self.tree[idx + self.num_leaves] / total
         return idx, probs
 
-    def sample(self, batch_size: int, beta: float | None = 0.4, generator: torch.Generator | None = None) -> Batch:
+    def sample(
+        self, batch_size: int, beta: float | None = 0.4, generator: torch.Generator | None = None
+    ) -> Batch:
         """A prioritized batch; `weights` = (N P(i))^-beta / max over the batch (float32)."""
         if beta is None:
-            raise UserError("PrioritizedReplayBuffer.sample needs the importance-sampling exponent beta "
-                             "(a float in [0, 1], e.g. beta=0.4 annealed to 1.0 over training); got None")
+            raise UserError(
+                "PrioritizedReplayBuffer.sample needs the importance-sampling exponent beta "
+                "(a float in [0, 1], e.g. beta=0.4 annealed to 1.0 over training); got None"
+            )
         idx, probs = self.sample_indices_and_probs(batch_size, generator)
         weights = (self.size * probs) ** (-beta)  # beta: a float or a device scalar (no sync)
         weights = weights / weights.max()
@@ -226,14 +296,18 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         Rows must be filled (< size); duplicates are allowed (one of their values is kept).
         """
         indices = indices.to(device=self.device, dtype=torch.long).reshape(-1)
-        p = td_errors.detach().to(device=self.device, dtype=self.tree_dtype).reshape(-1).abs() + self.eps
+        p = (
+            td_errors.detach().to(device=self.device, dtype=self.tree_dtype).reshape(-1).abs()
+            + self.eps
+        )
         if p.numel() == 0:  # shape, not a value: no sync
             return
         self.max_priority = torch.maximum(self.max_priority, p.max())
-        self._set_leaves(indices, p ** self.alpha)
+        self._set_leaves(indices, p**self.alpha)
 
     def state_dict(self) -> dict:
-        """The parent's rows plus the filled leaves (p^alpha), max_p and alpha; the tree is rebuilt."""
+        """The parent's rows plus the filled leaves (p^alpha), max_p and alpha; the tree is
+        rebuilt."""
         sd = super().state_dict()
         sd["priorities"] = self.leaf_priorities().clone()
         sd["max_priority"] = self.max_priority.clone()
@@ -242,14 +316,20 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     def load_state_dict(self, sd: dict) -> None:
         if "priorities" not in sd:
-            raise UserError("this replay-buffer state has no priorities (saved from a uniform ReplayBuffer): "
-                             "resume with the same replay type (prioritized or not) as the saved run")
+            raise UserError(
+                "this replay-buffer state has no priorities (saved from a uniform ReplayBuffer): "
+                "resume with the same replay type (prioritized or not) as the saved run"
+            )
         if sd["alpha"] != self.alpha:
-            raise UserError(f"saved prioritized buffer used alpha={sd['alpha']}, this one alpha={self.alpha}: "
-                             "its stored priorities are p^alpha, so resume with the same alpha")
+            raise UserError(
+                f"saved prioritized buffer used alpha={sd['alpha']}, this one alpha={self.alpha}: "
+                "its stored priorities are p^alpha, so resume with the same alpha"
+            )
         super().load_state_dict(sd)
         self.tree.zero_()
-        self.tree[self.num_leaves:self.num_leaves + self.size] = sd["priorities"].to(self.device, self.tree_dtype)
+        self.tree[self.num_leaves : self.num_leaves + self.size] = sd["priorities"].to(
+            self.device, self.tree_dtype
+        )
         self._rebuild()
         self.max_priority = sd["max_priority"].to(self.device, self.tree_dtype).clone()
 
@@ -259,49 +339,69 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 # ---------------------------------------------------------------------------------------------
 # The H-term (ElegantRL's Hamiltonian term) is an actor-only update on whole trajectory windows, not
 # single transitions. `TrajectoryStore` keeps the most recent `horizon` steps of every sub-env (a
-# `[N, horizon]` ring on the device) and a table of the episodes that finished in it: sub-env, absolute
-# start step, length and return; episodes whose first step has been overwritten drop out.
-# `sample(batch, k_step, drop_rate)` ranks the stored episodes by return, drops the lowest `drop_rate`
-# fraction, normalizes the returns of the kept ones to zero mean and unit std, and draws `batch` windows
-# of `k_step` consecutive steps from them (episodes shorter than `k_step` give a masked, shorter window).
-# The loss on those windows is in each algos/*_h.py file. Everything is tensor code on the store's
-# device: finished episodes are appended with a cumulative-sum scatter (no host sync), windows are
-# gathered without a Python loop over windows or sub-envs.
+# `[N, horizon]` ring on the device) and a table of the episodes that finished in it: sub-env,
+# absolute start step, length and return; episodes whose first step has been overwritten drop out.
+# `sample(batch, k_step, drop_rate)` ranks the stored episodes by return, drops the lowest
+# `drop_rate` fraction, normalizes the returns of the kept ones to zero mean and unit std, and draws
+# `batch` windows of `k_step` consecutive steps from them (episodes shorter than `k_step` give a
+# masked, shorter window). The loss on those windows is in each algos/*_h.py file. Everything is
+# tensor code on the store's device: finished episodes are appended with a cumulative-sum scatter
+# (no host sync), windows are gathered without a Python loop over windows or sub-envs.
 
 
 class TrajectoryStore:
-    def __init__(self, num_envs: int, horizon: int, obs_shape: tuple | dict, action_shape: tuple = (),
-                 action_dtype=torch.float32, max_episodes: int = 4096, device="cpu"):
+    def __init__(
+        self,
+        num_envs: int,
+        horizon: int,
+        obs_shape: tuple | dict,
+        action_shape: tuple = (),
+        action_dtype=torch.float32,
+        max_episodes: int = 4096,
+        device="cpu",
+    ):
         if horizon <= 0 or max_episodes <= 0:
             raise UserError("TrajectoryStore needs a positive horizon and max_episodes")
         self.N, self.H, self.E = num_envs, horizon, max_episodes
         self.device = dev = torch.device(device)
-        if isinstance(obs_shape, dict):  # named observation groups: {name: an example batch [N, ...]}
-            self.obs = Named({k: x.new_zeros((num_envs, horizon, *x.shape[1:])) for k, x in obs_shape.items()})
+        # named observation groups: {name: an example batch [N, ...]}
+        if isinstance(obs_shape, dict):
+            self.obs = Named(
+                {k: x.new_zeros((num_envs, horizon, *x.shape[1:])) for k, x in obs_shape.items()}
+            )
         else:
             self.obs = torch.zeros((num_envs, horizon, *obs_shape), device=dev)
-        self.actions = torch.zeros((num_envs, horizon, *action_shape), dtype=action_dtype, device=dev)
-        # absolute step count of every sub-env (they step together), on the device and every update in place: a
-        # training iteration captured as a CUDA graph (common/graphs.py) replays `add` into this memory
+        self.actions = torch.zeros(
+            (num_envs, horizon, *action_shape), dtype=action_dtype, device=dev
+        )
+        # absolute step count of every sub-env (they step together), on the device and every update
+        # in place: a training iteration captured as a CUDA graph (common/graphs.py) replays `add`
+        # into this memory
         self.t = torch.zeros((), dtype=torch.long, device=dev)
-        self.ep_start = torch.zeros(num_envs, dtype=torch.long, device=dev)  # absolute start of the running episode
+        # absolute start of the running episode
+        self.ep_start = torch.zeros(num_envs, dtype=torch.long, device=dev)
         self.ep_return = torch.zeros(num_envs, device=dev)
-        # finished episodes: sub-env, absolute start, length, return; slot E is a sink for masked writes
+        # finished episodes: sub-env, absolute start, length, return; slot E is a sink for masked
+        # writes
         self.tab_env = torch.zeros(max_episodes + 1, dtype=torch.long, device=dev)
         self.tab_start = torch.zeros(max_episodes + 1, dtype=torch.long, device=dev)
         self.tab_len = torch.zeros(max_episodes + 1, dtype=torch.long, device=dev)
         self.tab_ret = torch.zeros(max_episodes + 1, device=dev)
         self.tab_count = torch.zeros((), dtype=torch.long, device=dev)  # episodes ever recorded
 
-    def add(self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, done: torch.Tensor) -> None:
-        """One vectorized step: `obs` the observation the action was taken in, `done` = terminated | truncated."""
+    def add(
+        self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, done: torch.Tensor
+    ) -> None:
+        """One vectorized step: `obs` the observation the action was taken in, `done` = terminated |
+        truncated."""
         col = (self.t % self.H).view(1)
-        for k, store in (self.obs.items() if isinstance(self.obs, dict) else [(None, self.obs)]):
+        for k, store in self.obs.items() if isinstance(self.obs, dict) else [(None, self.obs)]:
             store.index_copy_(1, col, (obs if k is None else obs[k]).unsqueeze(1).to(store.dtype))
         self.actions.index_copy_(1, col, actions.unsqueeze(1).to(self.actions.dtype))
         self.ep_return += rewards
         self.t += 1
-        # append the finished episodes to the table: row j of the finishing ones goes to slot count + j
+        # append the finished episodes to the table: row j of the finishing ones goes to slot count
+        # + j
         slot = self.tab_count + torch.cumsum(done.long(), 0) - 1
         slot = torch.where(done, slot % self.E, torch.full_like(slot, self.E))
         envs = torch.arange(self.N, device=self.device)
@@ -313,18 +413,35 @@ class TrajectoryStore:
         torch.where(done, self.t, self.ep_start, out=self.ep_start)
         self.ep_return.mul_(~done)
 
-    _STATE = ("obs", "actions", "ep_start", "ep_return", "tab_env", "tab_start", "tab_len", "tab_ret", "tab_count")
+    _STATE = (
+        "obs",
+        "actions",
+        "ep_start",
+        "ep_return",
+        "tab_env",
+        "tab_start",
+        "tab_len",
+        "tab_ret",
+        "tab_count",
+    )
 
     def state_dict(self) -> dict:
-        return {"t": int(self.t), **{k: getattr(self, k).clone() for k in self._STATE}}  # (saving waits anyway)
+        # (saving waits anyway)
+        return {"t": int(self.t), **{k: getattr(self, k).clone() for k in self._STATE}}
 
     def load_state_dict(self, sd: dict) -> None:
         def shapes(obs):
-            return {k: tuple(v.shape) for k, v in obs.items()} if isinstance(obs, dict) else tuple(obs.shape)
+            return (
+                {k: tuple(v.shape) for k, v in obs.items()}
+                if isinstance(obs, dict)
+                else tuple(obs.shape)
+            )
 
         if shapes(sd["obs"]) != shapes(self.obs) or sd["tab_ret"].shape != self.tab_ret.shape:
-            raise UserError(f"saved H-term store {shapes(sd['obs'])} does not fit this one {shapes(self.obs)}: "
-                             f"resume with the same --num-envs and --h-term-* sizes")
+            raise UserError(
+                f"saved H-term store {shapes(sd['obs'])} does not fit this one {shapes(self.obs)}: "
+                f"resume with the same --num-envs and --h-term-* sizes"
+            )
         self.t.fill_(int(sd["t"]))
         for k in self._STATE:
             getattr(self, k).copy_(sd[k])
@@ -333,17 +450,26 @@ class TrajectoryStore:
         """Mask over table slots: recorded, and the whole episode still in the ring."""
         slots = torch.arange(self.E, device=self.device)
         recorded = slots < self.tab_count
-        in_ring = self.tab_start[:self.E] >= self.t - self.H
+        in_ring = self.tab_start[: self.E] >= self.t - self.H
         return recorded & in_ring
 
-    def sample(self, batch: int, k_step: int, drop_rate: float = 0.125, generator: torch.Generator | None = None):
+    def sample(
+        self,
+        batch: int,
+        k_step: int,
+        drop_rate: float = 0.125,
+        generator: torch.Generator | None = None,
+    ):
         """`batch` windows of `k_step` steps from the best `1 - drop_rate` of the stored episodes.
 
-        Returns (obs [B, K, ...], actions [B, K, ...], mask [B, K] bool, returns_norm [B], any_valid []):
-        `any_valid` is False (as a tensor, no sync) while no episode is stored; the loss is then 0.
+        Returns (obs [B, K, ...], actions [B, K, ...], mask [B, K] bool, returns_norm [B], any_valid
+        []): `any_valid` is False (as a tensor, no sync) while no episode is stored; the loss is
+        then 0.
         """
         valid = self.valid()
-        ret = torch.where(valid, self.tab_ret[:self.E], torch.full_like(self.tab_ret[:self.E], -float("inf")))
+        ret = torch.where(
+            valid, self.tab_ret[: self.E], torch.full_like(self.tab_ret[: self.E], -float("inf"))
+        )
         n_valid = valid.sum()
         n_keep = torch.clamp(torch.ceil(n_valid * (1.0 - drop_rate)).long(), min=1)
         order = torch.argsort(ret, descending=True)  # valid episodes first, best first

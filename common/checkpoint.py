@@ -1,14 +1,15 @@
 """Checkpoints: one file, written atomically (temp file, fsync, rename), versioned
-(`CHECKPOINT_FORMAT`; older versions are migrated on load where that is possible, refused by name where
-not), checked on load (whose it is, which env, and on resume the env's spaces: `spaces_of`,
-`check_spaces`); the flags a resumed run may change (`resume_args`); and the Ctrl-C message naming the
-checkpoint to resume from (`resume_hint`).
+(`CHECKPOINT_FORMAT`; older versions are migrated on load where that is possible, refused by name
+where not), checked on load (whose it is, which env, and on resume the env's spaces: `spaces_of`,
+`check_spaces`); the flags a resumed run may change (`resume_args`); and the Ctrl-C message naming
+the checkpoint to resume from (`resume_hint`).
 
 Format history:
-* rl-checkpoint/1: SAC-family temperatures (`log_alpha` and its Adam moments) were 0-dim tensors in the
-  first checkpoints of this version; no record of the env's spaces.
-* rl-checkpoint/2: `log_alpha` has shape (1,); `spaces` records the env's observation and action spaces
-  (and agent count), so that a resume on a changed env is refused by name. /1 files are migrated.
+* rl-checkpoint/1: SAC-family temperatures (`log_alpha` and its Adam moments) were 0-dim tensors in
+  the first checkpoints of this version; no record of the env's spaces.
+* rl-checkpoint/2: `log_alpha` has shape (1,); `spaces` records the env's observation and action
+  spaces (and agent count), so that a resume on a changed env is refused by name. /1 files are
+  migrated.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ CHECKPOINT_FORMAT = "rl-checkpoint/2"
 
 
 def _v1_to_v2(ckpt: dict) -> dict:
-    """rl-checkpoint/1 -> /2: a 0-dim `log_alpha` (and its optimizer's 0-dim moments) become shape (1,)."""
+    """rl-checkpoint/1 -> /2: a 0-dim `log_alpha` (and its optimizer's 0-dim moments) become shape
+    (1,)."""
     if torch.is_tensor(ckpt.get("log_alpha")) and ckpt["log_alpha"].dim() == 0:
         ckpt["log_alpha"] = ckpt["log_alpha"].reshape(1)
         for state in ckpt.get("alpha_opt", {}).get("state", {}).values():
@@ -45,10 +47,10 @@ MIGRATIONS = {"rl-checkpoint/1": _v1_to_v2}
 
 
 def _remove_stale_temps(path: Path) -> None:
-    """Remove the temp files that writers of `path` killed mid-write left behind: those named after a
-    process that no longer runs (a live writer's, e.g. another population member's, is kept)."""
+    """Remove the temp files that writers of `path` killed mid-write left behind: those named after
+    a process that no longer runs (a live writer's, e.g. another population member's, is kept)."""
     for stale in path.parent.glob(f".{path.name}.*.tmp"):
-        pid = stale.name[len(path.name) + 2:].split(".", 1)[0]
+        pid = stale.name[len(path.name) + 2 :].split(".", 1)[0]
         if not pid.isdigit():
             continue
         try:
@@ -71,7 +73,9 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp"
+        )
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -80,10 +84,13 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
     except BaseException as e:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-        if isinstance(e, OSError):  # a full disk, a read-only or vanished directory: the user's to fix
+        # a full disk, a read-only or vanished directory: the user's to fix
+        if isinstance(e, OSError):
             kept = "the previous file is intact" if path.exists() else "nothing was written"
-            raise UserOSError(f"could not write {path} ({e.strerror or e}; {kept}): free disk space or "
-                          f"pass a writable --out-dir, then continue with --resume") from None
+            raise UserOSError(
+                f"could not write {path} ({e.strerror or e}; {kept}): free disk space or "
+                f"pass a writable --out-dir, then continue with --resume"
+            ) from None
         raise
     try:  # make the rename durable too
         dfd = os.open(path.parent, os.O_RDONLY)
@@ -95,44 +102,65 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
 
 
 def save_checkpoint(path: str | os.PathLike, payload: dict) -> Path:
-    """Write `payload` (a dict of tensors, state dicts, args ...) to `path` atomically (`atomic_write`)."""
+    """Write `payload` (a dict of tensors, state dicts, args ...) to `path` atomically
+    (`atomic_write`)."""
     payload = {"format": CHECKPOINT_FORMAT, **payload}
     buf = io.BytesIO()
     torch.save(payload, buf)
     return atomic_write(path, buf.getbuffer())
 
 
-def load_checkpoint(path: str | os.PathLike, algo: str | None = None, env_id: str | None = None,
-                    map_location="cpu") -> dict:
+def load_checkpoint(
+    path: str | os.PathLike, algo: str | None = None, env_id: str | None = None, map_location="cpu"
+) -> dict:
     """Load a checkpoint written by `save_checkpoint`, checking that it is one and whose it is."""
     path = Path(path)
     if not path.is_file():
-        raise UserFileNotFoundError(f"no checkpoint at {path} (pass the .pt file a run wrote, e.g. runs/<run>/checkpoint.pt)")
+        raise UserFileNotFoundError(
+            f"no checkpoint at {path} (pass the .pt file a run wrote, e.g. "
+            f"runs/<run>/checkpoint.pt)"
+        )
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=False)
     except Exception as e:
-        raise UserError(f"{path} is not a readable checkpoint ({type(e).__name__}: {e}); "
-                         f"it may be truncated or another kind of file") from None
+        raise UserError(
+            f"{path} is not a readable checkpoint ({type(e).__name__}: {e}); "
+            f"it may be truncated or another kind of file"
+        ) from None
     if not isinstance(ckpt, dict) or "format" not in ckpt:
-        found = "a dict without a format entry" if isinstance(ckpt, dict) else f"a {type(ckpt).__name__}"
-        raise UserError(f"{path} is not a checkpoint of this library (found {found}, expected format "
-                         f"{CHECKPOINT_FORMAT!r}); pass a checkpoint.pt written by one of algos/*.py")
+        found = (
+            "a dict without a format entry"
+            if isinstance(ckpt, dict)
+            else f"a {type(ckpt).__name__}"
+        )
+        raise UserError(
+            f"{path} is not a checkpoint of this library (found {found}, expected format "
+            f"{CHECKPOINT_FORMAT!r}); pass a checkpoint.pt written by one of algos/*.py"
+        )
     while ckpt["format"] in MIGRATIONS:
         ckpt = MIGRATIONS[ckpt["format"]](ckpt)
     if ckpt["format"] != CHECKPOINT_FORMAT:
-        raise UserError(f"{path} has checkpoint format {ckpt['format']!r}; this version of the library reads "
-                         f"{CHECKPOINT_FORMAT!r} (and migrates {', '.join(map(repr, MIGRATIONS))}): load it with "
-                         f"the version of the library that wrote it")
+        raise UserError(
+            f"{path} has checkpoint format {ckpt['format']!r}; this version of the library reads "
+            f"{CHECKPOINT_FORMAT!r} (and migrates {', '.join(map(repr, MIGRATIONS))}): load it "
+            "with the version of the library that wrote it"
+        )
     if algo is not None and ckpt.get("algo") != algo:
-        raise UserError(f"{path} was written by algos/{ckpt.get('algo')}.py, not algos/{algo}.py; "
-                         f"load it with algos/{ckpt.get('algo')}.py")
+        raise UserError(
+            f"{path} was written by algos/{ckpt.get('algo')}.py, not algos/{algo}.py; "
+            f"load it with algos/{ckpt.get('algo')}.py"
+        )
     if env_id is not None and ckpt.get("env_id") != env_id:
-        raise UserError(f"{path} was trained on {ckpt.get('env_id')!r}, not {env_id!r}; pass --env {ckpt.get('env_id')}")
+        raise UserError(
+            f"{path} was trained on {ckpt.get('env_id')!r}, not {env_id!r}; pass --env "
+            f"{ckpt.get('env_id')}"
+        )
     return ckpt
 
 
 def _describe(space) -> str:
-    """A space in a few words: type, shape, dtype (a Box's bounds left out), sub-spaces of a Dict."""
+    """A space in a few words: type, shape, dtype (a Box's bounds left out), sub-spaces of a
+    Dict."""
     import gymnasium as gym
 
     if isinstance(space, gym.spaces.Box):
@@ -143,47 +171,65 @@ def _describe(space) -> str:
 
 
 def spaces_of(env) -> dict:
-    """What a checkpoint records of its env (`"spaces"` entry): the env's own single observation and action
-    spaces (beneath the wrappers, as the user made it), described, and the number of agents of a multi-agent
-    env."""
+    """What a checkpoint records of its env (`"spaces"` entry): the env's own single observation and
+    action spaces (beneath the wrappers, as the user made it), described, and the number of agents
+    of a multi-agent env."""
     env = getattr(env, "unwrapped", env)
-    out = {"observation": _describe(env.single_observation_space), "action": _describe(env.single_action_space)}
+    out = {
+        "observation": _describe(env.single_observation_space),
+        "action": _describe(env.single_action_space),
+    }
     if hasattr(env, "n_agents"):
         out["agents"] = int(env.n_agents)
     return out
 
 
 def check_spaces(ckpt: dict | None, env, path: str | None) -> None:
-    """On resume (`ckpt` not None): refuse, by name, an env whose spaces differ from the saved run's (the
-    same env id may now build another env: a changed data file, an edited custom env)."""
+    """On resume (`ckpt` not None): refuse, by name, an env whose spaces differ from the saved run's
+    (the same env id may now build another env: a changed data file, an edited custom env)."""
     if ckpt is None or "spaces" not in ckpt:
         return
     saved, mine = ckpt["spaces"], spaces_of(env)
     for key in ("observation", "action", "agents"):
         if saved.get(key) != mine.get(key):
             what = "number of agents" if key == "agents" else f"{key} space"
-            raise UserError(f"{path} was trained on {ckpt.get('env_id')!r} with {what} {saved.get(key)}, but this "
-                             f"env has {mine.get(key)}: the env changed since the checkpoint was written; resume "
-                             f"with the env it was trained on, or start a new run (without --resume)")
+            raise UserError(
+                f"{path} was trained on {ckpt.get('env_id')!r} with {what} {saved.get(key)}, but "
+                f"this env has {mine.get(key)}: the env changed since the checkpoint was written; "
+                "resume with the env it was trained on, or start a new run (without --resume)"
+            )
 
 
 # flags that may change when a run is resumed; every other flag is the run's identity
-RESUME_MAY_CHANGE = {"resume", "total_steps", "quiet", "track", "wandb_project", "device", "eval_every",
-                     "eval_episodes", "save_every", "out_dir", "compile", "tensorboard"}
+RESUME_MAY_CHANGE = {
+    "resume",
+    "total_steps",
+    "quiet",
+    "track",
+    "wandb_project",
+    "device",
+    "eval_every",
+    "eval_episodes",
+    "save_every",
+    "out_dir",
+    "compile",
+    "tensorboard",
+}
 
 
 def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
-    """The arguments a resumed run continues with: the saved ones. A flag left at its default (`defaults`, else
-    the dataclass's own) takes the saved value (so does one at the dataclass's default: a run resumed in code,
-    `main(Args(resume=...))`); a flag set to another value than the saved one is refused with a message naming
-    both, except the flags in `RESUME_MAY_CHANGE` (the run's length and bookkeeping: `--total-steps`,
-    `--save-every`, `--eval-every`, ...), which take the value given. `--device` is this machine's: never the
-    saved one."""
+    """The arguments a resumed run continues with: the saved ones. A flag left at its default
+    (`defaults`, else the dataclass's own) takes the saved value (so does one at the dataclass's
+    default: a run resumed in code, `main(Args(resume=...))`); a flag set to another value than the
+    saved one is refused with a message naming both, except the flags in `RESUME_MAY_CHANGE` (the
+    run's length and bookkeeping: `--total-steps`, `--save-every`, `--eval-every`, ...), which take
+    the value given. `--device` is this machine's: never the saved one."""
     saved, changes = ckpt["args"], {}
     plain = type(args)()  # the dataclass's own defaults: what `main(Args(resume=...))` starts from
     defaults = plain if defaults is None else defaults
 
-    def left_out(name: str) -> bool:  # at the task's default (the command line) or the dataclass's (in code)
+    # at the task's default (the command line) or the dataclass's (in code)
+    def left_out(name: str) -> bool:
         return getattr(args, name) in (getattr(defaults, name), getattr(plain, name))
 
     for f in dataclasses.fields(args):
@@ -194,26 +240,35 @@ def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
         if mine == theirs:
             continue
         if f.name in RESUME_MAY_CHANGE:
-            if left_out(f.name):  # not given: the saved run's (its length, its checkpoint cadence, ...)
+            # not given: the saved run's (its length, its checkpoint cadence, ...)
+            if left_out(f.name):
                 changes[f.name] = theirs
             continue
-        # --env is "left out" only at the dataclass's own default (`defaults` may have been built for --env)
+        # --env is "left out" only at the dataclass's own default (`defaults` may have been built
+        # for --env)
         if (mine == plain.env) if f.name == "env" else left_out(f.name):
             changes[f.name] = theirs
         elif f.name == "env":
-            raise UserError(f"{path} was trained on {theirs!r}, not {mine!r}; drop --env or pass --env {theirs}")
+            raise UserError(
+                f"{path} was trained on {theirs!r}, not {mine!r}; drop --env or pass --env {theirs}"
+            )
         else:
             flag = "--" + f.name.replace("_", "-")
-            raise UserError(f"{path} was trained with {flag} {theirs}, not {mine}: a resumed run keeps its "
-                             f"settings (drop {flag}); only {', '.join(sorted(RESUME_MAY_CHANGE))} may change")
+            raise UserError(
+                f"{path} was trained with {flag} {theirs}, not {mine}: a resumed run keeps its "
+                f"settings (drop {flag}); only {', '.join(sorted(RESUME_MAY_CHANGE))} may change"
+            )
     return dataclasses.replace(args, **changes)
 
 
 def interrupted(ckpt_path: Path) -> str:
-    """The line a run stopped by Ctrl-C ends with: which checkpoint is intact and how to continue from it."""
+    """The line a run stopped by Ctrl-C ends with: which checkpoint is intact and how to continue
+    from it."""
     if Path(ckpt_path).is_file():
         step = torch.load(ckpt_path, map_location="cpu", weights_only=False).get("global_step", "?")
-        return f"interrupted; {ckpt_path} (step {step}) is intact: continue with --resume {ckpt_path}"
+        return (
+            f"interrupted; {ckpt_path} (step {step}) is intact: continue with --resume {ckpt_path}"
+        )
     return "interrupted before the first checkpoint was written (see --save-every)"
 
 

@@ -1,6 +1,7 @@
 """Multi-process training on `torch.distributed`, launched by `torchrun` (the thin part).
 
-    torchrun --nproc-per-node 2 algos/ppo_podracer.py --env CartPole-v1   (or td3_podracer.py, sac_podracer.py)
+    torchrun --nproc-per-node 2 algos/ppo_podracer.py --env CartPole-v1
+    (or td3_podracer.py, sac_podracer.py)
 
 `init(device)` reads torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT),
 joins the process group (NCCL on CUDA, gloo on CPU) and picks this rank's device (`cuda:LOCAL_RANK`
@@ -15,9 +16,10 @@ synchronous:
   parallel SGD; the ranks stay bit-identical).
 `broadcast(modules)` makes rank 0's initial weights everyone's. `fuse_statistics(rms)` pools the
 ranks' observation-normalizer statistics (so every rank normalizes alike). Only rank 0 logs,
-evaluates and writes checkpoints (`ctx.is_main`); at a checkpoint tick `gather_to_main(state)` brings
-every rank's own state (environments, RNG, optimizer) to rank 0, so that the one checkpoint file
-resumes every rank exactly. `all_mean(x)` averages a tensor over ranks (e.g. a KL all ranks test).
+evaluates and writes checkpoints (`ctx.is_main`); at a checkpoint tick `gather_to_main(state)`
+brings every rank's own state (environments, RNG, optimizer) to rank 0, so that the one checkpoint
+file resumes every rank exactly. `all_mean(x)` averages a tensor over ranks (e.g. a KL all ranks
+test).
 
 `solo()` runs code as one process even under torchrun: population members (`population/`)
 are torchrun workers that each train their own algorithm instance, not one fused learner.
@@ -33,10 +35,22 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from common.device import resolve_device
 from common.errors import UserError
 
-__all__ = ["Context", "init", "solo", "broadcast", "fuse", "fuse_statistics", "allreduce_gradients", "all_mean",
-           "gather_to_main", "shutdown"]
+__all__ = [
+    "Context",
+    "init",
+    "solo",
+    "broadcast",
+    "fuse",
+    "fuse_statistics",
+    "allreduce_gradients",
+    "all_mean",
+    "gather_to_main",
+    "shutdown",
+    "norm_stats",
+]
 
 _SOLO = 0  # > 0 inside `solo()`
 
@@ -67,25 +81,31 @@ def solo():
         _SOLO -= 1
 
 
-def init(device: torch.device) -> tuple[Context, torch.device]:
-    """Join torchrun's process group if there is one; return the context and this rank's device."""
+def init(device: torch.device | str) -> tuple[Context, torch.device]:
+    """Join torchrun's process group if there is one; return the context and this rank's device
+    (`device`: a torch.device, or a `--device` value that `common.device.resolve_device` reads)."""
+    if isinstance(device, str):
+        device = resolve_device(device)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1 or _SOLO:
         return Context(), device
     rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     if device.type == "cuda":
         if local >= torch.cuda.device_count():
-            raise RuntimeError(f"LOCAL_RANK {local} but only {torch.cuda.device_count()} GPUs here: "
-                               f"use --nproc-per-node {torch.cuda.device_count()} or fewer")
+            raise RuntimeError(
+                f"LOCAL_RANK {local} but only {torch.cuda.device_count()} GPUs here: "
+                f"use --nproc-per-node {torch.cuda.device_count()} or fewer"
+            )
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
     if not dist.is_initialized():
-        # Import now what the first optimizer would import later (torch.optim -> torch._dynamo -> FSDP ->
-        # torch.distributed.nn): torch.distributed.nn.functional binds `group.WORLD` as a default argument of
-        # ten functions at import time, so imported after init_process_group it holds the process group past
-        # destroy_process_group, and gloo's worker threads then outlive the interpreter; one freeing a
-        # finished collective's tensors at exit needs the GIL of an interpreter that is shutting down, and the
-        # process aborts (SIGABRT, "terminate called without an active exception"; now and then).
+        # Import now what the first optimizer would import later (torch.optim -> torch._dynamo ->
+        # FSDP -> torch.distributed.nn): torch.distributed.nn.functional binds `group.WORLD` as a
+        # default argument of ten functions at import time, so imported after init_process_group it
+        # holds the process group past destroy_process_group, and gloo's worker threads then outlive
+        # the interpreter; one freeing a finished collective's tensors at exit needs the GIL of an
+        # interpreter that is shutting down, and the process aborts (SIGABRT, "terminate called
+        # without an active exception"; now and then).
         importlib.import_module("torch._dynamo")
 
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
@@ -93,9 +113,19 @@ def init(device: torch.device) -> tuple[Context, torch.device]:
 
 
 def shutdown(ctx: Context) -> None:
-    """Leave the process group; its worker threads end here, not at interpreter exit (see `init`)."""
+    """Leave the process group; its worker threads end here, not at interpreter exit (see
+    `init`)."""
     if ctx.enabled and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def norm_stats(env) -> list:
+    """The running statistics of `env`'s observation and reward normalizers (`common.wrappers`), of
+    those it has: what `fuse_statistics` pools."""
+    from common.wrappers import NormalizeObservation, NormalizeReward, find_wrapper
+
+    found = (find_wrapper(env, NormalizeObservation), find_wrapper(env, NormalizeReward))
+    return [w.rms for w in found if w is not None]
 
 
 def _tensors(modules) -> list[torch.Tensor]:
@@ -113,7 +143,7 @@ def _average_(tensors: list[torch.Tensor], world: int) -> None:
     offset = 0
     for t in tensors:
         n = t.numel()
-        t.data.copy_(flat[offset:offset + n].view_as(t))
+        t.data.copy_(flat[offset : offset + n].view_as(t))
         offset += n
 
 
@@ -129,11 +159,17 @@ def broadcast(ctx: Context, modules) -> None:
 @torch.no_grad()
 def fuse(ctx: Context, modules, optimizers=()) -> None:
     """Model fusion: average parameters, buffers and the optimizers' per-parameter state tensors
-    (Adam's moments, also of scalar parameters; the step counts are equal on every rank and left alone)."""
+    (Adam's moments, also of scalar parameters; the step counts are equal on every rank and left
+    alone)."""
     if not ctx.enabled:
         return
-    state = [v for opt in optimizers for s in opt.state.values() for k, v in s.items()
-             if torch.is_tensor(v) and k != "step"]
+    state = [
+        v
+        for opt in optimizers
+        for s in opt.state.values()
+        for k, v in s.items()
+        if torch.is_tensor(v) and k != "step"
+    ]
     _average_(_tensors(modules) + state, ctx.world_size)
 
 
@@ -149,11 +185,13 @@ def fuse_statistics(ctx: Context, stats) -> None:
         if rms is None:
             continue
         w = rms.count.reshape(1)
-        packed = torch.cat([w, (w * rms.mean).reshape(-1), (w * (rms.var + rms.mean.square())).reshape(-1)])
+        packed = torch.cat(
+            [w, (w * rms.mean).reshape(-1), (w * (rms.var + rms.mean.square())).reshape(-1)]
+        )
         dist.all_reduce(packed)
         total, n = packed[0], rms.mean.numel()
-        mean = packed[1:1 + n].view_as(rms.mean) / total
-        var = (packed[1 + n:].view_as(rms.var) / total - mean.square()).clamp_min(0)
+        mean = packed[1 : 1 + n].view_as(rms.mean) / total
+        var = (packed[1 + n :].view_as(rms.var) / total - mean.square()).clamp_min(0)
         # in place: a deployable policy (common/policy.py) reads these very tensors
         rms.mean.copy_(mean), rms.var.copy_(var), rms.count.copy_(total / ctx.world_size)
 
@@ -188,10 +226,10 @@ def _to_cpu(obj):
 
 
 def gather_to_main(ctx: Context, obj) -> list | None:
-    """Every rank's `obj` (any picklable object: state dicts, RNG states, tensors), as a list indexed
-    by rank on rank 0 and None on the other ranks; single-process: `[obj]`. Rank 0's own entry is
-    `obj` itself; the others' tensors arrive on the CPU. A collective (pickling, host syncs): call it
-    on every rank at the same point, at checkpoint ticks only."""
+    """Every rank's `obj` (any picklable object: state dicts, RNG states, tensors), as a list
+    indexed by rank on rank 0 and None on the other ranks; single-process: `[obj]`. Rank 0's own
+    entry is `obj` itself; the others' tensors arrive on the CPU. A collective (pickling, host
+    syncs): call it on every rank at the same point, at checkpoint ticks only."""
     if not ctx.enabled:
         return [obj]
     out = [None] * ctx.world_size if ctx.is_main else None
@@ -202,13 +240,20 @@ def gather_to_main(ctx: Context, obj) -> list | None:
 
 
 def check_world_size(ckpt: dict, ctx: Context, path: str, script: str) -> None:
-    """A checkpoint that holds every rank's envs, RNG and optimizer resumes with the world size that wrote it;
-    otherwise a ValueError names the command that resumes it (`script`: the algorithm file)."""
+    """A checkpoint that holds every rank's envs, RNG and optimizer resumes with the world size that
+    wrote it; otherwise a ValueError names the command that resumes it (`script`: the algorithm
+    file)."""
     saved = int(ckpt.get("world_size", 1))
     if saved == ctx.world_size:
         return
-    how = (f"torchrun --nproc-per-node {saved} {script} --resume {path} (or --nnodes x --nproc-per-node "
-           f"= {saved} across nodes)" if saved > 1 else f"python {script} --resume {path} (without torchrun)")
-    raise UserError(f"{path} was written by {saved} process{'es' if saved > 1 else ''} and this run has "
-                     f"{ctx.world_size}: a checkpoint holds every rank's environments, RNG and optimizer state, "
-                     f"so resume it with {saved}: {how}")
+    how = (
+        f"torchrun --nproc-per-node {saved} {script} --resume {path} (or --nnodes x "
+        f"--nproc-per-node = {saved} across nodes)"
+        if saved > 1
+        else f"python {script} --resume {path} (without torchrun)"
+    )
+    raise UserError(
+        f"{path} was written by {saved} process{'es' if saved > 1 else ''} and this run has "
+        f"{ctx.world_size}: a checkpoint holds every rank's environments, RNG and optimizer state, "
+        f"so resume it with {saved}: {how}"
+    )

@@ -36,7 +36,11 @@ class EnsembleLinear(nn.Module):
 
     def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
         """`members` (indices): only those members' maps, `[len(members), B, out]`."""
-        weight, bias = (self.weight, self.bias) if members is None else (self.weight[members], self.bias[members])
+        weight, bias = (
+            (self.weight, self.bias)
+            if members is None
+            else (self.weight[members], self.bias[members])
+        )
         if x.dim() == 2:  # shared input for every member (a view, no copy)
             x = x.expand(weight.shape[0], *x.shape)
         return torch.baddbmm(bias, x, weight)
@@ -51,7 +55,9 @@ class EnsembleMLP(nn.Module):
     Input `[B, in]` (the same batch for every member) or `[K, B, in]`; output `[K, B, out]`.
     """
 
-    def __init__(self, k: int, in_dim: int, hidden=(256, 256), out_dim: int = 1, activation=nn.ReLU):
+    def __init__(
+        self, k: int, in_dim: int, hidden=(256, 256), out_dim: int = 1, activation=nn.ReLU
+    ):
         super().__init__()
         self.k = k
         sizes = [in_dim, *hidden, out_dim]
@@ -63,7 +69,8 @@ class EnsembleMLP(nn.Module):
         self.net = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
-        """All members, or only `members` (indices; e.g. REDQ's random target subset: the others cost nothing)."""
+        """All members, or only `members` (indices; e.g. REDQ's random target subset: the others
+        cost nothing)."""
         if members is None:
             return self.net(x)
         for layer in self.net:
@@ -72,7 +79,8 @@ class EnsembleMLP(nn.Module):
 
     @classmethod
     def from_mlps(cls, mlps: list[nn.Sequential]) -> "EnsembleMLP":
-        """Stack K `nn.Sequential` MLPs of identical shape (Linear/activation layers) into one ensemble."""
+        """Stack K `nn.Sequential` MLPs of identical shape (Linear/activation layers) into one
+        ensemble."""
         linears = [[m for m in mlp if isinstance(m, nn.Linear)] for mlp in mlps]
         sizes = [linears[0][0].in_features] + [lin.out_features for lin in linears[0]]
         act = next((type(m) for m in mlps[0] if not isinstance(m, nn.Linear)), nn.ReLU)

@@ -1,8 +1,8 @@
 """The one way a run says "you asked for something I cannot do": raise a `UserError`.
 
 `common.cli`'s hook prints a `UserError` as one line, `error: <message>`, exit status 2, without a
-traceback; every other exception is a bug to report and keeps its traceback. So the message names the
-fix (the flag to change, the package to install, the file to point at).
+traceback; every other exception is a bug to report and keeps its traceback. So the message names
+the fix (the flag to change, the package to install, the file to point at).
 
 The subclasses below are also the built-in exception a caller would catch for that kind of
 failure (`except FileNotFoundError` still catches a missing checkpoint), so nothing changes for
@@ -17,7 +17,8 @@ class UserError(ValueError):
 
 
 class UserTypeError(UserError, TypeError):
-    """An object of the wrong kind (an env that breaks the vec-env contract, a factory that is no callable)."""
+    """An object of the wrong kind (an env that breaks the vec-env contract, a factory that is no
+    callable)."""
 
 
 class UserFileNotFoundError(UserError, FileNotFoundError):
@@ -37,4 +38,5 @@ class MissingPackage(UserError, ModuleNotFoundError):
 
 
 class Diverged(UserError, FloatingPointError):
-    """A run that produced a NaN or Inf (common/guard.py): the message names the last good checkpoint."""
+    """A run that produced a NaN or Inf (common/guard.py): the message names the last good
+    checkpoint."""

@@ -46,22 +46,41 @@ class PolicyFn:
     `gymnasium.make(env_id)` env. `core` maps raw observations to env-native actions on `device`.
     """
 
-    def __init__(self, core: Callable[[torch.Tensor], torch.Tensor], device="cpu", env_id: str | None = None,
-                 obs_shape: tuple | None = None):
-        self.core, self.device, self.env_id, self.obs_shape = core, torch.device(device), env_id, obs_shape
-        self.module = core if isinstance(core, torch.nn.Module) else None  # a common.policy.Policy: exportable
+    def __init__(
+        self,
+        core: Callable[[torch.Tensor], torch.Tensor],
+        device="cpu",
+        env_id: str | None = None,
+        obs_shape: tuple | None = None,
+    ):
+        self.core, self.device, self.env_id, self.obs_shape = (
+            core,
+            torch.device(device),
+            env_id,
+            obs_shape,
+        )
+        # a common.policy.Policy: exportable
+        self.module = core if isinstance(core, torch.nn.Module) else None
 
     @torch.no_grad()
     def __call__(self, obs, action_mask=None):
-        """`action_mask` (bool, True = allowed; an env's `info["action_mask"]`): for a policy of a masked env."""
+        """`action_mask` (bool, True = allowed; an env's `info["action_mask"]`): for a policy of a
+        masked env."""
         as_numpy = not isinstance(obs, torch.Tensor)
-        x = torch.as_tensor(np.asarray(obs) if as_numpy else obs, dtype=torch.float32, device=self.device)
+        x = torch.as_tensor(
+            np.asarray(obs) if as_numpy else obs, dtype=torch.float32, device=self.device
+        )
         single = self.obs_shape is not None and x.dim() == len(self.obs_shape)
         if single:
             x = x.unsqueeze(0)
         if action_mask is not None:
-            m = torch.as_tensor(np.asarray(action_mask) if not isinstance(action_mask, torch.Tensor) else action_mask,
-                                dtype=torch.bool, device=self.device)
+            m = torch.as_tensor(
+                np.asarray(action_mask)
+                if not isinstance(action_mask, torch.Tensor)
+                else action_mask,
+                dtype=torch.bool,
+                device=self.device,
+            )
             a = self.core(x, action_mask=m.unsqueeze(0) if single else m)
         else:
             a = self.core(x)
@@ -71,17 +90,26 @@ class PolicyFn:
 
 
 class RecurrentPolicyFn(PolicyFn):
-    """A `PolicyFn` with memory (a recurrent policy, `algos/ppo_rnn.py`): `core(obs, state) -> (action, state)`,
-    the state batch first, one row per observation of the batch, kept from call to call.
+    """A `PolicyFn` with memory (a recurrent policy, `algos/ppo_rnn.py`):
+    `core(obs, state) -> (action, state)`, the state batch first, one row per observation of the
+    batch, kept from call to call.
 
         policy.reset()         forget everything: call it before new episodes (`evaluate` does)
-        policy.reset(done)     forget the rows where `done` (bool [B]) is true: with a vec env that resets
+        policy.reset(done)     forget the rows where `done` (bool [B]) is true: with a vec env that
+        resets
                                its sub-envs itself, pass `terminated | truncated` after each step
 
-    The first call, and a call with another batch size, start from `initial_state(batch)` (zeros)."""
+    The first call, and a call with another batch size, start from `initial_state(batch)`
+    (zeros)."""
 
-    def __init__(self, core: Callable, initial_state: Callable[[int], torch.Tensor], device="cpu",
-                 env_id: str | None = None, obs_shape: tuple | None = None):
+    def __init__(
+        self,
+        core: Callable,
+        initial_state: Callable[[int], torch.Tensor],
+        device="cpu",
+        env_id: str | None = None,
+        obs_shape: tuple | None = None,
+    ):
         self.recurrent_core, self.initial_state, self.state = core, initial_state, None
 
         def step(x, **kw):
@@ -97,14 +125,25 @@ class RecurrentPolicyFn(PolicyFn):
         if done is None or self.state is None:
             self.state = None
             return
-        keep = ~torch.as_tensor(np.asarray(done) if not isinstance(done, torch.Tensor) else done,
-                                dtype=torch.bool, device=self.state.device)
-        self.state = self.state * keep.view(-1, *([1] * (self.state.dim() - 1))).to(self.state.dtype)
+        keep = ~torch.as_tensor(
+            np.asarray(done) if not isinstance(done, torch.Tensor) else done,
+            dtype=torch.bool,
+            device=self.state.device,
+        )
+        self.state = self.state * keep.view(-1, *([1] * (self.state.dim() - 1))).to(
+            self.state.dtype
+        )
 
 
 @torch.no_grad()
-def evaluate(policy: Callable[[torch.Tensor], torch.Tensor], env_id: str, episodes: int = 10,
-             seed: int = 12345, device="cpu", max_steps: int = 100_000) -> dict:
+def evaluate(
+    policy: Callable[[torch.Tensor], torch.Tensor],
+    env_id: str,
+    episodes: int = 10,
+    seed: int = 12345,
+    device="cpu",
+    max_steps: int = 100_000,
+) -> dict:
     """Run `episodes` episodes of a deterministic `policy` (obs -> env-native action) in parallel,
     one per sub-env of a fresh `envs.make(env_id)`, and return their mean/std return and length (and
     `eval_seconds`, its wall time, so that a curve can leave evaluation out of training time)."""
@@ -130,16 +169,28 @@ def evaluate(policy: Callable[[torch.Tensor], torch.Tensor], env_id: str, episod
             break
     env.close()
     r = ret.cpu().numpy()
-    return {"eval_return": float(r.mean()), "eval_return_std": float(r.std()),
-            "eval_length": float(length.double().mean()), "eval_seconds": time.perf_counter() - t0,
-            "returns": r.tolist()}
+    return {
+        "eval_return": float(r.mean()),
+        "eval_return_std": float(r.std()),
+        "eval_length": float(length.double().mean()),
+        "eval_seconds": time.perf_counter() - t0,
+        "returns": r.tolist(),
+    }
 
 
-def ma_evaluate(policy: Callable[[torch.Tensor, dict], torch.Tensor], env_id: str, episodes: int = 10,
-                seed: int = 12345, device="cpu", max_steps: int = 100_000, **env_kwargs) -> dict:
-    """Run one episode in each of `episodes` parallel worlds of a fresh `envs.make(env_id, **env_kwargs)`
-    with a deterministic `policy(obs [N, A, obs_dim], info) -> actions` and return the mean/std of
-    the episode returns (sum over steps of the mean reward over agents) and the mean length."""
+def ma_evaluate(
+    policy: Callable[[torch.Tensor, dict], torch.Tensor],
+    env_id: str,
+    episodes: int = 10,
+    seed: int = 12345,
+    device="cpu",
+    max_steps: int = 100_000,
+    **env_kwargs,
+) -> dict:
+    """Run one episode in each of `episodes` parallel worlds of a fresh
+    `envs.make(env_id, **env_kwargs)` with a deterministic
+    `policy(obs [N, A, obs_dim], info) -> actions` and return the mean/std of the episode returns
+    (sum over steps of the mean reward over agents) and the mean length."""
     import envs
 
     env = envs.make(env_id, num_envs=episodes, device=device, seed=seed, **env_kwargs)
@@ -159,8 +210,12 @@ def ma_evaluate(policy: Callable[[torch.Tensor, dict], torch.Tensor], env_id: st
     env.raise_deferred_errors()
     env.close()
     r = ret.cpu().numpy()
-    return {"eval_return": float(r.mean()), "eval_return_std": float(r.std()),
-            "eval_length": float(length.double().mean()), "returns": r.tolist()}
+    return {
+        "eval_return": float(r.mean()),
+        "eval_return_std": float(r.std()),
+        "eval_length": float(length.double().mean()),
+        "returns": r.tolist(),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,7 +225,9 @@ def load_algo(name: str):
     """Import `algos/<name>.py` as a module."""
     path = ROOT / "algos" / f"{name}.py"
     if not path.is_file():
-        raise UserFileNotFoundError(f"the checkpoint names algorithm {name!r} but {path} does not exist")
+        raise UserFileNotFoundError(
+            f"the checkpoint names algorithm {name!r} but {path} does not exist"
+        )
     return importlib.import_module(f"algos.{name}")
 
 
@@ -180,9 +237,11 @@ def load_policy(checkpoint: str, device: str = "cpu"):
     return load_algo(ckpt["algo"]).load_policy(checkpoint, device), ckpt
 
 
-def gym_rollouts(policy, env_id: str, episodes: int = 10, seed: int = 0, video: str | None = None,
-                 fps: int = 30) -> dict:
-    """Run `policy` in a single `gymnasium.make(env_id)` for `episodes` episodes (seeded seed, seed+1, ...).
+def gym_rollouts(
+    policy, env_id: str, episodes: int = 10, seed: int = 0, video: str | None = None, fps: int = 30
+) -> dict:
+    """Run `policy` in a single `gymnasium.make(env_id)` for `episodes` episodes (seeded seed,
+    seed+1, ...).
 
     With `video`, the first episode is rendered (`rgb_array`) and written as an animated GIF.
     """
@@ -192,7 +251,8 @@ def gym_rollouts(policy, env_id: str, episodes: int = 10, seed: int = 0, video: 
 
     env_id = envs.mujoco_id(env_id) or env_id  # `Ant` -> gymnasium's `Ant-v5`
     if video and not os.environ.get("DISPLAY"):
-        os.environ.setdefault("MUJOCO_GL", "egl")  # headless MuJoCo rendering (set MUJOCO_GL=osmesa to override)
+        # headless MuJoCo rendering (set MUJOCO_GL=osmesa to override)
+        os.environ.setdefault("MUJOCO_GL", "egl")
     env = gym.make(env_id, render_mode="rgb_array" if video else None)
     returns, lengths, frames = [], [], []
     for ep in range(episodes):
@@ -211,8 +271,12 @@ def gym_rollouts(policy, env_id: str, episodes: int = 10, seed: int = 0, video: 
     if video:
         write_gif(frames, video, fps)
     r = np.asarray(returns)
-    return {"eval_return": float(r.mean()), "eval_return_std": float(r.std()),
-            "eval_length": float(np.mean(lengths)), "returns": returns}
+    return {
+        "eval_return": float(r.mean()),
+        "eval_return_std": float(r.std()),
+        "eval_length": float(np.mean(lengths)),
+        "returns": returns,
+    }
 
 
 def write_gif(frames: list, path: str, fps: int = 30) -> None:
@@ -248,8 +312,11 @@ def main(args: Args) -> dict:
     else:
         result = evaluate(policy, env_id, args.episodes, seed=args.seed, device=args.device)
         where = f"envs.make({env_id!r})"
-    print(f"{ckpt['algo']} on {where}: return {result['eval_return']:.1f} +- {result['eval_return_std']:.1f} "
-          f"over {args.episodes} episodes (length {result['eval_length']:.0f})")
+    print(
+        f"{ckpt['algo']} on {where}: return {result['eval_return']:.1f} +- "
+        f"{result['eval_return_std']:.1f} "
+        f"over {args.episodes} episodes (length {result['eval_length']:.0f})"
+    )
     if args.video:
         print(f"video written to {args.video}")
     print(json.dumps({k: v for k, v in result.items() if k != "returns"}))

@@ -1,30 +1,37 @@
-"""`Captured`: a training loop's whole iteration (rollout, advantages, update) replayed as one CUDA graph.
+"""`Captured`: a training loop's whole iteration (rollout, advantages, update) replayed as one CUDA
+graph.
 
-On a GPU a PPO iteration of small networks is bound by the host, not the math: each of its thousands of torch ops
-is a kernel launch paid in host time, and the GPU waits in between (the profiles before and after are in
-bench/results/gpu.md). A CUDA graph records the iteration's kernels once and replays them with one launch.
+On a GPU a PPO iteration of small networks is bound by the host, not the math: each of its thousands
+of torch ops is a kernel launch paid in host time, and the GPU waits in between (the profiles before
+and after are in bench/results/gpu.md). A CUDA graph records the iteration's kernels once and
+replays them with one launch.
 
-What a captured function must do (what the eager code of this project does, and what `check` verifies):
-* take no inputs: it reads and writes fixed tensors (rollout buffers, the network's parameters, the optimizer's
-  moments, the env's state), so that a replay touches the same memory; a Python value it returns is the one of
-  its last eager call, or of the capture, for every replay after (ppo_podracer: the number of updates it ran);
-* update state in place (`copy_`, `out=`, `add_`), never by rebinding an attribute (`self.x = self.x + 1` makes a
-  new tensor that a replay never sees again), and keep no Python-side counters that must advance each call;
-* never wait for the host (`.item()`, `if tensor:`), take no data from it (an env stepping in numpy, copied to the
-  GPU each step), and never change its own control flow from one call to the next.
+What a captured function must do (what the eager code of this project does, and what `check`
+verifies):
+* take no inputs: it reads and writes fixed tensors (rollout buffers, the network's parameters, the
+  optimizer's moments, the env's state), so that a replay touches the same memory; a Python value it
+  returns is the one of its last eager call, or of the capture, for every replay after
+  (ppo_podracer: the number of updates it ran);
+* update state in place (`copy_`, `out=`, `add_`), never by rebinding an attribute
+  (`self.x = self.x + 1` makes a new tensor that a replay never sees again), and keep no Python-side
+  counters that must advance each call;
+* never wait for the host (`.item()`, `if tensor:`), take no data from it (an env stepping in numpy,
+  copied to the GPU each step), and never change its own control flow from one call to the next.
 
-`Captured(fn, device, state=[...])` runs `fn` eagerly on its first call (lazy state: the optimizer's moments,
-kernels that load, MuJoCo Warp's modules); on its second, eagerly again, while checking that none of `state`'s
-tensors was rebound, none of its Python numbers changed and no torch op read a value back to the host or took a
-host tensor (`check`); from its third on CUDA it records `fn` once
-and replays it. A check that fails leaves the loop eager, with one warning naming the cause; a capture that raises
-stops the run with one line naming the cause and the flag that runs it eagerly (a failed capture can leave CUDA's
-state broken: an eager retry after one failed in its random-number generator). On a CPU (or with
-`enabled=False`) every call is eager: nothing else changes, bit for bit.
+`Captured(fn, device, state=[...])` runs `fn` eagerly on its first call (lazy state: the optimizer's
+moments, kernels that load, MuJoCo Warp's modules); on its second, eagerly again, while checking
+that none of `state`'s tensors was rebound, none of its Python numbers changed and no torch op read
+a value back to the host or took a host tensor (`check`); from its third on CUDA it records `fn`
+once and replays it. A check that fails leaves the loop eager, with one warning naming the cause; a
+capture that raises stops the run with one line naming the cause and the flag that runs it eagerly
+(a failed capture can leave CUDA's state broken: an eager retry after one failed in its
+random-number generator). On a CPU (or with `enabled=False`) every call is eager: nothing else
+changes, bit for bit.
 
-MuJoCo Warp's own graphs join the capture (`envs/mujoco_locomotion.py`: Warp records into torch's capture as an
-external one, its solver loop a conditional node), and random draws from the env's own `torch.Generator`s are
-registered with the graph (`generators`), so a replay draws new numbers as eager calls do.
+MuJoCo Warp's own graphs join the capture (`envs/mujoco_locomotion.py`: Warp records into torch's
+capture as an external one, its solver loop a conditional node), and random draws from the env's own
+`torch.Generator`s are registered with the graph (`generators`), so a replay draws new numbers as
+eager calls do.
 """
 
 from __future__ import annotations
@@ -35,33 +42,53 @@ from collections.abc import Callable, Iterable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-# Objects of these packages are leaves of `check`'s walk: their state is not this loop's to check (a torch module's
-# parameters are updated in place by the optimizer), or they are the simulator's own handles
-_OPAQUE = ("torch", "numpy", "gymnasium", "warp", "mujoco", "builtins", "threading", "collections", "typing")
+# Objects of these packages are leaves of `check`'s walk: their state is not this loop's to check (a
+# torch module's parameters are updated in place by the optimizer), or they are the simulator's own
+# handles
+_OPAQUE = (
+    "torch",
+    "numpy",
+    "gymnasium",
+    "warp",
+    "mujoco",
+    "builtins",
+    "threading",
+    "collections",
+    "typing",
+)
 
 
 def _walk(obj, path: str, out: dict, seen: set, depth: int = 0) -> None:
-    """Every tensor and Python number reachable from `obj` (attributes, dict values, list items), by path."""
+    """Every tensor and Python number reachable from `obj` (attributes, dict values, list items), by
+    path."""
     if isinstance(obj, torch.Tensor):
         out[path] = obj
         return
     if isinstance(obj, (bool, int, float)):
         out[path] = obj
         return
-    if id(obj) in seen or depth > 12 or obj is None or isinstance(obj, (str, bytes, torch.nn.Module)):
+    if (
+        id(obj) in seen
+        or depth > 12
+        or obj is None
+        or isinstance(obj, (str, bytes, torch.nn.Module))
+    ):
         return
     seen.add(id(obj))
     if isinstance(obj, torch.Generator):
         out[path] = obj
         return
     if isinstance(obj, dict):
-        items = [(f"{path}[{k!r}]" if isinstance(k, (str, int)) else f"{path}[{i}]", v)
-                 for i, (k, v) in enumerate(obj.items())]
+        items = [
+            (f"{path}[{k!r}]" if isinstance(k, (str, int)) else f"{path}[{i}]", v)
+            for i, (k, v) in enumerate(obj.items())
+        ]
     elif isinstance(obj, (list, tuple)):
         items = [(f"{path}[{i}]", v) for i, v in enumerate(obj)]
     elif hasattr(obj, "__dict__") and not type(obj).__module__.startswith(_OPAQUE):
         items = [(f"{path}.{k}", v) for k, v in vars(obj).items()]
-        if hasattr(obj, "env") and "env" not in vars(obj):  # a wrapper whose inner env is a property
+        # a wrapper whose inner env is a property
+        if hasattr(obj, "env") and "env" not in vars(obj):
             items.append((f"{path}.env", obj.env))
     else:
         return
@@ -74,16 +101,26 @@ def snapshot(state: Iterable) -> dict:
     out: dict = {}
     seen: set = set()
     for i, obj in enumerate(state):
-        _walk(obj, type(obj).__name__ if not isinstance(obj, (dict, list, tuple)) else f"state[{i}]", out, seen)
+        _walk(
+            obj,
+            type(obj).__name__ if not isinstance(obj, (dict, list, tuple)) else f"state[{i}]",
+            out,
+            seen,
+        )
     return out
 
 
 def rebound(before: dict, after: dict) -> list[str]:
-    """Paths whose tensor is another object now, whose Python number changed, or that appeared or went."""
+    """Paths whose tensor is another object now, whose Python number changed, or that appeared or
+    went."""
     changed = []
     for path in sorted(set(before) | set(after)):
         a, b = before.get(path), after.get(path)
-        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor) or isinstance(a, torch.Generator):
+        if (
+            isinstance(a, torch.Tensor)
+            or isinstance(b, torch.Tensor)
+            or isinstance(a, torch.Generator)
+        ):
             if a is not b:
                 changed.append(path)
         elif a != b and not (a != a and b != b):  # NaN == NaN here
@@ -92,9 +129,9 @@ def rebound(before: dict, after: dict) -> list[str]:
 
 
 class _HostTraffic(TorchDispatchMode):
-    """Records the torch ops of a loop on an accelerator that read a value back to the host (`.item()`, `if t:`) or
-    take a host tensor (an env stepping in numpy, its arrays copied over each step): a graph would replay the value
-    read or copied when it was recorded."""
+    """Records the torch ops of a loop on an accelerator that read a value back to the host
+    (`.item()`, `if t:`) or take a host tensor (an env stepping in numpy, its arrays copied over
+    each step): a graph would replay the value read or copied when it was recorded."""
 
     def __init__(self):
         super().__init__()
@@ -105,7 +142,11 @@ class _HostTraffic(TorchDispatchMode):
         if name == "_local_scalar_dense":
             self._add(f"{name} (a value read on the host: .item(), bool(), float())")
         else:
-            flat = [x for a in (*args, *(kwargs or {}).values()) for x in (a if isinstance(a, (list, tuple)) else [a])]
+            flat = [
+                x
+                for a in (*args, *(kwargs or {}).values())
+                for x in (a if isinstance(a, (list, tuple)) else [a])
+            ]
             tensors = [t for t in flat if isinstance(t, torch.Tensor)]
             if any(t.device.type == "cpu" and t.dim() > 0 for t in tensors):
                 self._add(f"{name} (a host tensor: data copied from the CPU)")
@@ -117,8 +158,9 @@ class _HostTraffic(TorchDispatchMode):
 
 
 def check(fn: Callable[[], None], state: Iterable, device=None) -> list[str]:
-    """Run `fn` once and return what it rebound or changed in `state`, and, for a loop on an accelerator `device`,
-    the ops that read from or copied from the host (empty: safe to capture)."""
+    """Run `fn` once and return what it rebound or changed in `state`, and, for a loop on an
+    accelerator `device`, the ops that read from or copied from the host (empty: safe to
+    capture)."""
     state = list(state)
     before = snapshot(state)
     if device is None or torch.device(device).type == "cpu":
@@ -131,20 +173,30 @@ def check(fn: Callable[[], None], state: Iterable, device=None) -> list[str]:
 
 def generators(state: Iterable, device: torch.device) -> list[torch.Generator]:
     """The `torch.Generator`s on `device` reachable from `state` (an env's own random stream)."""
-    return [g for g in snapshot(state).values() if isinstance(g, torch.Generator) and g.device == device]
+    return [
+        g for g in snapshot(state).values() if isinstance(g, torch.Generator) and g.device == device
+    ]
 
 
 class Captured:
     """`fn()` as one CUDA graph on CUDA after two eager calls (module docstring); eager elsewhere.
 
-    `Captured.simulate = True` (tests, bench/op_count.py) takes the CUDA path on any device up to the capture:
-    the check runs on the second call, and each later call goes through `_stand_in`, which runs `fn` eagerly where
-    a GPU would replay the graph (op_count counts it as one launch)."""
+    `Captured.simulate = True` (tests, bench/op_count.py) takes the CUDA path on any device up to
+    the capture: the check runs on the second call, and each later call goes through `_stand_in`,
+    which runs `fn` eagerly where a GPU would replay the graph (op_count counts it as one
+    launch)."""
 
     simulate = False
 
-    def __init__(self, fn: Callable[[], None], device, state: Iterable = (), enabled: bool = True,
-                 name: str = "iteration", off_flag: str = "--no-capture"):
+    def __init__(
+        self,
+        fn: Callable[[], None],
+        device,
+        state: Iterable = (),
+        enabled: bool = True,
+        name: str = "iteration",
+        off_flag: str = "--no-capture",
+    ):
         self.fn, self.name, self.off_flag = fn, name, off_flag
         self.device = torch.device(device)
         self.state = list(state)
@@ -153,7 +205,9 @@ class Captured:
         self.replays = 0
         self.result = None
         self.graph = None
-        self.why_eager: str | None = None if self.enabled else "not on CUDA" if enabled else "turned off"
+        self.why_eager: str | None = (
+            None if self.enabled else "not on CUDA" if enabled else "turned off"
+        )
 
     @property
     def captured(self) -> bool:
@@ -172,10 +226,14 @@ class Captured:
         elif self.calls == 2:
             changed = check(self._run, self.state, self.device)
             if changed:
-                shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
-                self._eager(f"{shown}: a replay would not redo it (state rebound or a Python number changed between "
-                            "two calls, or the host in the loop); state written in place (copy_, out=, add_) and no "
-                            "host data allow capture")
+                shown = ", ".join(changed[:4]) + (
+                    f" and {len(changed) - 4} more" if len(changed) > 4 else ""
+                )
+                self._eager(
+                    f"{shown}: a replay would not redo it (state rebound or a Python number "
+                    "changed between two calls, or the host in the loop); state written in place "
+                    "(copy_, out=, add_) and no host data allow capture"
+                )
         elif self.device.type != "cuda":
             self._stand_in()
             self.replays += 1
@@ -192,19 +250,24 @@ class Captured:
 
     def _eager(self, why: str) -> None:
         self.enabled, self.why_eager = False, why
-        warnings.warn(f"CUDA graph capture of the {self.name} is off, it runs eagerly: {why}", stacklevel=3)
+        warnings.warn(
+            f"CUDA graph capture of the {self.name} is off, it runs eagerly: {why}", stacklevel=3
+        )
 
     def _capture(self) -> None:
         graph = torch.cuda.CUDAGraph()
         try:
-            for g in generators(self.state, self.device):  # an env's own random stream advances on each replay
+            # an env's own random stream advances on each replay
+            for g in generators(self.state, self.device):
                 graph.register_generator_state(g)
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 self._run()
         except Exception as e:
             first = str(e).splitlines()[0] if str(e) else ""
-            raise RuntimeError(f"CUDA graph capture of the {self.name} failed ({type(e).__name__}: {first}); "
-                               f"run it eagerly with {self.off_flag}") from e
+            raise RuntimeError(
+                f"CUDA graph capture of the {self.name} failed ({type(e).__name__}: {first}); "
+                f"run it eagerly with {self.off_flag}"
+            ) from e
         self.graph = graph
         graph.replay()  # recording ran nothing: this call's work
         self.replays += 1

@@ -1,8 +1,9 @@
 """Where a run writes and what it writes while training: the run directory (created, checked
 writable with disk to spare), the console progress line, `metrics.jsonl` + `metrics.csv`,
-`curves.png`, TensorBoard events (`--tensorboard`, on by default) and optional wandb tracking; and the two small pieces of bookkeeping every training loop
-shares: `Meter` (named statistics summed on the device) and `Ticks` (when to log, evaluate, save).
-Nothing here is an algorithm; the loop calls it at logging ticks (and `Meter.add`, which never syncs)."""
+`curves.png`, TensorBoard events (`--tensorboard`, on by default) and optional wandb tracking; and
+the two small pieces of bookkeeping every training loop shares: `Meter` (named statistics summed on
+the device) and `Ticks` (when to log, evaluate, save). Nothing here is an algorithm; the loop calls
+it at logging ticks (and `Meter.add`, which never syncs)."""
 
 from __future__ import annotations
 
@@ -27,29 +28,36 @@ def run_name(algo: str, env_id: str, seed: int) -> str:
     return f"{env_id}__{algo}__s{seed}__{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-MIN_FREE_BYTES = 256 * 2**20  # below this much free disk a run refuses to start (checkpoints would fail later)
+# below this much free disk a run refuses to start (checkpoints would fail later)
+MIN_FREE_BYTES = 256 * 2**20
 
 
 def check_writable(directory: Path, what: str = "the run directory") -> None:
-    """Fail now, with the fix, if `directory` cannot take files or its disk is (nearly) full, rather than
-    at the first checkpoint an hour into the run."""
+    """Fail now, with the fix, if `directory` cannot take files or its disk is (nearly) full, rather
+    than at the first checkpoint an hour into the run."""
     try:
         fd, probe = tempfile.mkstemp(dir=directory, prefix=".write-probe.")
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise UserPermissionError(f"cannot write to {what} {directory} ({type(e).__name__}: {e.strerror or e}); "
-                              f"pass a writable --out-dir") from None
+        raise UserPermissionError(
+            f"cannot write to {what} {directory} ({type(e).__name__}: {e.strerror or e}); "
+            f"pass a writable --out-dir"
+        ) from None
     free = shutil.disk_usage(directory).free
     if free < MIN_FREE_BYTES:
-        raise UserOSError(f"only {free / 2**20:.0f} MiB free on the disk of {what} {directory} (at least "
-                      f"{MIN_FREE_BYTES // 2**20} MiB wanted for checkpoints and metrics): free some space or pass "
-                      f"an --out-dir on another disk")
+        raise UserOSError(
+            f"only {free / 2**20:.0f} MiB free on the disk of {what} {directory} (at least "
+            f"{MIN_FREE_BYTES // 2**20} MiB wanted for checkpoints and metrics): free some space "
+            "or pass an --out-dir on another disk"
+        )
 
 
-def make_run_dir(out_dir: str, algo: str, env_id: str, seed: int, resume: str | None = None) -> Path:
-    """A fresh directory under `out_dir`, or the resumed checkpoint's directory; checked to be writable
-    with disk space to spare (`check_writable`)."""
+def make_run_dir(
+    out_dir: str, algo: str, env_id: str, seed: int, resume: str | None = None
+) -> Path:
+    """A fresh directory under `out_dir`, or the resumed checkpoint's directory; checked to be
+    writable with disk space to spare (`check_writable`)."""
     if resume:
         path = Path(resume).resolve().parent
         check_writable(path, "the resumed run's directory")
@@ -58,8 +66,10 @@ def make_run_dir(out_dir: str, algo: str, env_id: str, seed: int, resume: str | 
     try:
         base.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise UserPermissionError(f"cannot create --out-dir {out_dir} ({type(e).__name__}: {e.strerror or e}); "
-                              f"pass a writable --out-dir") from None
+        raise UserPermissionError(
+            f"cannot create --out-dir {out_dir} ({type(e).__name__}: {e.strerror or e}); "
+            f"pass a writable --out-dir"
+        ) from None
     check_writable(base.parent, "--out-dir")
     path, k = base, 1
     while True:  # mkdir is the atomic claim: runs started in the same second get -1, -2, ...
@@ -80,20 +90,30 @@ def _fmt_time(seconds: float) -> str:
 
 
 class Logger:
-    """Console progress line, `metrics.jsonl` + `metrics.csv`, `curves.png`, TensorBoard events, optional wandb.
+    """Console progress line, `metrics.jsonl` + `metrics.csv`, `curves.png`, TensorBoard events,
+    optional wandb.
 
-    TensorBoard (`args.tensorboard`): every numeric field of every `metrics.jsonl` row, under the same name,
-    at the row's `step`; a resumed run first drops the events logged after its checkpoint (`purge_step`),
-    as it drops those rows from `metrics.jsonl`.
+    TensorBoard (`args.tensorboard`): every numeric field of every `metrics.jsonl` row, under the
+    same name, at the row's `step`; a resumed run first drops the events logged after its checkpoint
+    (`purge_step`), as it drops those rows from `metrics.jsonl`.
 
-    `log(step, episodes, evaluation, **metrics)` is the one call a training loop makes at a logging tick;
-    `seconds` (wall time since start, resumed runs included) and `sps` are added here. `burn_in` is the
-    one rule of every file for leaving the warm-up out of `sps`.
+    `log(step, episodes, evaluation, **metrics)` is the one call a training loop makes at a logging
+    tick; `seconds` (wall time since start, resumed runs included) and `sps` are added here.
+    `burn_in` is the one rule of every file for leaving the warm-up out of `sps`.
     """
 
-    def __init__(self, run_dir: Path, algo: str, args, total_steps: int, track: bool = False,
-                 wandb_project: str = "torch-podracer", quiet: bool = False, elapsed: float = 0.0,
-                 resume_step: int | None = None):
+    def __init__(
+        self,
+        run_dir: Path,
+        algo: str,
+        args,
+        total_steps: int,
+        track: bool = False,
+        wandb_project: str = "torch-podracer",
+        quiet: bool = False,
+        elapsed: float = 0.0,
+        resume_step: int | None = None,
+    ):
         self.run_dir = Path(run_dir)
         self.algo, self.total_steps, self.quiet = algo, total_steps, quiet
         self.env_id = getattr(args, "env", "")
@@ -114,11 +134,16 @@ class Logger:
         if getattr(args, "tensorboard", False):
             try:
                 from torch.utils.tensorboard import SummaryWriter
-            except ImportError:  # on by default: a missing package costs the event file, not the run
-                print("note: the tensorboard package is not installed, so no TensorBoard events are written "
-                      "(pip install tensorboard, or --no-tensorboard to silence this)", flush=True)
+            # on by default: a missing package costs the event file, not the run
+            except ImportError:
+                print(
+                    "note: the tensorboard package is not installed, so no TensorBoard events are "
+                    "written (pip install tensorboard, or --no-tensorboard to silence this)",
+                    flush=True,
+                )
             else:
-                purge = None if resume_step is None else resume_step + 1  # events after the checkpoint go
+                # events after the checkpoint go
+                purge = None if resume_step is None else resume_step + 1
                 self.tb = SummaryWriter(str(self.run_dir), purge_step=purge, flush_secs=30)
         self.wandb = None
         if track:
@@ -126,10 +151,17 @@ class Logger:
                 import wandb
             except ImportError:
                 raise MissingPackage("--track needs wandb: pip install wandb") from None
-            self.wandb = wandb.init(project=wandb_project, name=self.run_dir.name, dir=str(self.run_dir),
-                                    config=_jsonable(args), resume="allow", id=self.run_dir.name.replace("/", "_"))
-        # the clock starts once the writers are set up: importing TensorBoard and opening its event file, or
-        # starting wandb, is set-up, not training (a short CartPole run would count it as much as its training)
+            self.wandb = wandb.init(
+                project=wandb_project,
+                name=self.run_dir.name,
+                dir=str(self.run_dir),
+                config=_jsonable(args),
+                resume="allow",
+                id=self.run_dir.name.replace("/", "_"),
+            )
+        # the clock starts once the writers are set up: importing TensorBoard and opening its event
+        # file, or starting wandb, is set-up, not training (a short CartPole run would count it as
+        # much as its training)
         self.t0 = time.perf_counter() - elapsed
         self._last = (time.perf_counter(), None)
 
@@ -148,23 +180,28 @@ class Logger:
             self._last = (last_t + (now - t), last_step)
 
     def restart_sps(self, step: int) -> None:
-        """Start the next `sps` figure here, at env step `step`: called once the first updates have run,
-        so that `--compile`'s warm-up (tracing and compiling on the first calls) is left out of it."""
+        """Start the next `sps` figure here, at env step `step`: called once the first updates have
+        run, so that `--compile`'s warm-up (tracing and compiling on the first calls) is left out of
+        it."""
         self._last = (time.perf_counter(), step)
 
     def burn_in(self, step: int, learned: bool = True) -> None:
-        """Call after every iteration (`learned`: it ran updates). The `sps` clock restarts once two iterations
-        have learned, so that the warm-up (first allocations, `--compile`'s tracing of the first calls and of
-        the branches the second one takes) is left out of the logged `sps`; a resumed run burns in again."""
+        """Call after every iteration (`learned`: it ran updates). The `sps` clock restarts once two
+        iterations have learned, so that the warm-up (first allocations, `--compile`'s tracing of
+        the first calls and of the branches the second one takes) is left out of the logged `sps`; a
+        resumed run burns in again."""
         if learned and self._burnt < 2:
             self._burnt += 1
             if self._burnt == 2:
                 self.restart_sps(step)
 
-    def log(self, step: int, episodes: dict | None = None, evaluation: dict | None = None, **metrics) -> dict:
-        """One row: `metrics` (named statistics), then the training episodes' mean `return` and `ep_length`
-        (`EpisodeStatistics.pop()`), then the evaluation's fields (`evaluate()`; its per-episode `returns`
-        left out). A row with an evaluation also rewrites `metrics.csv` and `curves.png`."""
+    def log(
+        self, step: int, episodes: dict | None = None, evaluation: dict | None = None, **metrics
+    ) -> dict:
+        """One row: `metrics` (named statistics), then the training episodes' mean `return` and
+        `ep_length` (`EpisodeStatistics.pop()`), then the evaluation's fields (`evaluate()`; its
+        per-episode `returns` left out). A row with an evaluation also rewrites `metrics.csv` and
+        `curves.png`."""
         if episodes is not None:
             metrics.update({"ep_length": episodes["length"], "return": episodes["return"]})
         if evaluation is not None:
@@ -179,10 +216,17 @@ class Logger:
     def _log(self, step: int, metrics: dict) -> dict:
         now = time.perf_counter()
         last_t, last_step = self._last
-        sps = (step - last_step) / max(now - last_t, 1e-9) if last_step is not None else float("nan")
+        sps = (
+            (step - last_step) / max(now - last_t, 1e-9) if last_step is not None else float("nan")
+        )
         self._last = (now, step)
         row = {"step": int(step), "seconds": round(self.seconds, 3), "sps": round(sps, 1)}
-        row.update({k: (float(v) if isinstance(v, (int, float, np.floating, torch.Tensor)) else v) for k, v in metrics.items()})
+        row.update(
+            {
+                k: (float(v) if isinstance(v, (int, float, np.floating, torch.Tensor)) else v)
+                for k, v in metrics.items()
+            }
+        )
         self.rows.append(row)
         with open(self.jsonl, "a") as f:
             f.write(json.dumps(row) + "\n")
@@ -200,7 +244,9 @@ class Logger:
         step = row["step"]
         frac = step / max(self.total_steps, 1)
         eta = row["seconds"] * (1 - frac) / frac if frac > 0 else float("nan")
-        parts = [f"[{self.algo} {self.env_id}] step {step:,}/{self.total_steps:,} ({100 * frac:.0f}%)"]
+        parts = [
+            f"[{self.algo} {self.env_id}] step {step:,}/{self.total_steps:,} ({100 * frac:.0f}%)"
+        ]
         if math.isfinite(row["sps"]):
             parts.append(f"{row['sps']:,.0f} sps")
         for key in ("return", "eval_return"):
@@ -210,8 +256,9 @@ class Logger:
         print(" | ".join(parts), flush=True)
 
     def write_files(self) -> None:
-        """Rewrite `metrics.csv` and `curves.png` from everything logged so far (nothing to do when no row came
-        since the last time: a run's last evaluation row and `close` would otherwise draw the same plot twice)."""
+        """Rewrite `metrics.csv` and `curves.png` from everything logged so far (nothing to do when
+        no row came since the last time: a run's last evaluation row and `close` would otherwise
+        draw the same plot twice)."""
         if self._written == len(self.rows):
             return
         self._written = len(self.rows)
@@ -223,17 +270,25 @@ class Logger:
             w.writeheader()
             w.writerows(self.rows)
         if self.plots:
-            plot_curves(self.rows, self.run_dir / "curves.png", title=f"{self.algo} on {self.env_id}")
+            plot_curves(
+                self.rows, self.run_dir / "curves.png", title=f"{self.algo} on {self.env_id}"
+            )
 
     def close(self) -> None:
         self.write_files()
-        if not self.quiet:  # where it all went, and the last evaluation (the progress lines scroll away)
+        # where it all went, and the last evaluation (the progress lines scroll away)
+        if not self.quiet:
             last = next((r for r in reversed(self.rows) if r.get("eval_return") is not None), None)
-            done = f"[{self.algo} {self.env_id}] done: {self.rows[-1]['step']:,} steps" if self.rows else \
-                f"[{self.algo} {self.env_id}] done"
+            done = (
+                f"[{self.algo} {self.env_id}] done: {self.rows[-1]['step']:,} steps"
+                if self.rows
+                else f"[{self.algo} {self.env_id}] done"
+            )
             if last is not None:
                 done += f", eval_return {last['eval_return']:.1f} at step {last['step']:,}"
-            print(f"{done}; {_fmt_time(self.seconds)} of training; run dir {self.run_dir}", flush=True)
+            print(
+                f"{done}; {_fmt_time(self.seconds)} of training; run dir {self.run_dir}", flush=True
+            )
         if self.tb is not None:
             self.tb.close()
         if self.wandb is not None:
@@ -248,9 +303,15 @@ def plot_curves(rows: list[dict], path: Path, title: str = "") -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for key, style in (("return", dict(alpha=0.6, label="training episodes")),
-                       ("eval_return", dict(marker="o", label="deterministic eval"))):
-        pts = [(r["step"], r["seconds"], r[key]) for r in rows if r.get(key) is not None and math.isfinite(r[key])]
+    for key, style in (
+        ("return", dict(alpha=0.6, label="training episodes")),
+        ("eval_return", dict(marker="o", label="deterministic eval")),
+    ):
+        pts = [
+            (r["step"], r["seconds"], r[key])
+            for r in rows
+            if r.get(key) is not None and math.isfinite(r[key])
+        ]
         if pts:
             s, t, v = zip(*pts)
             axes[0].plot(s, v, **style)
@@ -263,8 +324,8 @@ def plot_curves(rows: list[dict], path: Path, title: str = "") -> None:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="best")
     fig.suptitle(title)
-    # fixed margins for this one layout: `tight_layout` measures every label's extent on each call (the rest is
-    # matplotlib's drawing, which `--no-plots` skips)
+    # fixed margins for this one layout: `tight_layout` measures every label's extent on each call
+    # (the rest is matplotlib's drawing, which `--no-plots` skips)
     fig.subplots_adjust(left=0.08, right=0.985, bottom=0.13, top=0.88, wspace=0.22)
     tmp = Path(path).with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=90)
@@ -285,28 +346,32 @@ def _jsonable(obj):
 
 
 class Meter:
-    """Named training statistics (losses, KL, temperature ...) summed on the device between logging ticks.
+    """Named training statistics (losses, KL, temperature ...) summed on the device between logging
+    ticks.
 
-    `add(name=tensor, ...)` adds each 0-dim tensor to its running sum without a host sync; `pop()` returns
-    every name's mean since the last `pop` (NaN for a name that got no value, e.g. before learning starts)
-    with one host read for all of them, and starts over.
+    `add(name=tensor, ...)` adds each 0-dim tensor to its running sum without a host sync; `pop()`
+    returns every name's mean since the last `pop` (NaN for a name that got no value, e.g. before
+    learning starts) with one host read for all of them, and starts over.
     """
 
     def __init__(self, device, *names: str):
         self.names = list(names)
-        # the sums, then how many times `add` got every name at once: counted on the device, so that a loop
-        # captured as a CUDA graph (common.graphs), whose Python code runs once, counts each replay
+        # the sums, then how many times `add` got every name at once: counted on the device, so that
+        # a loop captured as a CUDA graph (common.graphs), whose Python code runs once, counts each
+        # replay
         self.sums = torch.zeros(len(names) + 1, device=device)
         self._one = torch.ones((), device=device)
         self.counts = [0] * len(names)
 
     def add(self, **values: torch.Tensor) -> None:
-        if list(values) == self.names:  # every name, in order (PPO's five): one stack and one add for all of them
+        # every name, in order (PPO's five): one stack and one add for all of them
+        if list(values) == self.names:
             self.sums.add_(torch.stack([*(v.detach() for v in values.values()), self._one]))
             return
         for name, v in values.items():
             i = self.names.index(name)
-            self.sums[i].add_(v.detach())  # in place on the view: one kernel (`+=` on an item adds a copy back)
+            # in place on the view: one kernel (`+=` on an item adds a copy back)
+            self.sums[i].add_(v.detach())
             self.counts[i] += 1
 
     def pop(self) -> dict[str, float]:
@@ -319,12 +384,14 @@ class Meter:
 
 
 class Ticks:
-    """When a training loop logs, evaluates and checkpoints: `ticks(step, is_last)` -> (log, evaluate, save).
+    """When a training loop logs, evaluates and checkpoints: `ticks(step, is_last)` -> (log,
+    evaluate, save).
 
-    Evaluate every `eval_every` env steps and save every `save_every` (0: only at the end), both at the last
-    iteration; log at every evaluation and otherwise at most once per `log_seconds` of wall time. The
-    evaluate and save decisions depend on `step` only (every torchrun rank takes the same ones) and restart
-    from the step a run starts or resumes at, so a resumed run evaluates at the same steps.
+    Evaluate every `eval_every` env steps and save every `save_every` (0: only at the end), both at
+    the last iteration; log at every evaluation and otherwise at most once per `log_seconds` of wall
+    time. The evaluate and save decisions depend on `step` only (every torchrun rank takes the same
+    ones) and restart from the step a run starts or resumes at, so a resumed run evaluates at the
+    same steps.
     """
 
     def __init__(self, eval_every: int, save_every: int, step: int, log_seconds: float = 1.0):

@@ -56,9 +56,11 @@ class MultiAgentTorchVecEnv(TorchVecEnv):
 
     A subclass sets `env_id`, `max_episode_steps`, `agent_names` and implements:
 
-    * `_sample_initial_state(n) -> state` with leading dim n, using `self.rng` (a `torch.Generator`);
+    * `_sample_initial_state(n) -> state` with leading dim n, using `self.rng` (a
+      `torch.Generator`);
     * `_transition(state, actions) -> (next_state, rewards [n, A], terminated [n])`, where
-      `actions` have passed validation (discrete: integer [n, A], continuous: float [n, A, act_dim]);
+      `actions` have passed validation (discrete: integer [n, A], continuous: float [n, A,
+      act_dim]);
     * `_observe(state) -> obs [n, A, obs_dim]` in `self.dtype`;
     * optionally `_global_state(state, obs) -> [n, state_dim]` (default: the agents' observations
       concatenated) and `_avail_actions(state) -> [n, A, n_actions]` bool (default: all True).
@@ -86,34 +88,51 @@ class MultiAgentTorchVecEnv(TorchVecEnv):
         self.state_dim = int(state_dim)
         self.discrete = isinstance(single_action_space, gym.spaces.Discrete)
         self.n_actions = int(single_action_space.n) if self.discrete else None
-        self.agent_names = list(agent_names) if agent_names is not None else [f"agent_{i}" for i in range(n_agents)]
+        self.agent_names = (
+            list(agent_names)
+            if agent_names is not None
+            else [f"agent_{i}" for i in range(n_agents)]
+        )
         obs_dim = int(single_observation_space.shape[0])
         self.obs_dims = list(obs_dims) if obs_dims is not None else [obs_dim] * n_agents
         # seeding, validation flags, the first state, elapsed steps, state_dict: as TorchVecEnv
-        super().__init__(num_envs, single_observation_space, single_action_space, device, dtype, seed,
-                         validate_actions)
+        super().__init__(
+            num_envs,
+            single_observation_space,
+            single_action_space,
+            device,
+            dtype,
+            seed,
+            validate_actions,
+        )
         # batched spaces: one per agent inside each sub-env
-        self.observation_space = batch_space(batch_space(single_observation_space, n_agents), num_envs)
+        self.observation_space = batch_space(
+            batch_space(single_observation_space, n_agents), num_envs
+        )
         self.action_space = batch_space(batch_space(single_action_space, n_agents), num_envs)
 
     def _global_state(self, state: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         return obs.reshape(obs.shape[0], -1)
 
     def _avail_actions(self, state: torch.Tensor) -> torch.Tensor:
-        return torch.ones(state.shape[0], self.n_agents, self.n_actions, dtype=torch.bool, device=self.device)
+        return torch.ones(
+            state.shape[0], self.n_agents, self.n_actions, dtype=torch.bool, device=self.device
+        )
 
     # ---- helpers for subclasses ----------------------------------------------------------------
     def _uniform(self, *shape: int, low=0.0, high=1.0) -> torch.Tensor:
         u = torch.rand(*shape, generator=self.rng, device=self.device, dtype=self.dtype)
         return low + (high - low) * u
 
-    def _info(self, state: torch.Tensor, obs: torch.Tensor, global_state: torch.Tensor | None = None) -> dict:
+    def _info(
+        self, state: torch.Tensor, obs: torch.Tensor, global_state: torch.Tensor | None = None
+    ) -> dict:
         info = {"state": self._global_state(state, obs) if global_state is None else global_state}
         if self.discrete:
             info["avail_actions"] = self._avail_actions(state)
         return info
 
-    # ---- API ---------------------------------------------------------------------------------------
+    # ---- API -------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:
             self.rng.manual_seed(int(seed))
@@ -130,7 +149,8 @@ class MultiAgentTorchVecEnv(TorchVecEnv):
         self.elapsed += 1
         if self.max_episode_steps is not None:
             truncated = self.elapsed >= self.max_episode_steps
-            terminated = terminated & ~truncated  # the time limit is checked first (as PettingZoo's MPE)
+            # the time limit is checked first (as PettingZoo's MPE)
+            terminated = terminated & ~truncated
         else:
             truncated = torch.zeros_like(terminated)
         done = terminated | truncated
@@ -148,8 +168,10 @@ class MultiAgentTorchVecEnv(TorchVecEnv):
         return obs, rewards.to(torch.float32), terminated, truncated, info
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}({self.env_id}, num_envs={self.num_envs}, n_agents={self.n_agents}, "
-                f"device={self.device})")
+        return (
+            f"{type(self).__name__}({self.env_id}, num_envs={self.num_envs}, "
+            f"n_agents={self.n_agents}, device={self.device})"
+        )
 
 
 class MAEpisodeStatistics(EpisodeStatistics):

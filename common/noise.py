@@ -11,9 +11,9 @@ walk, i.e. Ornstein-Uhlenbeck noise with slow reversion). Larger beta means long
 `ColoredNoise(beta, shape, length)` draws, for every element of `shape` (one per sub-env and action
 dimension), an independent sequence of `length` steps at once in the frequency domain (random
 complex coefficients scaled by f^(-beta/2), one inverse real FFT), and hands out one step per
-`sample()`; a new block is drawn when one is used up. Everything stays on the device and is drawn from
-torch's RNG, so a run stays reproducible; the block and its position are in `state_dict()` for an
-exact resume. With beta = 0 `sample()` is `torch.randn(shape)` itself (the same numbers as before
+`sample()`; a new block is drawn when one is used up. Everything stays on the device and is drawn
+from torch's RNG, so a run stays reproducible; the block and its position are in `state_dict()` for
+an exact resume. With beta = 0 `sample()` is `torch.randn(shape)` itself (the same numbers as before
 the option existed).
 """
 
@@ -25,18 +25,38 @@ from common.errors import UserError
 
 
 class ColoredNoise:
-    def __init__(self, beta: float, shape: tuple[int, ...], length: int = 1000, device: torch.device | str = "cpu"):
+    def __init__(
+        self,
+        beta: float,
+        shape: tuple[int, ...],
+        length: int = 1000,
+        device: torch.device | str = "cpu",
+    ):
         if beta < 0:
             raise UserError(f"--noise-color must be >= 0 (0 white, 1 pink, 2 red), got {beta}")
         if length < 2:
-            raise UserError(f"colored noise needs sequences of at least 2 steps, got length {length}")
-        self.beta, self.shape, self.length, self.device = float(beta), tuple(shape), int(length), torch.device(device)
+            raise UserError(
+                f"colored noise needs sequences of at least 2 steps, got length {length}"
+            )
+        self.beta, self.shape, self.length, self.device = (
+            float(beta),
+            tuple(shape),
+            int(length),
+            torch.device(device),
+        )
         k = torch.arange(length // 2 + 1, dtype=torch.float64)
-        f = (k / length).clamp(min=1.0 / length)  # the zero frequency takes the lowest one's power (a block's mean wanders)
+        # the zero frequency takes the lowest one's power (a block's mean wanders)
+        f = (k / length).clamp(min=1.0 / length)
         amp = f ** (-self.beta / 2)
-        # Var of one output step of irfft(amp * z) (z: unit complex normals; real at 0 and, for even length, Nyquist)
-        var = amp[0] ** 2 + 2 * (amp[1:length // 2 + (length % 2)] ** 2).sum() + (amp[-1] ** 2 if length % 2 == 0 else 0)
-        self.amp = (amp * length / var.sqrt()).to(torch.float32).to(self.device)  # unit-variance output
+        # Var of one output step of irfft(amp * z) (z: unit complex normals; real at 0 and, for even
+        # length, Nyquist)
+        var = (
+            amp[0] ** 2
+            + 2 * (amp[1 : length // 2 + (length % 2)] ** 2).sum()
+            + (amp[-1] ** 2 if length % 2 == 0 else 0)
+        )
+        # unit-variance output
+        self.amp = (amp * length / var.sqrt()).to(torch.float32).to(self.device)
         self.block: torch.Tensor | None = None  # (length, *shape), used up one row per sample()
         self.pos = length
 
@@ -45,17 +65,17 @@ class ColoredNoise:
         re = torch.randn(*self.shape, m, device=self.device, generator=generator)
         im = torch.randn(*self.shape, m, device=self.device, generator=generator)
         im[..., 0] = 0.0  # the zero frequency is real: its real part keeps the full variance
-        re[..., 1:] *= 0.5 ** 0.5
-        im[..., 1:] *= 0.5 ** 0.5
+        re[..., 1:] *= 0.5**0.5
+        im[..., 1:] *= 0.5**0.5
         if n % 2 == 0:  # so is the Nyquist frequency
             im[..., -1] = 0.0
-            re[..., -1] *= 2 ** 0.5
+            re[..., -1] *= 2**0.5
         seq = torch.fft.irfft(torch.complex(re, im) * self.amp, n=n)  # (*shape, length)
         return seq.movedim(-1, 0).contiguous()
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
-        """The next step of every sequence, shape `shape`, each element N(0, 1); drawn from `generator` (None:
-        torch's global RNG)."""
+        """The next step of every sequence, shape `shape`, each element N(0, 1); drawn from
+        `generator` (None: torch's global RNG)."""
         if self.beta == 0.0:
             return torch.randn(self.shape, device=self.device, generator=generator)
         if self.pos >= self.length:
@@ -70,7 +90,9 @@ class ColoredNoise:
         if state is None:  # a checkpoint from before the option: white noise, nothing to restore
             return
         if state["block"] is not None and tuple(state["block"].shape) != (self.length, *self.shape):
-            raise UserError(f"the checkpoint's noise block has shape {tuple(state['block'].shape)}, this run needs "
-                             f"{(self.length, *self.shape)}: resume with the checkpoint's --num-envs")
+            raise UserError(
+                f"the checkpoint's noise block has shape {tuple(state['block'].shape)}, this run "
+                f"needs {(self.length, *self.shape)}: resume with the checkpoint's --num-envs"
+            )
         self.block = None if state["block"] is None else state["block"].to(self.device)
         self.pos = int(state["pos"])

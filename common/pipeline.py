@@ -1,13 +1,15 @@
-"""Pipeline parallelism for off-policy algorithms (the thin part): explore and learn at the same time.
+"""Pipeline parallelism for off-policy algorithms (the thin part): explore and learn at the same
+time.
 
 ElegantRL-Podracer overlaps exploration (stepping the envs with the current actor) and learning
 (gradient updates on the replay buffer) as a producer/consumer pair. Here the pair runs in lockstep
-segments: `Pipeline.run(explore, learn)` calls `explore()` in a persistent worker thread and `learn()`
-in the calling thread, waits for both, and returns their results. Torch ops release the GIL, so the
-two threads really run at once on two cores (on CUDA the explorer gets its own stream; the streams
-are joined at every handoff with device-side waits, no host sync). The algorithm file decides what a
-segment is and what is handed over at its end (new transitions into the buffer, fresh actor weights
-to the explorer); nothing else is shared, so the results do not depend on how the threads interleave.
+segments: `Pipeline.run(explore, learn)` calls `explore()` in a persistent worker thread and
+`learn()` in the calling thread, waits for both, and returns their results. Torch ops release the
+GIL, so the two threads really run at once on two cores (on CUDA the explorer gets its own stream;
+the streams are joined at every handoff with device-side waits, no host sync). The algorithm file
+decides what a segment is and what is handed over at its end (new transitions into the buffer, fresh
+actor weights to the explorer); nothing else is shared, so the results do not depend on how the
+threads interleave.
 
 `Pipeline.stats()` (call it at logging ticks) reports, since its last call, the fraction of the
 training wall time during which both threads were busy (`pipeline_overlap`) and each one's busy
@@ -27,7 +29,8 @@ __all__ = ["Pipeline", "flush"]
 
 
 class Pipeline:
-    """Runs explore (worker thread) and learn (calling thread) concurrently, one segment per `run`."""
+    """Runs explore (worker thread) and learn (calling thread) concurrently, one segment per
+    `run`."""
 
     def __init__(self, device: torch.device | str):
         self.device = torch.device(device)
@@ -43,14 +46,16 @@ class Pipeline:
         t0 = time.perf_counter()
         if self.stream is None:
             out = fn()
-        else:  # wait for the main stream's handoff (buffer writes, actor copy), then run on our own stream
+        # wait for the main stream's handoff (buffer writes, actor copy), then run on our own stream
+        else:
             self.stream.wait_stream(main_stream)
             with torch.cuda.stream(self.stream):
                 out = fn()
         return out, t0, time.perf_counter()
 
     def run(self, explore, learn):
-        """`(explore(), learn())`, the first in the explorer thread, both at once; re-raises their errors."""
+        """`(explore(), learn())`, the first in the explorer thread, both at once; re-raises their
+        errors."""
         main = torch.cuda.current_stream(self.device) if self.stream is not None else None
         future = self._pool.submit(self._explore_timed, explore, main)
         l0 = time.perf_counter()
@@ -69,10 +74,18 @@ class Pipeline:
         return explored, learned
 
     def stats(self) -> dict:
-        """Busy fractions of the wall time since the last call (host sync free; resets the counters)."""
+        """Busy fractions of the wall time since the last call (host sync free; resets the
+        counters)."""
         wall = self._span[1] - self._span[0] if self._span is not None else 0.0
-        out = {"pipeline_overlap": self._both / wall, "explore_busy": self._explore / wall,
-               "learn_busy": self._learn / wall} if wall > 0 else {}
+        out = (
+            {
+                "pipeline_overlap": self._both / wall,
+                "explore_busy": self._explore / wall,
+                "learn_busy": self._learn / wall,
+            }
+            if wall > 0
+            else {}
+        )
         self._reset()
         return out
 
@@ -81,8 +94,15 @@ class Pipeline:
 
 
 def flush(stage, rb) -> None:
-    """Move the transitions staged in the replay buffer `stage` into `rb`, in order, and empty `stage`."""
+    """Move the transitions staged in the replay buffer `stage` into `rb`, in order, and empty
+    `stage`."""
     n = stage.size
     if n:
-        rb.add(stage.obs[:n], stage.actions[:n], stage.rewards[:n], stage.next_obs[:n], stage.terminated[:n])
+        rb.add(
+            stage.obs[:n],
+            stage.actions[:n],
+            stage.rewards[:n],
+            stage.next_obs[:n],
+            stage.terminated[:n],
+        )
     stage.pos = stage.size = 0

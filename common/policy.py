@@ -1,23 +1,28 @@
 """The deployable policy: one `nn.Module` from the env's raw observations to the env's actions.
 
-    obs -> clamp((obs - mean) / sqrt(var + eps), -clip, clip)   the observation normalizer (buffers; none
+    obs -> clamp((obs - mean) / sqrt(var + eps), -clip, clip)   the observation normalizer (buffers;
+    none
                                                                 when the run did not normalize)
-        -> {"policy": obs, "action_mask": mask}                 named groups, to a network that reads them (a
-                                                                masked env's mask; none given: all allowed)
-        -> net.<act>(obs)                                       the file's network, deterministic: an action
+        -> {"policy": obs, "action_mask": mask}                 named groups, to a network that
+        reads them (a
+                                                                masked env's mask; none given: all
+                                                                allowed)
+        -> net.<act>(obs)                                       the file's network, deterministic:
+        an action
                                                                 in [-1, 1]^d, or a discrete index
-        -> low + (clamp(a, -1, 1) + 1) / 2 * (high - low)       the action scaling (buffers; Box spaces only)
+        -> low + (clamp(a, -1, 1) + 1) / 2 * (high - low)       the action scaling (buffers; Box
+        spaces only)
 
-An algorithm file builds it once around its training network (`Policy.of(agent, net_kwargs, env)`): the module
-shares the network's parameters and the normalizer's statistics (the same tensors, no copy), so it is always
-the policy being trained; `common.run.Run` evaluates it and writes it to every checkpoint (`"policy"`: its
-`state_dict()`; `"policy_spec"`: how to rebuild it, plain data). `Policy.restore(path, algo, Net)` rebuilds it
-from a checkpoint alone, no env made (a file's `load_policy`); `common.export` writes it as TorchScript, a
-torch.export program or ONNX.
+An algorithm file builds it once around its training network (`Policy.of(agent, net_kwargs, env)`):
+the module shares the network's parameters and the normalizer's statistics (the same tensors, no
+copy), so it is always the policy being trained; `common.run.Run` evaluates it and writes it to
+every checkpoint (`"policy"`: its `state_dict()`; `"policy_spec"`: how to rebuild it, plain data).
+`Policy.restore(path, algo, Net)` rebuilds it from a checkpoint alone, no env made (a file's
+`load_policy`); `common.export` writes it as TorchScript, a torch.export program or ONNX.
 
-The network keeps its own layout: a PPO agent's actor and critic, a Q-network, an actor. `act` names the
-method that is the deterministic policy (`forward`, `deterministic`), or is `greedy`: the argmax of a
-Q-network's values; a recurrent one (`RecurrentPolicy`) takes and returns its memory:
+The network keeps its own layout: a PPO agent's actor and critic, a Q-network, an actor. `act` names
+the method that is the deterministic policy (`forward`, `deterministic`), or is `greedy`: the argmax
+of a Q-network's values; a recurrent one (`RecurrentPolicy`) takes and returns its memory:
 `action, state = policy(obs, state)`.
 """
 
@@ -35,25 +40,36 @@ from common.wrappers import NormalizeObservation, ObsGroups, find_wrapper
 
 
 def describe_space(space: gym.Space) -> dict:
-    """A space as plain data (what `space_from` rebuilds): checkpoints stay loadable across gymnasium versions."""
+    """A space as plain data (what `space_from` rebuilds): checkpoints stay loadable across
+    gymnasium versions."""
     if isinstance(space, gym.spaces.Box):
-        return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(), "shape": list(space.shape),
-                "dtype": str(space.dtype)}
+        return {
+            "type": "Box",
+            "low": space.low.tolist(),
+            "high": space.high.tolist(),
+            "shape": list(space.shape),
+            "dtype": str(space.dtype),
+        }
     if isinstance(space, gym.spaces.Discrete):
         return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
     if isinstance(space, gym.spaces.MultiDiscrete):
         return {"type": "MultiDiscrete", "nvec": space.nvec.tolist()}
     if isinstance(space, gym.spaces.Dict):
         return {"type": "Dict", "spaces": {k: describe_space(v) for k, v in space.spaces.items()}}
-    raise UserError(f"cannot describe the space {space} in a checkpoint: Box, Discrete, MultiDiscrete or Dict")
+    raise UserError(
+        f"cannot describe the space {space} in a checkpoint: Box, Discrete, MultiDiscrete or Dict"
+    )
 
 
 def space_from(d: dict) -> gym.Space:
     """The space `describe_space` described."""
     kind = d["type"]
     if kind == "Box":
-        return gym.spaces.Box(np.array(d["low"], dtype=d["dtype"]).reshape(d["shape"]),
-                              np.array(d["high"], dtype=d["dtype"]).reshape(d["shape"]), dtype=d["dtype"])
+        return gym.spaces.Box(
+            np.array(d["low"], dtype=d["dtype"]).reshape(d["shape"]),
+            np.array(d["high"], dtype=d["dtype"]).reshape(d["shape"]),
+            dtype=d["dtype"],
+        )
     if kind == "Discrete":
         return gym.spaces.Discrete(d["n"], start=d["start"])
     if kind == "MultiDiscrete":
@@ -75,25 +91,42 @@ def _rebuilt(value):
 
 
 class Policy(nn.Module):
-    """The deployable policy (module docstring): `policy(obs [B, *obs_shape], action_mask=None) -> action`.
+    """The deployable policy (module docstring):
+    `policy(obs [B, *obs_shape], action_mask=None) -> action`.
 
-    `net_kwargs` are what `net` was built with (`Net(**net_kwargs)` rebuilds it when loading); `obs_norm` a
-    `common.wrappers.RunningMeanStd` whose statistics the module reads (or True: room for statistics a
-    checkpoint fills in), or the `common.wrappers.NormalizeObservation` wrapper holding one; `action_space` the
-    env's own (unscaled) action space."""
+    `net_kwargs` are what `net` was built with (`Net(**net_kwargs)` rebuilds it when loading);
+    `obs_norm` a `common.wrappers.RunningMeanStd` whose statistics the module reads (or True: room
+    for statistics a checkpoint fills in), or the `common.wrappers.NormalizeObservation` wrapper
+    holding one; `action_space` the env's own (unscaled) action space."""
 
-    def __init__(self, net: nn.Module, net_kwargs: dict, obs_shape, action_space: gym.Space, obs_norm=None,
-                 clip: float = 10.0, mask_dim: int = 0, act: str = "forward", groups: bool = False):
+    def __init__(
+        self,
+        net: nn.Module,
+        net_kwargs: dict,
+        obs_shape,
+        action_space: gym.Space,
+        obs_norm=None,
+        clip: float = 10.0,
+        mask_dim: int = 0,
+        act: str = "forward",
+        groups: bool = False,
+    ):
         super().__init__()
         self.net, self.act, self.mask_dim, self.groups = net, act, int(mask_dim), groups
         self.obs_shape = tuple(int(n) for n in obs_shape)
         self.normalize = obs_norm is not None and obs_norm is not False
-        self.clip = float(getattr(obs_norm, "clip", clip))  # a NormalizeObservation wrapper: its clip
+        # a NormalizeObservation wrapper: its clip
+        self.clip = float(getattr(obs_norm, "clip", clip))
         if self.normalize:
             if obs_norm is True:  # filled by load_state_dict
                 dt = torch.float64
-                mean, var = torch.zeros(self.obs_shape, dtype=dt), torch.ones(self.obs_shape, dtype=dt)
-            else:  # the training normalizer's own tensors (updated in place): always the current statistics
+                mean, var = (
+                    torch.zeros(self.obs_shape, dtype=dt),
+                    torch.ones(self.obs_shape, dtype=dt),
+                )
+            # the training normalizer's own tensors (updated in place): always the current
+            # statistics
+            else:
                 rms = getattr(obs_norm, "rms", obs_norm)
                 mean, var = rms.mean, rms.var
             self.register_buffer("obs_mean", mean)
@@ -101,52 +134,83 @@ class Policy(nn.Module):
         self.box = isinstance(action_space, gym.spaces.Box)
         if self.box:
             if not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
-                raise UserError(f"action rescaling needs finite bounds, got low={action_space.low}, "
-                                f"high={action_space.high}")
-            self.register_buffer("action_low", torch.as_tensor(action_space.low, dtype=torch.float32))
-            self.register_buffer("action_high", torch.as_tensor(action_space.high, dtype=torch.float32))
-        self.spec = {"net": {k: _plain(v) for k, v in net_kwargs.items()}, "obs_shape": list(self.obs_shape),
-                     "action_space": describe_space(action_space), "normalize": self.normalize, "clip": self.clip,
-                     "mask_dim": self.mask_dim, "act": act, "groups": groups,
-                     "recurrent": isinstance(self, RecurrentPolicy)}
+                raise UserError(
+                    f"action rescaling needs finite bounds, got low={action_space.low}, "
+                    f"high={action_space.high}"
+                )
+            self.register_buffer(
+                "action_low", torch.as_tensor(action_space.low, dtype=torch.float32)
+            )
+            self.register_buffer(
+                "action_high", torch.as_tensor(action_space.high, dtype=torch.float32)
+            )
+        self.spec = {
+            "net": {k: _plain(v) for k, v in net_kwargs.items()},
+            "obs_shape": list(self.obs_shape),
+            "action_space": describe_space(action_space),
+            "normalize": self.normalize,
+            "clip": self.clip,
+            "mask_dim": self.mask_dim,
+            "act": act,
+            "groups": groups,
+            "recurrent": isinstance(self, RecurrentPolicy),
+        }
 
     @classmethod
-    def of(cls, net: nn.Module, net_kwargs: dict, env, act: str = "forward", obs_norm=None) -> Policy:
-        """The deployable policy of `net` trained on `env` (the training env, wrappers and all): the `policy` group's
-        shape, the env's own action space (before `RescaleAction`), its `NormalizeObservation` (or `obs_norm`, for a
-        file that keeps its own statistics), its action mask; named groups where `ObsGroups` wraps the env."""
+    def of(
+        cls, net: nn.Module, net_kwargs: dict, env, act: str = "forward", obs_norm=None
+    ) -> Policy:
+        """The deployable policy of `net` trained on `env` (the training env, wrappers and all): the
+        `policy` group's shape, the env's own action space (before `RescaleAction`), its
+        `NormalizeObservation` (or `obs_norm`, for a file that keeps its own statistics), its action
+        mask; named groups where `ObsGroups` wraps the env."""
         groups = find_wrapper(env, ObsGroups) is not None
         space = env.single_observation_space
-        return cls(net, net_kwargs, space["policy"].shape if groups else space.shape, env.unwrapped.single_action_space,
-                   obs_norm if obs_norm is not None else find_wrapper(env, NormalizeObservation),
-                   mask_dim=mask_columns(env) if groups else 0, act=act, groups=groups)
+        return cls(
+            net,
+            net_kwargs,
+            space["policy"].shape if groups else space.shape,
+            env.unwrapped.single_action_space,
+            obs_norm if obs_norm is not None else find_wrapper(env, NormalizeObservation),
+            mask_dim=mask_columns(env) if groups else 0,
+            act=act,
+            groups=groups,
+        )
 
     @staticmethod
     def restore(path: str, algo: str, net_cls: type, device="cpu"):
-        """What an algorithm file's `load_policy` returns: the checkpoint's policy (`load`), `deployed`: numpy or
-        torch, batched or single observations, no env made."""
+        """What an algorithm file's `load_policy` returns: the checkpoint's policy (`load`),
+        `deployed`: numpy or torch, batched or single observations, no env made."""
         return deployed(load(path, algo, net_cls, device), device)
 
     def inputs(self, obs: torch.Tensor, action_mask: torch.Tensor | None):
-        """What the network reads: the normalized observation, as named groups to a network that reads them
-        (`{"policy": ..., "action_mask": ...}`: a masked env's mask, none given: all allowed), else as it is."""
+        """What the network reads: the normalized observation, as named groups to a network that
+        reads them (`{"policy": ..., "action_mask": ...}`: a masked env's mask, none given: all
+        allowed), else as it is."""
         if self.normalize:
-            obs = (obs - self.obs_mean.to(obs.dtype)) / torch.sqrt(self.obs_var.to(obs.dtype) + 1e-8)
+            obs = (obs - self.obs_mean.to(obs.dtype)) / torch.sqrt(
+                self.obs_var.to(obs.dtype) + 1e-8
+            )
             obs = obs.clamp(-self.clip, self.clip)
         if not self.groups:
             return obs
         if not self.mask_dim:
             return {"policy": obs}
         if action_mask is None:
-            action_mask = torch.ones(obs.shape[0], self.mask_dim, dtype=torch.bool, device=obs.device)
+            action_mask = torch.ones(
+                obs.shape[0], self.mask_dim, dtype=torch.bool, device=obs.device
+            )
         return {"policy": obs, "action_mask": action_mask.to(torch.bool)}
 
     def to_env(self, a: torch.Tensor) -> torch.Tensor:
-        """A Box action from [-1, 1]^d (clipped; NaN passes through, the env reports it) to the env's bounds."""
+        """A Box action from [-1, 1]^d (clipped; NaN passes through, the env reports it) to the
+        env's bounds."""
         if not self.box:
             return a
         a = a.clamp(-1.0, 1.0)
-        return (self.action_low + (a + 1.0) * 0.5 * (self.action_high - self.action_low)).to(a.dtype)
+        return (self.action_low + (a + 1.0) * 0.5 * (self.action_high - self.action_low)).to(
+            a.dtype
+        )
 
     def forward(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None) -> torch.Tensor:
         x = self.inputs(obs, action_mask)
@@ -156,11 +220,14 @@ class Policy(nn.Module):
 
 
 class RecurrentPolicy(Policy):
-    """A policy with memory: `action, state = policy(obs, state, action_mask=None)`; `initial_state(batch)`
-    is the blank memory of an episode's start: the first entry of the network's `initial_state(batch, device)`
-    (the actor's memory; a PPO agent keeps its critic's second)."""
+    """A policy with memory: `action, state = policy(obs, state, action_mask=None)`;
+    `initial_state(batch)` is the blank memory of an episode's start: the first entry of the
+    network's `initial_state(batch, device)` (the actor's memory; a PPO agent keeps its critic's
+    second)."""
 
-    def forward(self, obs: torch.Tensor, state: torch.Tensor, action_mask: torch.Tensor | None = None):
+    def forward(
+        self, obs: torch.Tensor, state: torch.Tensor, action_mask: torch.Tensor | None = None
+    ):
         action, state = getattr(self.net, self.act)(self.inputs(obs, action_mask), state)
         return self.to_env(action), state
 
@@ -169,17 +236,28 @@ class RecurrentPolicy(Policy):
 
 
 def load(path: str, algo: str, net_cls: type, device="cpu") -> Policy:
-    """The deployable policy a checkpoint of `algo` holds, rebuilt from the checkpoint alone (no env made): the
-    module, in eval mode on `device`, its `env_id` the checkpoint's."""
+    """The deployable policy a checkpoint of `algo` holds, rebuilt from the checkpoint alone (no env
+    made): the module, in eval mode on `device`, its `env_id` the checkpoint's."""
     ckpt = load_checkpoint(path, algo=algo, map_location=device)
     if "policy_spec" not in ckpt:
-        raise UserError(f"{path} holds no deployable policy (written before checkpoints kept one): resume it for "
-                        f"a step (--resume {path} --total-steps N) to write one, or train it again")
+        raise UserError(
+            f"{path} holds no deployable policy (written before checkpoints kept one): resume it "
+            f"for a step (--resume {path} --total-steps N) to write one, or train it again"
+        )
     spec = ckpt["policy_spec"]
     net = net_cls(**{k: _rebuilt(v) for k, v in spec["net"].items()})
     cls = RecurrentPolicy if spec["recurrent"] else Policy
-    policy = cls(net, {}, spec["obs_shape"], space_from(spec["action_space"]), obs_norm=spec["normalize"] or None,
-                 clip=spec["clip"], mask_dim=spec["mask_dim"], act=spec["act"], groups=spec.get("groups", False))
+    policy = cls(
+        net,
+        {},
+        spec["obs_shape"],
+        space_from(spec["action_space"]),
+        obs_norm=spec["normalize"] or None,
+        clip=spec["clip"],
+        mask_dim=spec["mask_dim"],
+        act=spec["act"],
+        groups=spec.get("groups", False),
+    )
     policy.spec = spec
     policy.load_state_dict(ckpt["policy"])
     policy.env_id = ckpt.get("env_id")
@@ -187,13 +265,15 @@ def load(path: str, algo: str, net_cls: type, device="cpu") -> Policy:
 
 
 def deployed(policy: Policy, device=None):
-    """`policy` as the callable a user deploys (`common.evaluate.PolicyFn`): torch or numpy in (and out),
-    batched or single observations; a recurrent one keeps its memory between calls (`reset()` forgets it)."""
+    """`policy` as the callable a user deploys (`common.evaluate.PolicyFn`): torch or numpy in (and
+    out), batched or single observations; a recurrent one keeps its memory between calls (`reset()`
+    forgets it)."""
     from common.evaluate import PolicyFn, RecurrentPolicyFn
 
     device = device if device is not None else next(policy.parameters()).device
     env_id = getattr(policy, "env_id", None)
     if isinstance(policy, RecurrentPolicy):
-        return RecurrentPolicyFn(policy, policy.initial_state, device, env_id=env_id, obs_shape=policy.obs_shape)
+        return RecurrentPolicyFn(
+            policy, policy.initial_state, device, env_id=env_id, obs_shape=policy.obs_shape
+        )
     return PolicyFn(policy, device, env_id=env_id, obs_shape=policy.obs_shape)
-

@@ -1,33 +1,35 @@
-"""The run shell every algorithm file shares, so that the file itself holds the algorithm: its networks,
-its loss, its loop, top to bottom.
+"""The run shell every algorithm file shares, so that the file itself holds the algorithm: its
+networks, its loss, its loop, top to bottom.
 
     run = Run(ALGO, args, defaults=default_args)       # device, --resume (its settings), seeds
     args, device = run.args, run.device
     env = make_env(args, device, args.seed)
-    ...                                                # networks, optimizer, storage: the file's own
-    policy = Policy(agent, net, obs_shape, action_space, normalizer)   # the deployable policy (common/policy.py)
-    run.start(env, state=dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs),
-              policy=policy, meta=dict(obs_shape=...))  # resumes the state; run directory, logger, guard
-    for iteration in run.iterations(num_iterations, batch_size, metrics=lambda: meter.pop()):
-        ...                                            # one iteration of the algorithm
+    ...                                          # networks, optimizer, storage: the file's own
+    policy = Policy.of(agent, net, env)          # the deployable policy (common/policy.py)
+    state = dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs)
+    run.start(env, state, policy)                # resumes the state; run directory, logger, guard
+    meter = run.meter("loss")                    # statistics summed on the device, logged
+    for iteration in run.iterations(num_iterations, batch_size):
+        ...                                      # one iteration of the algorithm
     return run.finish(env)
 
 What the shell does, so that no file repeats it:
-* `--resume`: loads the checkpoint, continues with its settings (`common.checkpoint.resume_args`), checks
-  that the env still has the saved spaces, and restores every entry of `state` in place (anything with
-  `load_state_dict`, or a tensor, copied into) together with the random-number generators, the step and
-  the clock; `run.start_iter` and `run.step` say where the run stands.
+* `--resume`: loads the checkpoint, continues with its settings (`common.checkpoint.resume_args`),
+  checks that the env still has the saved spaces, and restores every entry of `state` in place
+  (anything with `load_state_dict`, or a tensor, copied into) together with the random-number
+  generators, the step and the clock; `run.start_iter` and `run.step` say where the run stands.
 * the checkpoint holds `state` under the same names (each `state_dict()`, or the tensor), the file's
-  `meta`, whatever `extra()` returns at that moment, the counters and the generators: a key is named once.
-* the checkpoint also holds the deployable policy (`"policy"`, `"policy_spec"`: common/policy.py), what
-  the file's `load_policy` rebuilds without an env. A multi-agent file gives `policy` as a function that
-  returns its joint policy, and `evaluate=ma_evaluate`.
-* after each iteration: the env steps of the iteration added to `run.step`, the NaN guard's check, and on
-  their ticks the evaluation (the file's policy, on a separate env), the log line (episode
+  `meta`, whatever `extra()` returns at that moment, the counters and the generators: a key is named
+  once.
+* the checkpoint also holds the deployable policy (`"policy"`, `"policy_spec"`: common/policy.py),
+  what the file's `load_policy` rebuilds without an env. A multi-agent file gives `policy` as a
+  function that returns its joint policy, and `evaluate=ma_evaluate`.
+* after each iteration: the env steps of the iteration added to `run.step`, the NaN guard's check,
+  and on their ticks the evaluation (the file's policy, on a separate env), the log line (episode
   statistics of the env's `EpisodeStatistics` and `metrics()`), and the checkpoint (atomic; never a
   non-finite value). Ctrl-C names the checkpoint to `--resume` from.
-* under torchrun (`ctx` from `common.distributed.init`): every rank its own seed offset and state (the
-  checkpoint keeps `ranks[r]`), rank 0 alone evaluates, logs and writes.
+* under torchrun (`ctx` from `common.distributed.init`): every rank its own seed offset and state
+  (the checkpoint keeps `ranks[r]`), rank 0 alone evaluates, logs and writes.
 """
 
 from __future__ import annotations
@@ -39,22 +41,40 @@ from typing import Callable, Iterator
 
 import torch
 
-from common.checkpoint import check_spaces, load_checkpoint, resume_args, resume_hint, save_checkpoint, spaces_of
-from common.device import resolve_device, rng_state, seed_everything, set_rng_state
+from common.checkpoint import (
+    check_spaces,
+    load_checkpoint,
+    resume_args,
+    resume_hint,
+    save_checkpoint,
+    spaces_of,
+)
+from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.errors import UserError
 from common.evaluate import evaluate
+from common.graphs import Captured
 from common.guard import NumericGuard
-from common.logger import Logger, Ticks, make_run_dir
+from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.policy import Policy, RecurrentPolicy, deployed
 from common.wrappers import EpisodeStatistics, find_wrapper
 
 
-ACTIVE: list = []  # the checkpoint path of the run under way: Ctrl-C in a file's loop body names it (common.cli)
+# the checkpoint path of the run under way: Ctrl-C in a file's loop body names it (common.cli)
+ACTIVE: list = []
 
 
 class Run:
     """One training run's shell (module docstring)."""
 
-    def __init__(self, algo: str, args, defaults: Callable | None = None, ctx=None, device=None, gather: bool = True):
+    def __init__(
+        self,
+        algo: str,
+        args,
+        defaults: Callable | None = None,
+        ctx=None,
+        device=None,
+        gather: bool = True,
+    ):
         self.algo, self.ctx, self.gather = algo, ctx, gather
         self.device = device if device is not None else resolve_device(args.device)
         self.rank = ctx.rank if ctx is not None else 0
@@ -70,27 +90,43 @@ class Run:
                 except ValueError:
                     distributed.shutdown(ctx)
                     raise
-            default = defaults(args.env, args.num_envs, args.device) if defaults is not None else None
+            default = (
+                defaults(args.env, args.num_envs, args.device) if defaults is not None else None
+            )
             args = resume_args(args, self.ckpt, args.resume, defaults=default)
             # this rank's own state (under torchrun every rank saved its own)
-            self.own = self.ckpt["ranks"][self.rank] if ctx is not None and ctx.enabled else self.ckpt
+            self.own = (
+                self.ckpt["ranks"][self.rank] if ctx is not None and ctx.enabled else self.ckpt
+            )
         self.args = args
         seed_everything(args.seed + self.rank)
         self.start_iter, self.step, self.eval_result = 0, 0, {}
+        self.meters: list[Meter] = []
 
-    def start(self, env, state: dict, policy: Callable, meta: dict | None = None,
-              extra: Callable[[], dict] | None = None, evaluate: Callable | None = None) -> None:
-        """Check a resumed run's env, restore `state` (and the generators, the step, the clock), then make
-        the run directory, the logger, the NaN guard and the evaluation/checkpoint schedule. `evaluate`:
-        `common.evaluate.evaluate` unless given (a multi-agent file gives `ma_evaluate`)."""
+    def start(
+        self,
+        env,
+        state: dict,
+        policy: Callable,
+        meta: dict | None = None,
+        extra: Callable[[], dict] | None = None,
+        evaluate: Callable | None = None,
+    ) -> None:
+        """Check a resumed run's env, restore `state` (and the generators, the step, the clock),
+        then make the NaN guard (which also watches every env step's observations and rewards,
+        through the env's `EpisodeStatistics`) and the evaluation/checkpoint schedule. `evaluate`:
+        `common.evaluate.evaluate` unless given (a multi-agent file gives `ma_evaluate`). The run
+        directory and the logger open when the iterations start, once their settings passed."""
         args = self.args
-        check_spaces(self.ckpt, env, args.resume)  # a resumed run: the env must still have the saved spaces
+        # a resumed run: the env must still have the saved spaces
+        check_spaces(self.ckpt, env, args.resume)
         self.env, self.state, self.policy, self.meta = env, state, policy, meta or {}
         self.extra, self.evaluate = extra or dict, evaluate
-        elapsed = 0.0
+        self.elapsed = 0.0
         if self.ckpt is not None:
             for name, obj in state.items():
-                if obj is None or name not in self.own:  # an unused slot, or a checkpoint from before it existed
+                # an unused slot, or a checkpoint from before it existed
+                if obj is None or name not in self.own:
                     continue
                 if isinstance(obj, torch.Tensor):
                     with torch.no_grad():
@@ -99,27 +135,80 @@ class Run:
                     obj.set_state(self.own[name].cpu())
                 else:
                     obj.load_state_dict(self.own[name])
-            self.start_iter, self.step, elapsed = self.ckpt["iteration"], self.ckpt["global_step"], self.ckpt["seconds"]
+            self.start_iter, self.step, self.elapsed = (
+                self.ckpt["iteration"],
+                self.ckpt["global_step"],
+                self.ckpt["seconds"],
+            )
             set_rng_state(self.own["rng"])
         self.run_dir = self.logger = None
-        if self.is_main:  # under torchrun rank 0 alone logs, evaluates and checkpoints
-            self.run_dir = make_run_dir(args.out_dir, self.algo, args.env, args.seed, args.resume)
-            self.logger = Logger(self.run_dir, self.algo, args, args.total_steps, args.track, args.wandb_project,
-                                 args.quiet, elapsed, resume_step=self.step if args.resume else None)
-        out = self.run_dir if self.is_main else Path(args.out_dir)
-        self.ckpt_path = out / "checkpoint.pt"
-        self.guard = NumericGuard(self.device, self.ckpt_path if self.is_main else None)  # NaN/Inf: stop, keep the last good checkpoint
+        self.ckpt_path = Path(args.out_dir) / "checkpoint.pt"
+        # NaN/Inf: stop, keep the last good checkpoint
+        self.guard = NumericGuard(self.device)
         self.ticks = Ticks(args.eval_every, args.save_every, self.step)
-        if self.is_main:
-            ACTIVE[:] = [self.ckpt_path]
         self.episodes = find_wrapper(env, EpisodeStatistics)
+        self.episodes.guard = self.guard  # every env step's observations and rewards
 
-    def iterations(self, num_iterations: int, steps_per_iteration: int, metrics: Callable[[], dict] = dict,
-                   learning_starts: int = 0, every: int = 1) -> Iterator[int]:
-        """Yield the iteration numbers from where the run stands (with `every` > 1, the first of each segment of
-        that many); after each, count its env steps, check for NaN/Inf, and evaluate, log and checkpoint on
-        their ticks (host syncs happen only there). The speed the progress line shows counts from the first
-        iteration past `learning_starts` env steps."""
+    def _open(self, num_iterations: int, steps_per_iteration: int, learning_starts: int) -> None:
+        """Refuse a schedule that cannot train, then make the run directory and the logger
+        (under torchrun rank 0 alone logs, evaluates and checkpoints)."""
+        args = self.args
+        if num_iterations <= 0:
+            raise UserError(
+                f"--total-steps {args.total_steps} is below one iteration "
+                f"({steps_per_iteration} env steps)"
+            )
+        if learning_starts >= args.total_steps:
+            raise UserError("--learning-starts >= --total-steps: nothing would be learned")
+        if self.is_main and self.logger is None:
+            self.run_dir = make_run_dir(args.out_dir, self.algo, args.env, args.seed, args.resume)
+            resumed = self.step if args.resume else None
+            self.logger = Logger(
+                self.run_dir,
+                self.algo,
+                args,
+                args.total_steps,
+                args.track,
+                args.wandb_project,
+                args.quiet,
+                self.elapsed,
+                resume_step=resumed,
+            )
+            self.ckpt_path = self.guard.checkpoint = self.run_dir / "checkpoint.pt"
+            ACTIVE[:] = [self.ckpt_path]
+
+    def compile(self, fn: Callable, graphs: bool = True) -> Callable:
+        """`fn` under `--compile` (`common.device.compile_fn`: on CUDA a graph of its own unless
+        `graphs=False`), else `fn` itself."""
+        return compile_fn(fn, self.device, graphs) if self.args.compile else fn
+
+    def capture(
+        self, fn: Callable[[], None], state: list, enabled: bool = True, **kwargs
+    ) -> Captured:
+        """`fn()` (one iteration on fixed tensors) replayed as one CUDA graph on CUDA
+        (`common.graphs.Captured`; `state`: everything the iteration writes, for the check before
+        capture)."""
+        return Captured(fn, self.device, state=state, enabled=enabled, **kwargs)
+
+    def meter(self, *names: str) -> Meter:
+        """Training statistics summed on the device (`common.logger.Meter`); the log line shows
+        their means."""
+        self.meters.append(Meter(self.device, *names))
+        return self.meters[-1]
+
+    def iterations(
+        self,
+        num_iterations: int,
+        steps_per_iteration: int,
+        metrics: Callable[[], dict] = dict,
+        learning_starts: int = 0,
+        every: int = 1,
+    ) -> Iterator[int]:
+        """Yield the iteration numbers from where the run stands (with `every` > 1, the first of
+        each segment of that many); after each, count its env steps, check for NaN/Inf, and
+        evaluate, log and checkpoint on their ticks (host syncs happen only there). The speed the
+        progress line shows counts from the first iteration past `learning_starts` env steps."""
+        self._open(num_iterations, steps_per_iteration, learning_starts)
         hint = resume_hint(self.ckpt_path) if self.is_main else contextlib.nullcontext()
         with hint:  # Ctrl-C: say which checkpoint to --resume from
             for iteration in range(self.start_iter, num_iterations, every):
@@ -131,47 +220,77 @@ class Run:
                 if self.is_main and do_eval:
                     with self.logger.paused():
                         self.eval_result = (self.evaluate or evaluate)(
-                            self._evaluated(), self.args.env, self.args.eval_episodes, seed=self.args.seed + 10_000,
-                            device=self.device)
+                            self._evaluated(),
+                            self.args.env,
+                            self.args.eval_episodes,
+                            seed=self.args.seed + 10_000,
+                            device=self.device,
+                        )
                 if self.is_main and do_log:
-                    self.logger.log(self.step, self.episodes.pop(), self.eval_result if do_eval else None,
-                                    **metrics())
+                    stats = {k: v for m in self.meters for k, v in m.pop().items()}
+                    self.logger.log(
+                        self.step,
+                        self.episodes.pop(),
+                        self.eval_result if do_eval else None,
+                        **stats,
+                        **metrics(),
+                    )
                 if do_save:
                     self.save(last)
                 if self.is_main:
                     self.logger.burn_in(self.step, learned=self.step > learning_starts)
 
     def save(self, next_iteration: int) -> None:
-        """Write the checkpoint (module docstring); under torchrun a collective, every rank sends its state."""
+        """Write the checkpoint (module docstring); under torchrun a collective, every rank sends
+        its state."""
         from common import distributed
 
         self.guard.check(self.step, sync=True)  # never a non-finite value in a checkpoint
         own = {name: _saved(obj) for name, obj in self.state.items()}
         own["rng"] = rng_state()
-        gather = self.gather and self.ctx is not None and self.ctx.enabled  # (gather=False: rank 0's state only)
+        # (gather=False: rank 0's state only)
+        gather = self.gather and self.ctx is not None and self.ctx.enabled
         every = distributed.gather_to_main(self.ctx, own) if gather else None
         if not self.is_main:
             return
-        save_checkpoint(self.ckpt_path, {
-            "algo": self.algo, "env_id": self.args.env, "args": asdict(self.args), **self.meta,
-            "spaces": spaces_of(self.env), **own, **self.extra(), **self._deployable(),
-            "iteration": next_iteration, "global_step": self.step, "seconds": self.logger.seconds,
-            **({"ranks": every} if every is not None else {}),
-        })
+        save_checkpoint(
+            self.ckpt_path,
+            {
+                "algo": self.algo,
+                "env_id": self.args.env,
+                "args": asdict(self.args),
+                **self.meta,
+                "spaces": spaces_of(self.env),
+                **own,
+                **self.extra(),
+                **self._deployable(),
+                "iteration": next_iteration,
+                "global_step": self.step,
+                "seconds": self.logger.seconds,
+                **({"ranks": every} if every is not None else {}),
+            },
+        )
 
     def _evaluated(self):
-        """The policy evaluation runs: the file's deployable `Policy` (as a user gets it from `load_policy`),
-        or what the file's `policy()` returns (the multi-agent files)."""
+        """The policy evaluation runs: the file's deployable `Policy` (as a user gets it from
+        `load_policy`), or what the file's `policy()` returns (the multi-agent files)."""
         if isinstance(self.policy, Policy):
-            return deployed(self.policy, self.device) if isinstance(self.policy, RecurrentPolicy) else self.policy
+            return (
+                deployed(self.policy, self.device)
+                if isinstance(self.policy, RecurrentPolicy)
+                else self.policy
+            )
         return self.policy()
 
     def _deployable(self) -> dict:
-        """The checkpoint's deployable policy (`common.policy`): its tensors and how to rebuild it."""
+        """The checkpoint's deployable policy (`common.policy`): its tensors and how to rebuild
+        it."""
         if not isinstance(self.policy, Policy):
             return {}
-        return {"policy": {k: v.detach().clone() for k, v in self.policy.state_dict().items()},
-                "policy_spec": self.policy.spec}
+        return {
+            "policy": {k: v.detach().clone() for k, v in self.policy.state_dict().items()},
+            "policy_spec": self.policy.spec,
+        }
 
     def finish(self, env) -> dict:
         """Close the logger and the env; the run's summary."""
@@ -179,10 +298,14 @@ class Run:
             self.logger.close()
         ACTIVE.clear()
         env.close()
-        return {"eval_return": self.eval_result.get("eval_return", float("nan")),
-                "eval_return_std": self.eval_result.get("eval_return_std", float("nan")),
-                "steps": self.step, "seconds": self.logger.seconds if self.is_main else float("nan"),
-                "checkpoint": str(self.ckpt_path), "run_dir": str(self.run_dir)}
+        return {
+            "eval_return": self.eval_result.get("eval_return", float("nan")),
+            "eval_return_std": self.eval_result.get("eval_return_std", float("nan")),
+            "steps": self.step,
+            "seconds": self.logger.seconds if self.is_main else float("nan"),
+            "checkpoint": str(self.ckpt_path),
+            "run_dir": str(self.run_dir),
+        }
 
 
 def _saved(obj):

@@ -3,9 +3,9 @@
 A rollout is one `Batch` of `[T, N, ...]` tensors, an observation one `Batch` of its named groups
 (`policy`, `critic`, `action_mask`: `common.wrappers.ObsGroups`), and a batch may hold batches:
 
-    store = Batch.zeros(T, obs=obs, actions=action)   # [T, *x.shape] of each example x, in its dtype
-    store[t] = dict(obs=obs, actions=action)          # writes the entries given (copies, casts dtype)
-    mb = store.flatten()[idx]                         # [T * N] rows; then the same rows of each entry
+    store = Batch.zeros(T, obs=obs, actions=action)  # [T, *x.shape] of each example x, its dtype
+    store[t] = dict(obs=obs, actions=action)         # writes the entries given (copies, casts)
+    mb = store.flatten()[idx]                        # [T * N] rows; the same rows of each entry
     mb["obs"]["policy"], mb["actions"]
 
 It is a `dict` (`batch["obs"]`, `.items()`, `torch.save`), so compiled functions and CUDA graphs
@@ -25,18 +25,22 @@ class Batch(dict):
     def zeros(*lead: int, **examples) -> Batch:
         """Zeros `[*lead, *x.shape]` for each named example `x` (a tensor or a dict of them), in
         `x`'s dtype and on its device."""
-        return Batch({
-            k: Batch.zeros(*lead, **x) if isinstance(x, dict) else x.new_zeros((*lead, *x.shape))
-            for k, x in examples.items()
-        })
+        return Batch(
+            {
+                k: Batch.zeros(*lead, **x)
+                if isinstance(x, dict)
+                else x.new_zeros((*lead, *x.shape))
+                for k, x in examples.items()
+            }
+        )
 
     @staticmethod
     def cat(batches: list) -> Batch:
         """The batches (dicts with the same names) one after the other along the first dimension."""
         parts = {k: [b[k] for b in batches] for k in batches[0]}
-        return Batch({
-            k: Batch.cat(p) if isinstance(p[0], dict) else torch.cat(p) for k, p in parts.items()
-        })
+        return Batch(
+            {k: Batch.cat(p) if isinstance(p[0], dict) else torch.cat(p) for k, p in parts.items()}
+        )
 
     def __getitem__(self, key):
         if isinstance(key, str):
@@ -52,10 +56,23 @@ class Batch(dict):
 
     def flatten(self, dims: int = 2) -> Batch:
         """The first `dims` dimensions of every tensor as one (views where the memory allows)."""
-        return Batch({
-            k: v.flatten(dims) if isinstance(v, Batch) else v.flatten(0, dims - 1)
-            for k, v in self.items()
-        })
+        return Batch(
+            {
+                k: v.flatten(dims) if isinstance(v, Batch) else v.flatten(0, dims - 1)
+                for k, v in self.items()
+            }
+        )
+
+    def minibatches(self, n: int):
+        """The rows (first dimension) in a fresh random order (`torch.randperm`), as `n` equal
+        minibatches: one epoch of minibatch updates."""
+        first = next(iter(self.values()))
+        while isinstance(first, dict):
+            first = next(iter(first.values()))
+        size = len(first)
+        perm, step = torch.randperm(size, device=first.device), size // n
+        for start in range(0, size, step):
+            yield self[perm[start : start + step]]
 
     def copy_(self, other) -> Batch:
         """Copy `other`'s tensors (a dict with the same names) into these, in place."""
@@ -68,8 +85,10 @@ class Batch(dict):
 
     def state_dict(self) -> dict:
         """A checkpoint entry (`common.run`): detached copies, nested as the batch is."""
-        return {k: v.state_dict() if isinstance(v, Batch) else v.detach().clone()
-                for k, v in self.items()}
+        return {
+            k: v.state_dict() if isinstance(v, Batch) else v.detach().clone()
+            for k, v in self.items()
+        }
 
     def load_state_dict(self, sd: dict) -> None:
         with torch.no_grad():

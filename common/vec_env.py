@@ -15,13 +15,15 @@ A vec env follows gymnasium's `VectorEnv` API with torch tensors on `env.device`
 * No Python loop over sub-envs, no host sync inside `step` (resets are masked tensor ops).
 * Checks on actions that need the values (NaN, out-of-range discrete actions) raise at once on
   CPU; on an accelerator they are accumulated on the device and raised at the next logging tick
-  (`raise_deferred_errors`, called by `EpisodeStatistics.pop`), so `step` never waits for the device.
+  (`raise_deferred_errors`, called by `EpisodeStatistics.pop`), so `step` never waits for the
+  device.
 
-* For CUDA graphs (optional; an env that does not keep it trains eagerly, with one warning): `step` writes the env's
-  state in place (`copy_`, `out=`, masked fills), keeps no Python counters that advance per step, and returns
-  tensors that do not share memory with that state. The PPO files then replay each iteration, the env's steps
-  inside, as one CUDA graph (common/graphs.py, which checks this before capturing). `TorchVecEnv`, the batched
-  MuJoCo tasks and the wrappers in `common.wrappers` keep it.
+* For CUDA graphs (optional; an env that does not keep it trains eagerly, with one warning): `step`
+  writes the env's state in place (`copy_`, `out=`, masked fills), keeps no Python counters that
+  advance per step, and returns tensors that do not share memory with that state. The PPO files then
+  replay each iteration, the env's steps inside, as one CUDA graph (common/graphs.py, which checks
+  this before capturing). `TorchVecEnv`, the batched MuJoCo tasks and the wrappers in
+  `common.wrappers` keep it.
 
 * `step` and `reset` may be called inside `torch.inference_mode()` (rsl_rl's runner does) and
   outside it, in any order: they run with inference mode off (`NormalTensors`), so the env's state
@@ -30,23 +32,26 @@ A vec env follows gymnasium's `VectorEnv` API with torch tensors on `env.device`
 
 * Observation groups (optional, IsaacLab's convention): an env may return a dict
   `{"policy": [N, p], "critic": [N, c]}` (space `gymnasium.spaces.Dict`, `final_obs` the same dict)
-  where the critic sees privileged state the policy does not. The PPO files feed `policy` to the actor
-  and `critic` to the value function; a deployed policy takes the `policy` group only. Files without an asymmetric critic refuse such an env with one line (`check_single_agent`).
+  where the critic sees privileged state the policy does not. The PPO files feed `policy` to the
+  actor and `critic` to the value function; a deployed policy takes the `policy` group only. Files
+  without an asymmetric critic refuse such an env with one line (`check_single_agent`).
 
-* Action masks (optional, for discrete actions): `info["action_mask"]`, bool, True = allowed, for the
-  observation returned with it (in `reset`'s info and in every `step`'s): `[N, n]` for `Discrete(n)`, `[N,
-  sum(nvec)]` for `MultiDiscrete(nvec)` (each dimension's allowed values, concatenated). The multi-agent
-  envs' `info["avail_actions"]` (`common/ma_vec_env.py`) is the same convention with an agent axis. The
-  ppo_vec family and the dqn family mask their logits / their argmax with it; files that cannot mask refuse
-  such an env with one line. An env
-  that masks says so before its first reset: `env.has_action_mask = True` (`TorchVecEnv` sets it when a
-  subclass defines `_action_mask`); `info["final_action_mask"]` may hold the masks of `final_obs`.
+* Action masks (optional, for discrete actions): `info["action_mask"]`, bool, True = allowed, for
+  the observation returned with it (in `reset`'s info and in every `step`'s): `[N, n]` for
+  `Discrete(n)`, `[N, sum(nvec)]` for `MultiDiscrete(nvec)` (each dimension's allowed values,
+  concatenated). The multi-agent envs' `info["avail_actions"]` (`common/ma_vec_env.py`) is the same
+  convention with an agent axis. The ppo_vec family and the dqn family mask their logits / their
+  argmax with it; files that cannot mask refuse such an env with one line. An env
+  that masks says so before its first reset: `env.has_action_mask = True` (`TorchVecEnv` sets it
+  when a subclass defines `_action_mask`); `info["final_action_mask"]` may hold the masks of
+  `final_obs`.
 * `MultiDiscrete(nvec)` actions: integer tensors `[N, len(nvec)]`, each column in `[0, nvec[i])`.
 
-What the algorithm files read: the PPO and DQN families wrap the env in `common.wrappers.ObsGroups`, so that
-every observation arrives as named groups, `{"policy": ..., "critic": ... (where the env has it),
-"action_mask": bool ... (where it masks)}`, `final_obs` alike; their networks read the groups by name and
-their storage (`common.storage.Batch`, `common.buffers`) keeps each group as its own tensor, in its own dtype.
+What the algorithm files read: the PPO and DQN families wrap the env in `common.wrappers.ObsGroups`,
+so that every observation arrives as named groups,
+`{"policy": ..., "critic": ... (where the env has it), "action_mask": bool ... (where it masks)}`,
+`final_obs` alike; their networks read the groups by name and their storage (`common.storage.Batch`,
+`common.buffers`) keeps each group as its own tensor, in its own dtype.
 
 `TorchVecEnv` is the base for torch-native batched environments: a subclass describes a single
 task as pure tensor functions over a `[N, state_dim]` state and gets time limits, autoreset,
@@ -69,7 +74,14 @@ from gymnasium.vector.utils import batch_space
 from common.device import canonical
 from common.errors import UserError, UserTypeError
 
-__all__ = ["ActionChecks", "TorchVecEnv", "VecEnvWrapper", "check_actions", "unwrap_chain", "AutoresetMode"]
+__all__ = [
+    "ActionChecks",
+    "TorchVecEnv",
+    "VecEnvWrapper",
+    "check_actions",
+    "unwrap_chain",
+    "AutoresetMode",
+]
 
 
 def _describe_space(space: gym.Space) -> str:
@@ -92,7 +104,9 @@ def check_actions(
     Returns the actions as a tensor; raises `ValueError`/`TypeError` with the expected form.
     """
     lead = (num_envs,) if n_agents is None else (num_envs, n_agents)
-    batch = f"{num_envs} sub-envs" if n_agents is None else f"{num_envs} sub-envs x {n_agents} agents"
+    batch = (
+        f"{num_envs} sub-envs" if n_agents is None else f"{num_envs} sub-envs x {n_agents} agents"
+    )
     if not isinstance(actions, torch.Tensor):
         raise UserTypeError(
             f"actions must be a torch.Tensor on {device}, got {type(actions).__name__}; "
@@ -105,7 +119,11 @@ def check_actions(
         )
     if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
         expected = lead if isinstance(space, gym.spaces.Discrete) else (*lead, len(space.nvec))
-        if actions.dtype.is_floating_point or actions.dtype.is_complex or actions.dtype == torch.bool:
+        if (
+            actions.dtype.is_floating_point
+            or actions.dtype.is_complex
+            or actions.dtype == torch.bool
+        ):
             raise UserTypeError(
                 f"{_describe_space(space)} actions must be an integer tensor of shape {expected}, "
                 f"got dtype {actions.dtype}; pass e.g. logits.argmax(-1) or actions.long()"
@@ -128,9 +146,10 @@ def check_actions(
 
 
 def outside_inference_mode(fn):
-    """`fn` run with `torch.inference_mode` off (and autograd off) when its caller has it on: tensors it
-    creates, the env state it keeps among them, are normal tensors, which the caller may later update in
-    place or use in autograd outside inference mode. Outside inference mode it is `fn` as it was."""
+    """`fn` run with `torch.inference_mode` off (and autograd off) when its caller has it on:
+    tensors it creates, the env state it keeps among them, are normal tensors, which the caller may
+    later update in place or use in autograd outside inference mode. Outside inference mode it is
+    `fn` as it was."""
     if getattr(fn, "_outside_inference_mode", False):
         return fn
 
@@ -146,8 +165,9 @@ def outside_inference_mode(fn):
 
 
 class NormalTensors:
-    """Mixin of every vec env and wrapper here: the `__init__`, `step`, `reset` and `load_state_dict` a class
-    defines (a subclass's own, a user's env's too) run outside inference mode (`outside_inference_mode`)."""
+    """Mixin of every vec env and wrapper here: the `__init__`, `step`, `reset` and
+    `load_state_dict` a class defines (a subclass's own, a user's env's too) run outside inference
+    mode (`outside_inference_mode`)."""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -168,19 +188,28 @@ class ActionChecks(NormalTensors):
     _batch_agents: int | None = None
 
     def _validate(self, actions) -> torch.Tensor:
-        actions = check_actions(actions, self.single_action_space, self.num_envs, self.device, self._batch_agents)
-        if isinstance(self.single_action_space, gym.spaces.MultiDiscrete):  # each column below its nvec
-            bad = ((actions < 0) | (actions >= torch.as_tensor(self.single_action_space.nvec, device=self.device))).any()
+        actions = check_actions(
+            actions, self.single_action_space, self.num_envs, self.device, self._batch_agents
+        )
+        # each column below its nvec
+        if isinstance(self.single_action_space, gym.spaces.MultiDiscrete):
+            bad = (
+                (actions < 0)
+                | (actions >= torch.as_tensor(self.single_action_space.nvec, device=self.device))
+            ).any()
             if self.device.type == "cpu" and bad.item():
                 raise UserError(self._invalid_message(actions))
             self._invalid_action |= bad
             return actions
-        if self.device.type == "cpu":  # one reduction, read at once (there is no device to wait for)
+        # one reduction, read at once (there is no device to wait for)
+        if self.device.type == "cpu":
             if self._discrete:
                 lo, hi = actions.aminmax()
                 bad = lo.item() < 0 or hi.item() >= self.single_action_space.n
             else:  # a finite sum means no NaN/Inf; a non-finite one may also be an overflow: check
-                bad = not math.isfinite(actions.sum().item()) and not bool(torch.isfinite(actions).all())
+                bad = not math.isfinite(actions.sum().item()) and not bool(
+                    torch.isfinite(actions).all()
+                )
             if bad:
                 raise UserError(self._invalid_message(actions))
         elif self._discrete:  # accumulate on the device; raised at the next logging tick
@@ -191,7 +220,9 @@ class ActionChecks(NormalTensors):
 
     def _invalid_message(self, actions=None) -> str:
         if isinstance(self.single_action_space, gym.spaces.MultiDiscrete):
-            what = f"integers in [0, nvec) per column, nvec = {self.single_action_space.nvec.tolist()}"
+            what = (
+                f"integers in [0, nvec) per column, nvec = {self.single_action_space.nvec.tolist()}"
+            )
         elif self._discrete:
             what = f"integers in [0, {self.single_action_space.n})"
         else:
@@ -202,7 +233,8 @@ class ActionChecks(NormalTensors):
         return f"{self.env_id}: invalid action values, expected {what}{found}"
 
     def raise_deferred_errors(self) -> None:
-        """Raise an invalid-action error recorded on the device (a host sync: logging ticks only)."""
+        """Raise an invalid-action error recorded on the device (a host sync: logging ticks
+        only)."""
         if bool(self._invalid_action):
             raise UserError(self._invalid_message())
 
@@ -244,7 +276,9 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         self.action_space = batch_space(single_action_space, num_envs)
         self.validate_actions = validate_actions
         self.rng = torch.Generator(device=self.device)
-        self.rng.manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]) if seed is None else seed)
+        self.rng.manual_seed(
+            int(np.random.SeedSequence(seed).generate_state(1)[0]) if seed is None else seed
+        )
         self._seed = seed
         self._discrete = isinstance(single_action_space, gym.spaces.Discrete)
         self._invalid_action = torch.zeros((), dtype=torch.bool, device=self.device)
@@ -262,7 +296,8 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         raise NotImplementedError
 
     def _action_mask(self, state: torch.Tensor) -> torch.Tensor | None:
-        """Optional: the allowed actions in `state`, bool `[n, n_actions]` (`info["action_mask"]`); None: all."""
+        """Optional: the allowed actions in `state`, bool `[n, n_actions]` (`info["action_mask"]`);
+        None: all."""
         return None
 
     @property
@@ -285,8 +320,9 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         return self._own(self._observe(self.state)), ({} if mask is None else {"action_mask": mask})
 
     def _own(self, obs: torch.Tensor) -> torch.Tensor:
-        """`obs`, copied if it shares memory with the env's state (an identity observation, or a slice of the
-        state): `step` writes the state in place, which must not change an observation the caller holds."""
+        """`obs`, copied if it shares memory with the env's state (an identity observation, or a
+        slice of the state): `step` writes the state in place, which must not change an observation
+        the caller holds."""
         if obs.untyped_storage().data_ptr() == self.state.untyped_storage().data_ptr():
             return obs.clone()
         return obs
@@ -303,17 +339,19 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         done = terminated | truncated
         final_obs = self._observe(next_state)
         fresh = self._sample_initial_state(self.num_envs)
-        # in place: a training iteration captured as a CUDA graph (common.graphs) replays into this memory
+        # in place: a training iteration captured as a CUDA graph (common.graphs) replays into this
+        # memory
         torch.where(done[:, None], fresh, next_state, out=self.state)
         self.elapsed.masked_fill_(done, 0)
-        obs = self._own(self._observe(self.state))  # row-wise: the fresh start where done, else final_obs
+        # row-wise: the fresh start where done, else final_obs
+        obs = self._own(self._observe(self.state))
         info = {"final_obs": final_obs, "_final_obs": done}
         mask = self._action_mask(self.state)
         if mask is not None:
             info["action_mask"], info["final_action_mask"] = mask, self._action_mask(next_state)
         return obs, reward.to(torch.float32), terminated, truncated, info
 
-    # ---- checkpointable state ---------------------------------------------------------------------
+    # ---- checkpointable state --------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {
             "state": self.state.clone(),
@@ -324,15 +362,17 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
     def load_state_dict(self, sd: dict) -> None:
         if tuple(sd["state"].shape) != tuple(self.state.shape):
             raise UserError(
-                f"{self.env_id}: saved env state has shape {tuple(sd['state'].shape)}, this env has "
-                f"{tuple(self.state.shape)} (was it saved with another --num-envs?)"
+                f"{self.env_id}: saved env state has shape {tuple(sd['state'].shape)}, this env "
+                f"has {tuple(self.state.shape)} (was it saved with another --num-envs?)"
             )
         self.state.copy_(sd["state"])  # in place (common.graphs), and never into the caller's dict
         self.elapsed.copy_(sd["elapsed"])
         self.rng.set_state(sd["rng"].cpu())  # a state loaded onto the GPU comes back to the host
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.env_id}, num_envs={self.num_envs}, device={self.device})"
+        return (
+            f"{type(self).__name__}({self.env_id}, num_envs={self.num_envs}, device={self.device})"
+        )
 
 
 class VecEnvWrapper(NormalTensors, gym.vector.VectorWrapper):
@@ -361,7 +401,8 @@ class VecEnvWrapper(NormalTensors, gym.vector.VectorWrapper):
         if sd.get("wrapper") != type(self).__name__:
             raise UserError(
                 f"env state was saved with wrapper {sd.get('wrapper')!r} where this env has "
-                f"{type(self).__name__!r}: the wrapper stacks differ (different normalization flags?)"
+                f"{type(self).__name__!r}: the wrapper stacks differ (different normalization "
+                f"flags?)"
             )
         self.load_own_state_dict(sd["own"])
         if hasattr(self.env, "load_state_dict"):
@@ -382,17 +423,30 @@ def check_env(env, num_envs: int, device: torch.device | str) -> None:
     found, what was expected and the fix."""
     device = torch.device(device)
     name = type(env).__name__
-    for attr in ("num_envs", "single_observation_space", "single_action_space", "device", "reset", "step"):
+    for attr in (
+        "num_envs",
+        "single_observation_space",
+        "single_action_space",
+        "device",
+        "reset",
+        "step",
+    ):
         if not hasattr(env, attr):
-            raise UserTypeError(f"{name} has no `{attr}`: a vec env needs num_envs, single_observation_space, "
-                            f"single_action_space, device, reset() and step() (see common/vec_env.py; "
-                            f"subclassing common.vec_env.TorchVecEnv provides them)")
+            raise UserTypeError(
+                f"{name} has no `{attr}`: a vec env needs num_envs, single_observation_space, "
+                f"single_action_space, device, reset() and step() (see common/vec_env.py; "
+                f"subclassing common.vec_env.TorchVecEnv provides them)"
+            )
     if env.num_envs != num_envs:
-        raise UserError(f"{name} was asked for num_envs={num_envs} and has num_envs={env.num_envs}: "
-                         f"build it with the num_envs its factory is given")
+        raise UserError(
+            f"{name} was asked for num_envs={num_envs} and has num_envs={env.num_envs}: "
+            f"build it with the num_envs its factory is given"
+        )
     if torch.device(env.device).type != device.type:
-        raise UserError(f"{name} runs on {env.device} but the run asked for {device}: build it on the device "
-                         f"its factory is given")
+        raise UserError(
+            f"{name} runs on {env.device} but the run asked for {device}: build it on the device "
+            f"its factory is given"
+        )
     obs_space, act_space = env.single_observation_space, env.single_action_space
     out = env.reset(seed=0)
     if not (isinstance(out, tuple) and len(out) == 2):
@@ -400,35 +454,66 @@ def check_env(env, num_envs: int, device: torch.device | str) -> None:
     _check_obs(name, "reset() obs", out[0], obs_space, num_envs, env.device)
     masked = bool(getattr(env, "has_action_mask", False))
     if masked != ("action_mask" in out[1]):
-        raise UserError(f"{name}: reset() info {'lacks' if masked else 'has'} 'action_mask' but has_action_mask is "
-                         f"{masked}: an env that masks actions sets has_action_mask = True and gives the mask on "
-                         f"reset and on every step")
+        raise UserError(
+            f"{name}: reset() info {'lacks' if masked else 'has'} 'action_mask' but "
+            f"has_action_mask is {masked}: an env that masks actions sets has_action_mask = True "
+            "and gives the mask on reset and on every step"
+        )
     if isinstance(act_space, gym.spaces.Discrete):
         actions = torch.randint(0, int(act_space.n), (num_envs,), device=env.device)
     elif isinstance(act_space, gym.spaces.MultiDiscrete):
-        actions = (torch.rand((num_envs, len(act_space.nvec)), device=env.device)
-                   * torch.as_tensor(act_space.nvec, device=env.device)).long()
+        actions = (
+            torch.rand((num_envs, len(act_space.nvec)), device=env.device)
+            * torch.as_tensor(act_space.nvec, device=env.device)
+        ).long()
     elif isinstance(act_space, gym.spaces.Box):
-        low = torch.as_tensor(np.nan_to_num(act_space.low, posinf=1.0, neginf=-1.0), dtype=torch.float32, device=env.device)
-        high = torch.as_tensor(np.nan_to_num(act_space.high, posinf=1.0, neginf=-1.0), dtype=torch.float32, device=env.device)
+        low = torch.as_tensor(
+            np.nan_to_num(act_space.low, posinf=1.0, neginf=-1.0),
+            dtype=torch.float32,
+            device=env.device,
+        )
+        high = torch.as_tensor(
+            np.nan_to_num(act_space.high, posinf=1.0, neginf=-1.0),
+            dtype=torch.float32,
+            device=env.device,
+        )
         actions = low + (high - low) * torch.rand((num_envs, *act_space.shape), device=env.device)
     else:
-        raise UserTypeError(f"{name}'s action space {act_space} is not supported: use Discrete, MultiDiscrete or Box")
+        raise UserTypeError(
+            f"{name}'s action space {act_space} is not supported: use Discrete, MultiDiscrete or "
+            f"Box"
+        )
     out = env.step(actions)
     if not (isinstance(out, tuple) and len(out) == 5):
-        raise UserTypeError(f"{name}.step() must return (obs, reward, terminated, truncated, info), "
-                        f"got {type(out).__name__}{f' of {len(out)}' if isinstance(out, tuple) else ''}")
+        raise UserTypeError(
+            f"{name}.step() must return (obs, reward, terminated, truncated, info), "
+            f"got {type(out).__name__}{f' of {len(out)}' if isinstance(out, tuple) else ''}"
+        )
     obs, reward, terminated, truncated, info = out
     _check_obs(name, "step() obs", obs, obs_space, num_envs, env.device)
     _check_tensor(name, "step() reward", reward, (num_envs,), env.device, float)
     _check_tensor(name, "step() terminated", terminated, (num_envs,), env.device, bool)
     _check_tensor(name, "step() truncated", truncated, (num_envs,), env.device, bool)
     if not isinstance(info, dict) or "final_obs" not in info:
-        raise UserError(f"{name}.step() info must hold 'final_obs' (the last observation of the episodes that "
-                         f"ended, for same-step autoreset), got {sorted(info) if isinstance(info, dict) else info!r}")
+        raise UserError(
+            f"{name}.step() info must hold 'final_obs' (the last observation of the episodes that "
+            f"ended, for same-step autoreset), got "
+            f"{sorted(info) if isinstance(info, dict) else info!r}"
+        )
     _check_obs(name, "step() info['final_obs']", info["final_obs"], obs_space, num_envs, env.device)
-    for key in [k for k in ("action_mask", "final_action_mask") if masked and (k in info or k == "action_mask")]:
-        _check_tensor(name, f"step() info[{key!r}]", info.get(key), (num_envs, mask_width(act_space)), env.device, bool)
+    for key in [
+        k
+        for k in ("action_mask", "final_action_mask")
+        if masked and (k in info or k == "action_mask")
+    ]:
+        _check_tensor(
+            name,
+            f"step() info[{key!r}]",
+            info.get(key),
+            (num_envs, mask_width(act_space)),
+            env.device,
+            bool,
+        )
 
 
 def policy_obs(obs):
@@ -437,29 +522,34 @@ def policy_obs(obs):
 
 
 def mask_width(space: gym.Space) -> int:
-    """Columns of an action mask for `space`: n for Discrete(n), sum(nvec) for MultiDiscrete (0 otherwise)."""
+    """Columns of an action mask for `space`: n for Discrete(n), sum(nvec) for MultiDiscrete (0
+    otherwise)."""
     if isinstance(space, gym.spaces.Discrete):
         return int(space.n)
     return int(np.sum(space.nvec)) if isinstance(space, gym.spaces.MultiDiscrete) else 0
 
 
 def mask_columns(env) -> int:
-    """The width of `env`'s action mask (`mask_width` of its action space): 0 when it does not mask."""
+    """The width of `env`'s action mask (`mask_width` of its action space): 0 when it does not
+    mask."""
     return mask_width(env.single_action_space) if getattr(env, "has_action_mask", False) else 0
 
 
 def group_spaces(space: gym.Space) -> tuple[gym.Space, gym.Space]:
-    """(actor space, critic space) of an observation space (the same space twice when it has no groups)."""
+    """(actor space, critic space) of an observation space (the same space twice when it has no
+    groups)."""
     if isinstance(space, gym.spaces.Dict):
         if "policy" not in space.spaces:
-            raise UserError(f"a dict observation space needs a 'policy' group, got groups {list(space.spaces)}")
+            raise UserError(
+                f"a dict observation space needs a 'policy' group, got groups {list(space.spaces)}"
+            )
         return space["policy"], space.spaces.get("critic", space["policy"])
     return space, space
 
 
 def group_dims(space: gym.Space) -> tuple[int, int]:
-    """(policy width, critic width) of a flat observation space; the critic width is 0 when the space has no
-    `critic` group (the critic then reads the policy observation)."""
+    """(policy width, critic width) of a flat observation space; the critic width is 0 when the
+    space has no `critic` group (the critic then reads the policy observation)."""
     policy, critic = group_spaces(space)
     return int(np.prod(policy.shape)), int(np.prod(critic.shape)) if critic is not policy else 0
 
@@ -467,8 +557,11 @@ def group_dims(space: gym.Space) -> tuple[int, int]:
 def _check_obs(env_name: str, what: str, x, space: gym.Space, num_envs: int, device) -> None:
     if isinstance(space, gym.spaces.Dict):
         if not isinstance(x, dict) or set(x) != set(space.spaces):
-            raise UserTypeError(f"{env_name}.{what} must be a dict with the groups of its Dict observation space "
-                            f"{sorted(space.spaces)}, got {sorted(x) if isinstance(x, dict) else type(x).__name__}")
+            raise UserTypeError(
+                f"{env_name}.{what} must be a dict with the groups of its Dict observation space "
+                f"{sorted(space.spaces)}, got "
+                f"{sorted(x) if isinstance(x, dict) else type(x).__name__}"
+            )
         for k, sub in space.spaces.items():
             _check_tensor(env_name, f"{what}[{k!r}]", x[k], (num_envs, *sub.shape), device, float)
     else:
@@ -477,35 +570,63 @@ def _check_obs(env_name: str, what: str, x, space: gym.Space, num_envs: int, dev
 
 def _check_tensor(env_name: str, what: str, x, shape: tuple, device, kind) -> None:
     if not isinstance(x, torch.Tensor):
-        raise UserTypeError(f"{env_name}.{what} is a {type(x).__module__}.{type(x).__name__}, expected a torch.Tensor on "
-                        f"{device}: return torch.as_tensor(x, device=self.device)")
+        raise UserTypeError(
+            f"{env_name}.{what} is a {type(x).__module__}.{type(x).__name__}, expected a "
+            f"torch.Tensor on {device}: return torch.as_tensor(x, device=self.device)"
+        )
     if tuple(x.shape) != tuple(shape):
-        raise UserError(f"{env_name}.{what} has shape {tuple(x.shape)}, expected {tuple(shape)} "
-                         f"(num_envs x the single space's shape)")
+        raise UserError(
+            f"{env_name}.{what} has shape {tuple(x.shape)}, expected {tuple(shape)} "
+            f"(num_envs x the single space's shape)"
+        )
     if x.device != canonical(device):
-        raise UserError(f"{env_name}.{what} is on {x.device}, expected the env's device {device}: create it there")
+        raise UserError(
+            f"{env_name}.{what} is on {x.device}, expected the env's device {device}: create it "
+            f"there"
+        )
     if kind is float and not x.dtype.is_floating_point:
-        raise UserTypeError(f"{env_name}.{what} has dtype {x.dtype}, expected a floating-point tensor")
+        raise UserTypeError(
+            f"{env_name}.{what} has dtype {x.dtype}, expected a floating-point tensor"
+        )
     if kind is bool and x.dtype != torch.bool:
         raise UserTypeError(f"{env_name}.{what} has dtype {x.dtype}, expected torch.bool")
 
 
-def check_single_agent(env, env_id: str, algo: str, groups: bool = False, masks: bool = False) -> None:
+def check_single_agent(
+    env, env_id: str, algo: str, groups: bool = False, masks: bool = False, flat: bool = False
+) -> None:
     """Refuse a multi-agent env (`common/ma_vec_env.py`, observations `[N, n_agents, ...]`) in a
     single-agent algorithm file, naming the files that train several agents; an env with observation
-    groups in a file that has no asymmetric critic (`groups=False`); an env with action masks in a file
-    that cannot apply them (`masks=False`)."""
+    groups in a file that has no asymmetric critic (`groups=False`); an env with action masks in a
+    file that cannot apply them (`masks=False`); with `flat=True` (an MLP's input), an observation
+    group that is not a vector."""
     if getattr(env, "has_action_mask", False) and not masks:
-        raise UserError(f"{env_id} masks its actions (info['action_mask']) and algos/{algo}.py cannot apply a mask: "
-                         f"train it with algos/ppo_vec.py (a2c, ppo_h, ppo_rnn, ppo_podracer) or algos/dqn.py "
-                         f"(double_dqn, d3qn, pqn)")
-    space = env.single_observation_space  # (`common.wrappers.ObsGroups` names the policy's group and the mask too)
-    if isinstance(space, gym.spaces.Dict) and set(space.spaces) - {"policy", "action_mask"} and not groups:
-        raise UserError(f"{env_id} has observation groups {sorted(space.spaces)} and algos/{algo}.py feeds one "
-                         f"observation to all its networks: train it with algos/ppo_vec.py (a2c, ppo_h, ppo_rnn, ppo_podracer: "
-                         f"the critic gets the 'critic' group), or make the env without groups (e.g. "
-                         f"FromRslRl(..., critic_group=None))")
+        raise UserError(
+            f"{env_id} masks its actions (info['action_mask']) and algos/{algo}.py cannot apply a "
+            "mask: train it with algos/ppo_vec.py (a2c, ppo_h, ppo_rnn, ppo_podracer) or "
+            "algos/dqn.py (double_dqn, d3qn, pqn)"
+        )
+    # (`common.wrappers.ObsGroups` names the policy's group and the mask too)
+    space = env.single_observation_space
+    if (
+        isinstance(space, gym.spaces.Dict)
+        and set(space.spaces) - {"policy", "action_mask"}
+        and not groups
+    ):
+        raise UserError(
+            f"{env_id} has observation groups {sorted(space.spaces)} and algos/{algo}.py feeds one "
+            "observation to all its networks: train it with algos/ppo_vec.py (a2c, ppo_h, "
+            "ppo_rnn, ppo_podracer: the critic gets the 'critic' group), or make the env without "
+            "groups (e.g. FromRslRl(..., critic_group=None))"
+        )
     n_agents = getattr(env, "n_agents", None)
     if n_agents is not None:
-        raise UserError(f"{env_id} is a multi-agent env ({n_agents} agents) and algos/{algo}.py trains one agent: "
-                         f"use algos/mappo.py, algos/maddpg.py, algos/matd3.py, algos/qmix.py or algos/vdn.py")
+        raise UserError(
+            f"{env_id} is a multi-agent env ({n_agents} agents) and algos/{algo}.py trains one "
+            "agent: use algos/mappo.py, algos/maddpg.py, algos/matd3.py, algos/qmix.py or "
+            "algos/vdn.py"
+        )
+    if flat and any(len(s.shape) != 1 for s in group_spaces(env.single_observation_space)):
+        raise UserError(
+            f"{algo}'s MLP needs flat observations, {env_id} has {env.single_observation_space}"
+        )

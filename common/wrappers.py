@@ -41,7 +41,8 @@ class RunningMeanStd:
         total = self.count + n
         mean = self.mean + delta * (n / total)
         m2 = self.var * self.count + batch_var * n + delta.square() * (self.count * n / total)
-        # in place: a training iteration captured as a CUDA graph (common.graphs) replays into this memory
+        # in place: a training iteration captured as a CUDA graph (common.graphs) replays into this
+        # memory
         self.mean.copy_(mean)
         torch.div(m2, total, out=self.var)
         self.count.copy_(total)
@@ -55,7 +56,10 @@ class RunningMeanStd:
 
     def load_state_dict(self, sd: dict) -> None:
         if tuple(sd["mean"].shape) != tuple(self.mean.shape):
-            raise UserError(f"normalizer statistics have shape {tuple(sd['mean'].shape)}, expected {tuple(self.mean.shape)}")
+            raise UserError(
+                f"normalizer statistics have shape {tuple(sd['mean'].shape)}, expected "
+                f"{tuple(self.mean.shape)}"
+            )
         self.mean.copy_(sd["mean"])
         self.var.copy_(sd["var"])
         self.count.copy_(sd["count"])
@@ -71,9 +75,13 @@ class EpisodeStatistics(VecEnvWrapper):
     """
 
     hold_last = True
+    # the run's `NumericGuard` (`common.run.Run.start` sets it): watches each step's observations
+    # (a multi-agent env's state too) and rewards
+    guard = None
 
     def _step_reward(self, reward: torch.Tensor) -> torch.Tensor:
-        """The per-world reward an episode return sums (multi-agent subclasses reduce over agents)."""
+        """The per-world reward an episode return sums (multi-agent subclasses reduce over
+        agents)."""
         return reward
 
     def __init__(self, env):
@@ -81,7 +89,9 @@ class EpisodeStatistics(VecEnvWrapper):
         dev = torch.device(env.device)
         self.ep_return = torch.zeros(env.num_envs, dtype=torch.float32, device=dev)
         self.ep_length = torch.zeros(env.num_envs, dtype=torch.long, device=dev)
-        self._acc = torch.zeros(3, dtype=torch.float64 if dev.type != "mps" else torch.float32, device=dev)
+        self._acc = torch.zeros(
+            3, dtype=torch.float64 if dev.type != "mps" else torch.float32, device=dev
+        )
         self.last_return_mean = float("nan")
         self.last_length_mean = float("nan")
 
@@ -92,19 +102,22 @@ class EpisodeStatistics(VecEnvWrapper):
 
     def step(self, actions):
         obs, reward, terminated, truncated, info = self.env.step(actions)
+        if self.guard is not None:
+            state = [info[k] for k in ("state", "final_state") if k in info]
+            self.guard.watch("observations", obs, info["final_obs"], *state)
+            self.guard.watch("rewards", reward)
         # new tensors (`info` keeps them) in the accumulators' dtypes, then the state in place below
         ep_return = (self.ep_return + self._step_reward(reward)).to(self.ep_return.dtype)
         ep_length = self.ep_length + 1
         done = terminated | truncated
         d = done.to(self._acc.dtype)
-        self._acc += torch.stack(
-            ((ep_return * d).sum(), (ep_length * d).sum(), d.sum())
-        )
+        self._acc += torch.stack(((ep_return * d).sum(), (ep_length * d).sum(), d.sum()))
         info = dict(info)
         info["episode"] = {"r": ep_return, "l": ep_length}
         info["_episode"] = done
         going = ~done
-        torch.mul(ep_return, going, out=self.ep_return)  # in place: a captured graph replays into this memory
+        # in place: a captured graph replays into this memory
+        torch.mul(ep_return, going, out=self.ep_return)
         torch.mul(ep_length, going, out=self.ep_length)
         return obs, reward, terminated, truncated, info
 
@@ -119,11 +132,19 @@ class EpisodeStatistics(VecEnvWrapper):
             self.last_length_mean = s_len / n
         elif not self.hold_last:
             self.last_return_mean = self.last_length_mean = float("nan")
-        return {"return": self.last_return_mean, "length": self.last_length_mean, "episodes": int(n)}
+        return {
+            "return": self.last_return_mean,
+            "length": self.last_length_mean,
+            "episodes": int(n),
+        }
 
     def own_state_dict(self):
-        return {"ep_return": self.ep_return.clone(), "ep_length": self.ep_length.clone(), "acc": self._acc.clone(),
-                "last": [self.last_return_mean, self.last_length_mean]}
+        return {
+            "ep_return": self.ep_return.clone(),
+            "ep_length": self.ep_length.clone(),
+            "acc": self._acc.clone(),
+            "last": [self.last_return_mean, self.last_length_mean],
+        }
 
     def load_own_state_dict(self, sd):
         self.ep_return.copy_(sd["ep_return"])
@@ -133,11 +154,14 @@ class EpisodeStatistics(VecEnvWrapper):
 
 
 class ActionScaler:
-    """Maps actions from [-1, 1]^d (clipped) to a Box's bounds; shared by `RescaleAction` and deployed policies."""
+    """Maps actions from [-1, 1]^d (clipped) to a Box's bounds; shared by `RescaleAction` and
+    deployed policies."""
 
     def __init__(self, space: gym.spaces.Box, device="cpu"):
         if not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
-            raise UserError(f"action rescaling needs finite bounds, got low={space.low}, high={space.high}")
+            raise UserError(
+                f"action rescaling needs finite bounds, got low={space.low}, high={space.high}"
+            )
         self.low = torch.as_tensor(space.low, dtype=torch.float32, device=device)
         self.high = torch.as_tensor(space.high, dtype=torch.float32, device=device)
 
@@ -149,7 +173,8 @@ class ActionScaler:
 
 
 class RescaleAction(VecEnvWrapper):
-    """The agent acts in [-1, 1]^d; actions are clipped to that box and mapped affinely to the env's bounds."""
+    """The agent acts in [-1, 1]^d; actions are clipped to that box and mapped affinely to the env's
+    bounds."""
 
     def __init__(self, env):
         super().__init__(env)
@@ -169,9 +194,9 @@ class RescaleAction(VecEnvWrapper):
 class NormalizeObservation(VecEnvWrapper):
     """Normalizes observations by running mean/std (updated while `training`), clipped to +-clip.
 
-    `info["final_obs"]` is normalized with the same statistics. Observation groups (a dict observation,
-    `common/vec_env.py`) get one set of statistics per group; `rms` is the `policy` group's, the one a
-    deployed policy needs.
+    `info["final_obs"]` is normalized with the same statistics. Observation groups (a dict
+    observation, `common/vec_env.py`) get one set of statistics per group; `rms` is the `policy`
+    group's, the one a deployed policy needs.
     """
 
     def __init__(self, env, clip: float = 10.0, training: bool = True):
@@ -185,11 +210,13 @@ class NormalizeObservation(VecEnvWrapper):
 
     def _norm(self, obs):
         if isinstance(obs, dict):
-            return {k: self.group_rms[k].normalize(v, self.clip).to(v.dtype) for k, v in obs.items()}
+            return {
+                k: self.group_rms[k].normalize(v, self.clip).to(v.dtype) for k, v in obs.items()
+            }
         return self.rms.normalize(obs, self.clip).to(obs.dtype)
 
     def _update(self, obs):
-        for k, v in (obs.items() if isinstance(obs, dict) else [(None, obs)]):
+        for k, v in obs.items() if isinstance(obs, dict) else [(None, obs)]:
             self.group_rms[k].update(v)
 
     def reset(self, **kwargs):
@@ -204,10 +231,16 @@ class NormalizeObservation(VecEnvWrapper):
             self._update(obs)
         info = dict(info)
         final = info.get("final_obs")
-        if torch.is_tensor(obs) and torch.is_tensor(final) and final.shape == obs.shape and final.dtype == obs.dtype:
-            # both in one pass (the same element-wise arithmetic, half the kernels): rows [:n] and [n:] of one tensor
+        if (
+            torch.is_tensor(obs)
+            and torch.is_tensor(final)
+            and final.shape == obs.shape
+            and final.dtype == obs.dtype
+        ):
+            # both in one pass (the same element-wise arithmetic, half the kernels): rows [:n] and
+            # [n:] of one tensor
             both = self._norm(torch.cat([obs, final]))
-            obs, info["final_obs"] = both[:len(obs)], both[len(obs):]
+            obs, info["final_obs"] = both[: len(obs)], both[len(obs) :]
             return obs, reward, terminated, truncated, info
         if final is not None:
             info["final_obs"] = self._norm(final)
@@ -227,12 +260,15 @@ class NormalizeObservation(VecEnvWrapper):
 
 
 class NormalizeReward(VecEnvWrapper):
-    """Scales rewards by the running std of the discounted return (as gymnasium's NormalizeReward)."""
+    """Scales rewards by the running std of the discounted return (as gymnasium's
+    NormalizeReward)."""
 
     def __init__(self, env, gamma: float = 0.99, clip: float = 10.0, training: bool = True):
         super().__init__(env)
         self.rms = RunningMeanStd((), env.device)
-        self.ret = torch.zeros(env.num_envs, dtype=self.rms.mean.dtype, device=torch.device(env.device))
+        self.ret = torch.zeros(
+            env.num_envs, dtype=self.rms.mean.dtype, device=torch.device(env.device)
+        )
         self.gamma = gamma
         self.clip = clip
         self.training = training
@@ -246,8 +282,11 @@ class NormalizeReward(VecEnvWrapper):
         if self.training:
             ret = self.ret * self.gamma + reward.to(self.ret.dtype)
             self.rms.update(ret)
-            torch.mul(ret, ~(terminated | truncated), out=self.ret)  # in place (captured graphs: common.graphs)
-        scaled = (reward / torch.sqrt(self.rms.var.to(reward.dtype) + 1e-8)).clamp(-self.clip, self.clip)
+            # in place (captured graphs: common.graphs)
+            torch.mul(ret, ~(terminated | truncated), out=self.ret)
+        scaled = (reward / torch.sqrt(self.rms.var.to(reward.dtype) + 1e-8)).clamp(
+            -self.clip, self.clip
+        )
         return obs, scaled, terminated, truncated, info
 
     def own_state_dict(self):
@@ -267,10 +306,11 @@ def find_wrapper(env, cls):
 
 
 class ObsGroups(VecEnvWrapper):
-    """Observations as named groups, the form the PPO and DQN files read: `{"policy": [N, ...]}`, with
-    `"critic": [N, ...]` when the env has a privileged `critic` group and `"action_mask": bool [N, n]` when it
-    masks its actions (its `info["action_mask"]`; `info["final_obs"]` takes `info["final_action_mask"]` where
-    the env gives one, else the step's mask). No state of its own: a checkpoint sees the env it wraps."""
+    """Observations as named groups, the form the PPO and DQN files read: `{"policy": [N, ...]}`,
+    with `"critic": [N, ...]` when the env has a privileged `critic` group and
+    `"action_mask": bool [N, n]` when it masks its actions (its `info["action_mask"]`;
+    `info["final_obs"]` takes `info["final_action_mask"]` where the env gives one, else the step's
+    mask). No state of its own: a checkpoint sees the env it wraps."""
 
     def __init__(self, env):
         super().__init__(env)
@@ -280,7 +320,9 @@ class ObsGroups(VecEnvWrapper):
         if self.masked:
             groups["action_mask"] = gym.spaces.MultiBinary(mask_width(env.single_action_space))
         self.single_observation_space = gym.spaces.Dict(groups)
-        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, env.num_envs)
+        self.observation_space = gym.vector.utils.batch_space(
+            self.single_observation_space, env.num_envs
+        )
 
     def _groups(self, obs, mask) -> dict:
         out = dict(obs) if isinstance(obs, dict) else {"policy": obs}
@@ -305,10 +347,18 @@ class ObsGroups(VecEnvWrapper):
         self.env.load_state_dict(sd)
 
 
-def wrap_env(env, *, rescale_actions: bool = True, norm_obs: bool = False, norm_reward: bool = False,
-             gamma: float = 0.99, training: bool = True, groups: bool = False):
-    """The standard stack. Box action spaces are rescaled to [-1, 1] when `rescale_actions`; with `groups`,
-    observations come as named groups (`ObsGroups`)."""
+def wrap_env(
+    env,
+    *,
+    rescale_actions: bool = True,
+    norm_obs: bool = False,
+    norm_reward: bool = False,
+    gamma: float = 0.99,
+    training: bool = True,
+    groups: bool = False,
+):
+    """The standard stack. Box action spaces are rescaled to [-1, 1] when `rescale_actions`; with
+    `groups`, observations come as named groups (`ObsGroups`)."""
     env = EpisodeStatistics(env)
     if rescale_actions and isinstance(env.single_action_space, gym.spaces.Box):
         env = RescaleAction(env)

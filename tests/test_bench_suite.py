@@ -1,5 +1,5 @@
-"""bench/suite.py: the report reads saved metrics only and states what it measured (final eval mean +-
-std over seeds, time to solve, references), and its curves are drawn; the group definitions are
+"""bench/suite.py: the report reads saved metrics only and states what it measured (final eval mean
++- std over seeds, time to solve, references), and its curves are drawn; the group definitions are
 runnable commands of the algorithm files."""
 
 import json
@@ -20,20 +20,35 @@ def _write_run(path, evals):
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as f:
         for step, secs, ret in evals:
-            f.write(json.dumps({"step": step, "seconds": secs, "sps": 1.0, "return": ret - 1}) + "\n")  # a log tick
-            f.write(json.dumps({"step": step, "seconds": secs, "sps": 1.0, "eval_return": ret}) + "\n")
+            # a log tick
+            f.write(
+                json.dumps({"step": step, "seconds": secs, "sps": 1.0, "return": ret - 1}) + "\n"
+            )
+            f.write(
+                json.dumps({"step": step, "seconds": secs, "sps": 1.0, "eval_return": ret}) + "\n"
+            )
 
 
 @pytest.fixture
 def fake_group(tmp_path, monkeypatch):
     monkeypatch.setattr(suite, "results_dir", lambda group: tmp_path / group)
-    exps = [suite.Experiment("ppo_vec", "CartPole-v1", 300, 100, solved=475),
-            suite.Experiment("dqn", "CartPole-v1", 300, 100, solved=475)]
+    exps = [
+        suite.Experiment("ppo_vec", "CartPole-v1", 300, 100, solved=475),
+        suite.Experiment("dqn", "CartPole-v1", 300, 100, solved=475),
+    ]
     monkeypatch.setitem(suite.GROUPS, "fake", dict(seeds=[1, 2], about="test", experiments=exps))
     runs = tmp_path / "fake" / "runs"
-    _write_run(runs / "CartPole-v1__ppo_vec__s1.jsonl", [(100, 1.0, 100.0), (200, 2.0, 480.0), (300, 3.0, 500.0)])
-    _write_run(runs / "CartPole-v1__ppo_vec__s2.jsonl", [(100, 2.0, 90.0), (200, 4.0, 300.0), (300, 6.0, 490.0)])
-    _write_run(runs / "CartPole-v1__dqn__s1.jsonl", [(100, 5.0, 20.0), (200, 9.0, 30.0), (300, 13.0, 40.0)])
+    _write_run(
+        runs / "CartPole-v1__ppo_vec__s1.jsonl",
+        [(100, 1.0, 100.0), (200, 2.0, 480.0), (300, 3.0, 500.0)],
+    )
+    _write_run(
+        runs / "CartPole-v1__ppo_vec__s2.jsonl",
+        [(100, 2.0, 90.0), (200, 4.0, 300.0), (300, 6.0, 490.0)],
+    )
+    _write_run(
+        runs / "CartPole-v1__dqn__s1.jsonl", [(100, 5.0, 20.0), (200, 9.0, 30.0), (300, 13.0, 40.0)]
+    )
     # dqn seed 2 missing: the report uses the seeds it has and says how many
     return tmp_path / "fake"
 
@@ -76,16 +91,28 @@ def test_group_commands_parse(group):
         assert args.env == exp.env and args.total_steps == exp.steps
 
 
-# ---- bench/locomotion.py: the side-by-side report --------------------------------------------------------
+# ---- bench/locomotion.py: the side-by-side report ------------------------------------------------
 import locomotion  # noqa: E402
 
 
 def _loco_run(root, side, seed, points, gym):
-    """A saved run: (env steps, train seconds, eval return) points and its final gymnasium return."""
-    curve = [{"step": s, "seconds": t + 1, "train_seconds": t, "eval_return": r} for s, t, r in points]
-    out = {"side": side, "task": "Hopper-v5", "seed": seed, "num_envs": 64, "steps": curve[-1]["step"],
-           "curve": curve, "train_seconds": curve[-1]["train_seconds"], "sps": curve[-1]["step"] / points[-1][1],
-           "eval_return": points[-1][2], "gym_return": gym}
+    """A saved run: (env steps, train seconds, eval return) points and its final gymnasium
+    return."""
+    curve = [
+        {"step": s, "seconds": t + 1, "train_seconds": t, "eval_return": r} for s, t, r in points
+    ]
+    out = {
+        "side": side,
+        "task": "Hopper-v5",
+        "seed": seed,
+        "num_envs": 64,
+        "steps": curve[-1]["step"],
+        "curve": curve,
+        "train_seconds": curve[-1]["train_seconds"],
+        "sps": curve[-1]["step"] / points[-1][1],
+        "eval_return": points[-1][2],
+        "gym_return": gym,
+    }
     (root / "Hopper").mkdir(parents=True, exist_ok=True)
     (root / "Hopper" / f"{side}_seed{seed}.json").write_text(json.dumps(out))
 
@@ -96,20 +123,26 @@ def test_locomotion_report_compares_at_equal_steps_and_equal_time(tmp_path, monk
     _loco_run(tmp_path, "ours", 1, [(100, 10, 1000), (200, 20, 2000)], gym=2100)
     _loco_run(tmp_path, "ours", 2, [(100, 10, 1400), (200, 20, 2350)], gym=2300)
     _loco_run(tmp_path, "rsl_rl", 1, [(100, 20, 500), (200, 40, 3000)], gym=3100)
-    # an off-policy side: drawn and tabled, but its shorter run does not move the PPO sides' equal-time point
+    # an off-policy side: drawn and tabled, but its shorter run does not move the PPO sides'
+    # equal-time point
     _loco_run(tmp_path, "sac", 1, [(50, 5, 800), (100, 10, 1500)], gym=1600)
     text = locomotion.report()
-    rows = {line.split("|")[2].strip().split()[0]: [c.strip() for c in line.split("|")[1:-1]]
-            for line in text.splitlines() if line.startswith("| Hopper")}
+    rows = {
+        line.split("|")[2].strip().split()[0]: [c.strip() for c in line.split("|")[1:-1]]
+        for line in text.splitlines()
+        if line.startswith("| Hopper")
+    }
     rows["ours"] = rows.pop("ppo_vec")
     assert rows["sac"][5] == "1600 ± 0" and rows["sac"][9] == "1500 @ 20 s (final: ended at 10 s)"
     assert rows["ours"][5] == "2200 ± 100" and rows["ours"][6] == "2100, 2300"
     assert rows["rsl_rl"][5] == "3100 ± 0" and rows["ours"][2] == "2" and rows["rsl_rl"][2] == "1"
-    # equal wall time = 20 s (the shortest run): ours has finished (2175 mean), rsl_rl is half-way (500)
+    # equal wall time = 20 s (the shortest run): ours has finished (2175 mean), rsl_rl is half-way
+    # (500)
     assert rows["ours"][9] == "2175 @ 20 s" and rows["rsl_rl"][9] == "500 @ 20 s"
     assert rows["ours"][8] == "10" and rows["rsl_rl"][8] == "5"  # env-steps/s
     assert "ratio ours/rsl_rl 2.00x" in text and "2200 vs 3100" in text
-    # CleanRL's 1M-step Hopper score (2383) is reached by rsl_rl's seed at 200 steps, by no seed of ours
+    # CleanRL's 1M-step Hopper score (2383) is reached by rsl_rl's seed at 200 steps, by no seed of
+    # ours
     assert rows["ours"][11] == "0/2" and rows["rsl_rl"][11].startswith("1/1: 0.00M steps, 40 s")
     assert (tmp_path / "locomotion_hopper.png").stat().st_size > 10_000
     assert (tmp_path / "locomotion.md").read_text() == text
@@ -118,26 +151,50 @@ def test_locomotion_report_compares_at_equal_steps_and_equal_time(tmp_path, monk
 
 def test_locomotion_report_shows_the_flagship_run(tmp_path, monkeypatch):
     monkeypatch.setattr(locomotion, "RESULTS", tmp_path)
-    curve = [{"step": 1_000_000, "seconds": 120, "train_seconds": 100, "eval_return": 900.0},
-             {"step": 2_000_000, "seconds": 230, "train_seconds": 200, "eval_return": 1700.0}]
+    curve = [
+        {"step": 1_000_000, "seconds": 120, "train_seconds": 100, "eval_return": 900.0},
+        {"step": 2_000_000, "seconds": 230, "train_seconds": 200, "eval_return": 1700.0},
+    ]
     (tmp_path / "Ant").mkdir()
-    (tmp_path / "Ant" / "flagship_seed1.json").write_text(json.dumps(
-        {"seed": 1, "threads": 2, "steps": 2_000_000, "curve": curve, "train_seconds": 200, "sps": 10_000,
-         "eval_return": 1700.0, "gym_return": 1650.0, "gym_return_std": 40.0}))
+    (tmp_path / "Ant" / "flagship_seed1.json").write_text(
+        json.dumps(
+            {
+                "seed": 1,
+                "threads": 2,
+                "steps": 2_000_000,
+                "curve": curve,
+                "train_seconds": 200,
+                "sps": 10_000,
+                "eval_return": 1700.0,
+                "gym_return": 1650.0,
+                "gym_return_std": 40.0,
+            }
+        )
+    )
     text = locomotion.report()
     assert "| 1 | 2 | 2.0M | 1650 ± 40 | 1700 | 200 s | 10,000 |" in text
     assert (tmp_path / "locomotion_ant_4096.png").stat().st_size > 10_000
 
 
-# ---- bench/gpu.py: the GPU table, from saved parts; no GPU: a clear line and exit 0 -------------------------
+# ---- bench/gpu.py: the GPU table, from saved parts; no GPU: a clear line and exit 0 --------------
 import gpu  # noqa: E402
 
 
 def _gpu_run(sps, curve, gym, command="python algos/ppo_vec.py --env Ant"):
-    return {"command": command, "steps": curve[-1]["step"], "train_seconds": curve[-1]["train_seconds"], "sps": sps,
-            "eval_return": curve[-1]["eval_return"], "gym_return": gym, "gym_return_std": 10.0,
-            "level": gpu.ANT_TARGET, "reached_seconds": gpu._reach(curve, gpu.ANT_TARGET)["train_seconds"]
-            if gpu._reach(curve, gpu.ANT_TARGET) else None, "curve": curve}
+    return {
+        "command": command,
+        "steps": curve[-1]["step"],
+        "train_seconds": curve[-1]["train_seconds"],
+        "sps": sps,
+        "eval_return": curve[-1]["eval_return"],
+        "gym_return": gym,
+        "gym_return_std": 10.0,
+        "level": gpu.ANT_TARGET,
+        "reached_seconds": gpu._reach(curve, gpu.ANT_TARGET)["train_seconds"]
+        if gpu._reach(curve, gpu.ANT_TARGET)
+        else None,
+        "curve": curve,
+    }
 
 
 def test_gpu_report_tables_the_saved_parts(tmp_path, monkeypatch):
@@ -146,33 +203,76 @@ def test_gpu_report_tables_the_saved_parts(tmp_path, monkeypatch):
     (tmp_path / "bench" / "results").mkdir(parents=True)
     monkeypatch.setattr(gpu, "machine", lambda: "FakeGPU, 16 CPU cores")
     assert "No GPU run yet" in gpu.report()
-    gpu.save("env", {"seconds_per_cell": 5, "rows": [
-        {"task": "Ant-v5", "backend": "batch (CPU, every core)", "num_envs": 4096, "sps": 50_000.0},
-        {"task": "Ant-v5", "backend": "warp (CUDA)", "num_envs": 4096, "sps": 1_000_000.0, "vs_cpu_4096": 20.0}]})
-    curve = [{"step": 10_000_000, "train_seconds": 30.0, "eval_return": 1500.0},
-             {"step": 20_000_000, "train_seconds": 60.0, "eval_return": 3200.0}]
+    gpu.save(
+        "env",
+        {
+            "seconds_per_cell": 5,
+            "rows": [
+                {
+                    "task": "Ant-v5",
+                    "backend": "batch (CPU, every core)",
+                    "num_envs": 4096,
+                    "sps": 50_000.0,
+                },
+                {
+                    "task": "Ant-v5",
+                    "backend": "warp (CUDA)",
+                    "num_envs": 4096,
+                    "sps": 1_000_000.0,
+                    "vs_cpu_4096": 20.0,
+                },
+            ],
+        },
+    )
+    curve = [
+        {"step": 10_000_000, "train_seconds": 30.0, "eval_return": 1500.0},
+        {"step": 20_000_000, "train_seconds": 60.0, "eval_return": 3200.0},
+    ]
     gpu.save("ppo-ant", {"eager": _gpu_run(333_333.0, curve, 3300.0)})
-    gpu.save("rsl_rl", {"rsl_rl": _gpu_run(250_000.0, [dict(c, eval_return=1000.0) for c in curve], 1100.0,
-                                           command="bench/locomotion_rslrl.py --task Ant-v5")})
+    gpu.save(
+        "rsl_rl",
+        {
+            "rsl_rl": _gpu_run(
+                250_000.0,
+                [dict(c, eval_return=1000.0) for c in curve],
+                1100.0,
+                command="bench/locomotion_rslrl.py --task Ant-v5",
+            )
+        },
+    )
     text = gpu.report()
     assert "| Ant-v5 | warp (CUDA) | 4096 | 1,000,000 | 20.0x |" in text
-    gpu_date = r"FakeGPU, \d{4}-\d\d-\d\d \d\d:\d\d"  # each row names the GPU it ran on (parts come from several leases)
+    # each row names the GPU it ran on (parts come from several leases)
+    gpu_date = r"FakeGPU, \d{4}-\d\d-\d\d \d\d:\d\d"
     # (between evaluations: 10M steps in 30 s, the rate without a run's start-up)
-    assert re.search(rf"\| ppo-ant eager \| {gpu_date} \| 20M \| 333,333 \| 333,333 \| >= 3000 \| 60 s \| "
-                     r"3300 ± 10 \|", text)
-    assert re.search(rf"\| rsl_rl rsl_rl \| {gpu_date} \| 20M \| 250,000 \| 333,333 \| >= 3000 \| not reached \| "
-                     r"1100 ± 10 \|", text)
-    assert ("ours (eager) / rsl_rl env-steps/s: 1.33x over the runs, 1.00x between evaluations (20.0M and 20.0M "
-            "steps) (same lease); gymnasium return 3300 vs 1100") in text
+    assert re.search(
+        rf"\| ppo-ant eager \| {gpu_date} \| 20M \| 333,333 \| 333,333 \| >= 3000 \| 60 s \| "
+        r"3300 ± 10 \|",
+        text,
+    )
+    assert re.search(
+        rf"\| rsl_rl rsl_rl \| {gpu_date} \| 20M \| 250,000 \| 333,333 \| >= 3000 "
+        r"\| not reached \| 1100 ± 10 \|",
+        text,
+    )
+    assert (
+        "ours (eager) / rsl_rl env-steps/s: 1.33x over the runs, 1.00x between evaluations (20.0M "
+        "and 20.0M steps) (same lease); gymnasium return 3300 vs 1100"
+    ) in text
     assert (tmp_path / "bench" / "results" / "gpu.md").read_text() == text
-    monkeypatch.setattr(gpu, "machine", lambda: "OtherGPU, 16 CPU cores")  # the peer measured on another machine
-    gpu.save("rsl_rl", {"rsl_rl": _gpu_run(250_000.0, curve, 1100.0, command="bench/locomotion_rslrl.py")})
+    # the peer measured on another machine
+    monkeypatch.setattr(gpu, "machine", lambda: "OtherGPU, 16 CPU cores")
+    gpu.save(
+        "rsl_rl",
+        {"rsl_rl": _gpu_run(250_000.0, curve, 1100.0, command="bench/locomotion_rslrl.py")},
+    )
     assert "(different machines: not a ratio to quote)" in gpu.report()
 
 
 def test_gpu_capped_run_reports_what_it_logged(tmp_path, monkeypatch):
-    """`--max-seconds` (a lent GPU's budget): a run stopped early is tabled from its metrics.jsonl, marked capped,
-    without gymnasium's score but with its last evaluation; evaluation time stays out of its clock."""
+    """`--max-seconds` (a lent GPU's budget): a run stopped early is tabled from its metrics.jsonl,
+    marked capped, without gymnasium's score but with its last evaluation; evaluation time stays out
+    of its clock."""
     import json
 
     monkeypatch.setattr(gpu, "OUT", tmp_path / "gpu")
@@ -182,22 +282,32 @@ def test_gpu_capped_run_reports_what_it_logged(tmp_path, monkeypatch):
     (tmp_path / "bench" / "results").mkdir(parents=True)
     run = tmp_path / "runs" / "Ant__ppo_vec__s1__20261126-000000"
     run.mkdir(parents=True)
-    rows = [{"step": 65_536, "seconds": 3.0},
-            {"step": 4_194_304, "seconds": 20.0, "eval_return": 3100.0, "eval_return_std": 5.0, "eval_seconds": 4.0},
-            {"step": 6_000_000, "seconds": 26.0}]
+    rows = [
+        {"step": 65_536, "seconds": 3.0},
+        {
+            "step": 4_194_304,
+            "seconds": 20.0,
+            "eval_return": 3100.0,
+            "eval_return_std": 5.0,
+            "eval_seconds": 4.0,
+        },
+        {"step": 6_000_000, "seconds": 26.0},
+    ]
     (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     r = gpu._partial("Ant__ppo_vec__s1__*", "python algos/ppo_vec.py --env Ant")
     assert r["steps"] == 6_000_000 and r["sps"] == 6_000_000 / 22.0 and r["gym_return"] is None
     gpu.save("ppo-ant", {"eager": gpu._summary(r, gpu.ANT_TARGET)})
     text = gpu.report()
-    assert ("| 6M | 272,727 | n/a | >= 3000 | 16 s | n/a (capped run; last eval 3100 at 4.2M steps, 16 s) | "
-            "`python algos/ppo_vec.py --env Ant (capped)` |") in text
+    assert (
+        "| 6M | 272,727 | n/a | >= 3000 | 16 s | n/a (capped run; last eval 3100 at 4.2M steps, 16 "
+        "s) | `python algos/ppo_vec.py --env Ant (capped)` |"
+    ) in text
 
 
 def test_gpu_profile_part_records_an_iteration_and_reports_it(tmp_path, monkeypatch):
-    """`bench/gpu.py profile`'s mechanics, on the CPU with a small CartPole run: the profiler's schedule is stepped
-    once per PPO iteration (through `Logger.burn_in`), the recorded iterations' wall time is positive, the op table
-    is written, and the report has the section."""
+    """`bench/gpu.py profile`'s mechanics, on the CPU with a small CartPole run: the profiler's
+    schedule is stepped once per PPO iteration (through `Logger.burn_in`), the recorded iterations'
+    wall time is positive, the op table is written, and the report has the section."""
     monkeypatch.setattr(gpu, "OUT", tmp_path / "gpu")
     monkeypatch.setattr(gpu, "RUNS", tmp_path / "runs")
     monkeypatch.setattr(gpu, "ROOT", tmp_path)
@@ -207,7 +317,8 @@ def test_gpu_profile_part_records_an_iteration_and_reports_it(tmp_path, monkeypa
     import json
 
     prof = json.loads((tmp_path / "gpu" / "profile.json").read_text())
-    assert prof["env_steps_per_iteration"] == 8 * 4 and prof["iterations"] == 2  # CartPole's row: 4 steps a rollout
+    # CartPole's row: 4 steps a rollout
+    assert prof["env_steps_per_iteration"] == 8 * 4 and prof["iterations"] == 2
     assert prof["wall_s_per_iteration"] > 0 and prof["gpu_busy_s_per_iteration"] == 0.0
     assert "aten::addmm" in (tmp_path / "gpu" / "profile.txt").read_text()
     assert "## Where ppo_vec's time goes" in gpu.report()
@@ -219,14 +330,19 @@ def test_gpu_benchmark_without_a_gpu_says_so_and_exits_0():
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "ppo-ant"], capture_output=True, text=True)
-    assert out.returncode == 0 and out.stdout.startswith("no GPU: torch sees no CUDA device here"), out
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gpu.py"), "ppo-ant"], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and out.stdout.startswith(
+        "no GPU: torch sees no CUDA device here"
+    ), out
 
 
-# ---- bench/locomotion_profile.py: every bucket is found on both sides ------------------------------------
+# ---- bench/locomotion_profile.py: every bucket is found on both sides ----------------------------
 @pytest.mark.slow
 def test_locomotion_profile_finds_every_bucket_on_both_sides(tmp_path):
-    """The profile reads functions by name (our env's and rsl_rl's): a rename must not quietly zero a bucket."""
+    """The profile reads functions by name (our env's and rsl_rl's): a rename must not quietly zero
+    a bucket."""
     import locomotion_profile as lp
 
     ours = lp.side_ours("Hopper", 8192, str(tmp_path))
@@ -235,25 +351,37 @@ def test_locomotion_profile_finds_every_bucket_on_both_sides(tmp_path):
         assert side["steps"] in (4096, 8192)
         for bucket in ("physics", "env", "policy", "update"):
             assert 0 < side[bucket] < side["total"], (bucket, side)
-        assert sum(side[b] for b in ("physics", "env", "policy", "advantages", "update")) <= 1.05 * side["total"]
+        assert (
+            sum(side[b] for b in ("physics", "env", "policy", "advantages", "update"))
+            <= 1.05 * side["total"]
+        )
     assert ours["advantages"] > 0
     text = lp.table("Hopper", {"ours": ours, "rsl_rl": theirs})
     assert "| physics |" in text and "| update |" in text and text.count("\n| ") >= 8
 
 
 def test_sweep_values_parse_as_the_flags_take_them():
-    """bench/sweep.py's grid values: numbers, booleans, and hidden-layer tuples (a one-layer net as `64x`)."""
+    """bench/sweep.py's grid values: numbers, booleans, and hidden-layer tuples (a one-layer net as
+    `64x`)."""
     import sweep
 
     assert sweep._value("256x256") == (256, 256) and sweep._value("64x") == (64,)
-    assert sweep._value("64") == 64 and sweep._value("5e-3") == 5e-3 and sweep._value("true") is True
+    assert (
+        sweep._value("64") == 64 and sweep._value("5e-3") == 5e-3 and sweep._value("true") is True
+    )
     assert sweep._value("linear") == "linear" and sweep._value("x") == "x"
-    assert sweep._flags({"hidden": (64,), "norm_obs": False, "lr": 1e-3}) == \
-        ["--hidden", "64", "--no-norm-obs", "--lr", "0.001"]
+    assert sweep._flags({"hidden": (64,), "norm_obs": False, "lr": 1e-3}) == [
+        "--hidden",
+        "64",
+        "--no-norm-obs",
+        "--lr",
+        "0.001",
+    ]
 
 
 def test_sweep_stability_scores_how_well_a_solved_policy_stays_solved():
-    """--stability ranks a seed that solves and stays solved above one that solves earlier and then dips."""
+    """--stability ranks a seed that solves and stays solved above one that solves earlier and then
+    dips."""
     import sweep
 
     def run(seed, returns):
@@ -267,7 +395,8 @@ def test_sweep_stability_scores_how_well_a_solved_policy_stays_solved():
     assert sweep.held(dipping, 475) == (4 / 6, 40.0)
     assert sweep.held(never, 475) == (0.0, float("-inf"))
     assert sweep.stability_score([steady], 475) > sweep.stability_score([dipping], 475)
-    assert sweep.stability_score([steady, dipping], 475, by=10_000)[0] == 1  # steady reached at 15k, after `by`
+    # steady reached at 15k, after `by`
+    assert sweep.stability_score([steady, dipping], 475, by=10_000)[0] == 1
     assert sweep.stability_score([never], 475) == (0, 0.0, -1e9)
     assert sweep.stability_score([steady, never], 475)[1:] == (0.5, 480.0)
     text = "\n".join(sweep.table([steady, dipping, never], 475))
@@ -275,38 +404,69 @@ def test_sweep_stability_scores_how_well_a_solved_policy_stays_solved():
 
 
 def test_benchmark_sh_help_lists_every_group_it_runs():
-    """`bash benchmark.sh --help` prints the groups and exits 0; every group its `case` runs is in that text (a new
-    group without a line there fails), and an unknown group is one line pointing to --help, exit 2."""
+    """`bash benchmark.sh --help` prints the groups and exits 0; every group its `case` runs is in
+    that text (a new group without a line there fails), and an unknown group is one line pointing to
+    --help, exit 2."""
     import subprocess
 
     script = (ROOT / "benchmark.sh").read_text()
-    help_ = subprocess.run(["bash", "benchmark.sh", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=30)
-    assert help_.returncode == 0 and help_.stdout.startswith("Reproduces the benchmark tables"), help_.stderr
-    groups = {g for label in re.findall(r"^  ([a-z][a-z0-9|-]*)\)", script, re.M) for g in label.split("|")}
+    help_ = subprocess.run(
+        ["bash", "benchmark.sh", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
+    assert help_.returncode == 0 and help_.stdout.startswith("Reproduces the benchmark tables"), (
+        help_.stderr
+    )
+    groups = {
+        g
+        for label in re.findall(r"^  ([a-z][a-z0-9|-]*)\)", script, re.M)
+        for g in label.split("|")
+    }
     assert {"quick", "peers", "gpu", "locomotion-ant"} <= groups
     listed = set(re.findall(r"[a-z][a-z0-9-]*", help_.stdout))
-    for prefix, first, rest in re.findall(r"([a-z-]+)-([a-z0-9]+)((?:, -[a-z0-9]+)+)", help_.stdout):
-        listed |= {f"{prefix}-{x}" for x in [first, *re.findall(r"-([a-z0-9]+)", rest)]}  # "x-a, -b": x-a and x-b
+    for prefix, first, rest in re.findall(
+        r"([a-z-]+)-([a-z0-9]+)((?:, -[a-z0-9]+)+)", help_.stdout
+    ):
+        # "x-a, -b": x-a and x-b
+        listed |= {f"{prefix}-{x}" for x in [first, *re.findall(r"-([a-z0-9]+)", rest)]}
     missing = sorted(groups - listed)
     assert not missing, f"groups without a line in benchmark.sh's header: {missing}"
-    bad = subprocess.run(["bash", "benchmark.sh", "no-such-group"], cwd=ROOT, capture_output=True, text=True, timeout=30)
-    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--help" in bad.stderr
-    # an interpreter without torch (the venv not set up or not found): one line naming the set-up, before any work,
-    # and no committed log touched
+    bad = subprocess.run(
+        ["bash", "benchmark.sh", "no-such-group"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (
+        bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--help" in bad.stderr
+    )
+    # an interpreter without torch (the venv not set up or not found): one line naming the set-up,
+    # before any work, and no committed log touched
     import os
     import sys
 
     log = (ROOT / "bench/results/envs.log").read_bytes()
-    bare = subprocess.run(["bash", "benchmark.sh", "envs"], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHON": f"{sys.executable} -S -I"})
+    bare = subprocess.run(
+        ["bash", "benchmark.sh", "envs"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHON": f"{sys.executable} -S -I"},
+    )
     assert bare.returncode == 2 and len(bare.stderr.strip().splitlines()) == 1, bare.stderr
     assert "cannot import torch" in bare.stderr and "requirements.txt" in bare.stderr, bare.stderr
     assert (ROOT / "bench/results/envs.log").read_bytes() == log
 
 
 def test_every_bench_script_parses_its_command_line():
-    """Every runnable bench/ script builds an argparse parser, so `--help` explains it and a wrong flag is refused,
-    instead of starting a long measurement (bench/asymmetric_critic.py ignored its arguments and ran six trainings)."""
-    runnable = [p for p in sorted((ROOT / "bench").glob("*.py")) if '__name__ == "__main__"' in p.read_text()]
+    """Every runnable bench/ script builds an argparse parser, so `--help` explains it and a wrong
+    flag is refused, instead of starting a long measurement (bench/asymmetric_critic.py ignored its
+    arguments and ran six trainings)."""
+    runnable = [
+        p
+        for p in sorted((ROOT / "bench").glob("*.py"))
+        if '__name__ == "__main__"' in p.read_text()
+    ]
     assert len(runnable) >= 20
     assert [p.name for p in runnable if "ArgumentParser(" not in p.read_text()] == []

@@ -14,14 +14,23 @@ import envs
 from common.vec_env import TorchVecEnv
 from envs.chasing import Chasing, clip_norm, pursuit_policy
 
-# ppo_vec settings that learn Chasing-v0 (eval return ~11.1-11.4 against the scripted pursuit's ~11.45)
-# on seeds 1-6 in ~4-6 s of one CPU thread; benchmarks import them.
-CHASING_PPO = dict(env="Chasing-v0", num_envs=256, num_steps=32, num_minibatches=4, total_steps=200_000,
-                   eval_every=0, save_every=0, quiet=True)
+# ppo_vec settings that learn Chasing-v0 (eval return ~11.1-11.4 against the scripted pursuit's
+# ~11.45) on seeds 1-6 in ~4-6 s of one CPU thread; benchmarks import them.
+CHASING_PPO = dict(
+    env="Chasing-v0",
+    num_envs=256,
+    num_steps=32,
+    num_minibatches=4,
+    total_steps=200_000,
+    eval_every=0,
+    save_every=0,
+    quiet=True,
+)
 
 
 def rollout_returns(policy, n=64, seed=0, **kw):
-    """Undiscounted return of the first episode of each of `n` sub-envs (and whether it captured)."""
+    """Undiscounted return of the first episode of each of `n` sub-envs (and whether it
+    captured)."""
     env = envs.make("Chasing-v0", num_envs=n, seed=seed, **kw)
     obs, _ = env.reset(seed=seed)
     ret = torch.zeros(n, dtype=torch.float64)
@@ -55,10 +64,10 @@ def test_spaces_shapes_dtypes(dim):
     obs, _ = env.reset(seed=0)
     assert obs.shape == (8, 3 * dim + 1) and obs.dtype == torch.float32
     # initial state: agent at rest at the origin, target at rest at distance 8 in a random direction
-    rel, v0, v1, dist = obs[:, :dim], obs[:, dim:2 * dim], obs[:, 2 * dim:3 * dim], obs[:, -1]
+    rel, v0, v1, dist = obs[:, :dim], obs[:, dim : 2 * dim], obs[:, 2 * dim : 3 * dim], obs[:, -1]
     torch.testing.assert_close(rel.norm(dim=-1), torch.full((8,), 8.0))
     torch.testing.assert_close(dist, torch.full((8,), 8.0))
-    assert (v0 == 0).all() and (v1 == 0).all() and (env.state[:, 2 * dim:3 * dim] == 0).all()
+    assert (v0 == 0).all() and (v1 == 0).all() and (env.state[:, 2 * dim : 3 * dim] == 0).all()
     assert len({tuple(r) for r in (rel / 8).round(decimals=3).tolist()}) == 8  # directions differ
     obs, reward, term, trunc, info = env.step(torch.zeros(8, dim))
     assert obs.shape == (8, 3 * dim + 1) and obs.dtype == torch.float32
@@ -91,14 +100,15 @@ def test_reset_seed_reproducible():
     assert torch.equal(step1[4]["final_obs"], step2[4]["final_obs"])
     other, _ = env.reset(seed=8)
     assert not torch.equal(obs1, other)
-    fresh = envs.make("Chasing-v0", num_envs=32, seed=123)  # another construction seed, same reset seed
+    # another construction seed, same reset seed
+    fresh = envs.make("Chasing-v0", num_envs=32, seed=123)
     assert torch.equal(fresh.reset(seed=7)[0], obs1)
 
 
 def test_step_is_vectorized():
-    """One batched step of 100k sub-envs costs a small fraction of 100k steps of a one-sub-env instance (what
-    a Python loop over sub-envs would cost). A ratio of timings taken interleaved in this test, so a busy
-    machine slows both sides alike."""
+    """One batched step of 100k sub-envs costs a small fraction of 100k steps of a one-sub-env
+    instance (what a Python loop over sub-envs would cost). A ratio of timings taken interleaved in
+    this test, so a busy machine slows both sides alike."""
     n = 100_000
 
     def make(k):
@@ -122,10 +132,13 @@ def test_dynamics_hand_computed():
     env = Chasing(num_envs=2, dtype=torch.float64, seed=0)
     env.reset(seed=0)
     # state = (p0, v0, p1, v1, previous distance)
-    env.state = torch.tensor([
-        [3.0, 4.0, 0.2, 0.0, 0.0, 0.0, 1.0, 0.0, 5.0],    # far: no capture
-        [1.01, 0.0, 0.0, 0.0, 0.0, 0.0, 4.0, 0.0, 1.01],  # about to be caught
-    ], dtype=torch.float64)
+    env.state = torch.tensor(
+        [
+            [3.0, 4.0, 0.2, 0.0, 0.0, 0.0, 1.0, 0.0, 5.0],  # far: no capture
+            [1.01, 0.0, 0.0, 0.0, 0.0, 0.0, 4.0, 0.0, 1.01],  # about to be caught
+        ],
+        dtype=torch.float64,
+    )
     # the target's raw actions: row 0 norm 5 -> clipped to (0.6, 0.8); row 1 stays put
     env._target_action = lambda n: torch.tensor([[3.0, 4.0], [0.0, 0.0]], dtype=torch.float64)
     action = torch.tensor([[0.0, 1.0], [2.0, 0.0]], dtype=torch.float64)  # row 1: norm 2 -> (1, 0)
@@ -150,8 +163,12 @@ def test_dynamics_hand_computed():
     # the captured row restarts: at rest, target at distance 8
     assert obs[1, -1].item() == pytest.approx(8.0) and (obs[1, 2:6] == 0).all()
     # the internal state of row 0 holds the new positions
-    torch.testing.assert_close(env.state[0], torch.tensor(
-        [3.007, 4.008, 0.7, 0.8, 0.0075, 0.01, 0.75, 1.0, d0], dtype=torch.float64), rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        env.state[0],
+        torch.tensor([3.007, 4.008, 0.7, 0.8, 0.0075, 0.01, 0.75, 1.0, d0], dtype=torch.float64),
+        rtol=0,
+        atol=1e-12,
+    )
 
 
 def test_target_action_is_drawn_from_the_env_generator():
@@ -196,7 +213,9 @@ def test_action_cost():
     torch.testing.assert_close(zero, torch.zeros(16, dtype=torch.float64), **tol)
     torch.testing.assert_close(unit - zero, torch.full((16,), 0.02, dtype=torch.float64), **tol)
     torch.testing.assert_close(corner, torch.full((16,), 0.02, dtype=torch.float64), **tol)
-    torch.testing.assert_close(half, torch.full((16,), 0.02 * 0.3 * math.sqrt(2), dtype=torch.float64), **tol)
+    torch.testing.assert_close(
+        half, torch.full((16,), 0.02 * 0.3 * math.sqrt(2), dtype=torch.float64), **tol
+    )
 
 
 def test_capture_terminates_with_bonus():
@@ -209,7 +228,7 @@ def test_capture_terminates_with_bonus():
         if term.any():
             assert (info["final_obs"][term, -1] < 1.0).all()
             assert (reward[term] > 8.0 - 0.02).all()  # the bonus, plus a small distance gain
-            assert (reward[~term] < 0.1).all()       # no bonus without a capture
+            assert (reward[~term] < 0.1).all()  # no bonus without a capture
             assert torch.equal(obs[term, -1], torch.full((int(term.sum()),), 8.0))  # fresh starts
         captured |= term
     assert captured.all()
@@ -219,7 +238,8 @@ def test_truncation_final_obs_and_fresh_start():
     assert Chasing.max_episode_steps == 512 and envs.make("Chasing-v0").max_episode_steps == 512
     limit = 20
     env = envs.make("Chasing-v0", num_envs=4, seed=0, max_episode_steps=limit)
-    ref = envs.make("Chasing-v0", num_envs=4, seed=0, max_episode_steps=None)  # the same env without limit
+    # the same env without limit
+    ref = envs.make("Chasing-v0", num_envs=4, seed=0, max_episode_steps=None)
     env.reset(seed=5)
     ref.reset(seed=5)
     a = torch.zeros(4, 2)
@@ -241,7 +261,8 @@ def test_autoreset_only_finished_rows():
     env = Chasing(num_envs=3, seed=0)
     env.reset(seed=0)
     state = env.state.clone()
-    state[1] = torch.tensor([1.01, 0.0, 0.0, 0.0, 0.0, 0.0, 4.0, 0.0, 1.01])  # row 1 is caught next step
+    # row 1 is caught next step
+    state[1] = torch.tensor([1.01, 0.0, 0.0, 0.0, 0.0, 0.0, 4.0, 0.0, 1.01])
     env.state = state.clone()  # a copy: `step` writes the env's state in place
     env.elapsed = torch.tensor([7, 3, env.max_episode_steps - 1])  # row 2 hits the time limit
     set_target_action(env, [0.0, 0.0])
@@ -252,7 +273,9 @@ def test_autoreset_only_finished_rows():
     assert torch.equal(obs[0], info["final_obs"][0])  # row 0 continues
     assert env.elapsed.tolist() == [8, 0, 0]
     for i in (1, 2):
-        assert obs[i, -1].item() == pytest.approx(8.0) and not torch.equal(obs[i], info["final_obs"][i])
+        assert obs[i, -1].item() == pytest.approx(8.0) and not torch.equal(
+            obs[i], info["final_obs"][i]
+        )
     # row 0's state is the plain continuation
     expected = Chasing(num_envs=1, seed=0)
     set_target_action(expected, [0.0, 0.0])
@@ -262,12 +285,15 @@ def test_autoreset_only_finished_rows():
 
 
 def test_state_dict_roundtrip():
-    env = envs.make("Chasing-v0", num_envs=16, seed=0, max_episode_steps=100)  # resets inside the replay
+    # resets inside the replay
+    env = envs.make("Chasing-v0", num_envs=16, seed=0, max_episode_steps=100)
     obs, _ = env.reset(seed=2)
     for _ in range(30):
         obs, *_ = env.step(pursuit_policy(obs))
     sd = env.state_dict()
-    actions = [torch.rand(16, 2, generator=torch.Generator().manual_seed(i)) * 2 - 1 for i in range(250)]
+    actions = [
+        torch.rand(16, 2, generator=torch.Generator().manual_seed(i)) * 2 - 1 for i in range(250)
+    ]
 
     def run(e):
         out = []
@@ -277,10 +303,12 @@ def test_state_dict_roundtrip():
         return out
 
     first = run(env)
-    assert sum(int(step[3].sum()) for step in first) >= 16  # autoresets (fresh draws) were replayed too
+    # autoresets (fresh draws) were replayed too
+    assert sum(int(step[3].sum()) for step in first) >= 16
     env.load_state_dict(sd)
     second = run(env)
-    other = envs.make("Chasing-v0", num_envs=16, seed=99, max_episode_steps=100)  # a fresh env restored from the checkpoint
+    # a fresh env restored from the checkpoint
+    other = envs.make("Chasing-v0", num_envs=16, seed=99, max_episode_steps=100)
     other.load_state_dict(sd)
     third = run(other)
     for s1, s2, s3 in zip(first, second, third):

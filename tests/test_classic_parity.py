@@ -55,7 +55,8 @@ def _gym_envs(env_id: str, n: int = N):
 
 def _set_gym_state(env, env_id: str, row: np.ndarray) -> None:
     if env_id == "MountainCarContinuous-v0":
-        env.unwrapped.state = np.array(row, dtype=np.float32)  # gymnasium keeps this state in float32
+        # gymnasium keeps this state in float32
+        env.unwrapped.state = np.array(row, dtype=np.float32)
     else:
         env.unwrapped.state = np.array(row, dtype=np.float64)
 
@@ -135,7 +136,8 @@ def test_parity_with_gymnasium(env_id):
             # one float32 ulp at the scale of the state box (|position| <= 1.2, |velocity| <= 0.07)
             ulp = np.spacing(np.abs(ours.single_observation_space.low)).astype(np.float64)
             assert (np.abs(ns.numpy() - g_state) <= ulp).all(), (msg, ns.numpy() - g_state)
-            np.testing.assert_array_equal(ns.numpy(), ns.numpy().astype(np.float32))  # float32 state
+            # float32 state
+            np.testing.assert_array_equal(ns.numpy(), ns.numpy().astype(np.float32))
         else:
             np.testing.assert_allclose(ns.numpy(), g_state, rtol=0, atol=TOL, err_msg=msg)
         np.testing.assert_allclose(r64.numpy(), g_rew, rtol=0, atol=TOL, err_msg=msg)
@@ -148,7 +150,9 @@ def test_parity_with_gymnasium(env_id):
         done = (term | trunc).numpy()
         np.testing.assert_array_equal(info["_final_obs"].numpy(), done)
         torch.testing.assert_close(info["final_obs"], ours._observe(ns), rtol=0, atol=0)
-        np.testing.assert_allclose(info["final_obs"].numpy(), g_obs, rtol=1e-6, atol=1e-6, err_msg=msg)
+        np.testing.assert_allclose(
+            info["final_obs"].numpy(), g_obs, rtol=1e-6, atol=1e-6, err_msg=msg
+        )
         np.testing.assert_array_equal(obs.numpy()[~done], info["final_obs"].numpy()[~done])
         np.testing.assert_array_equal(ours.state.numpy()[~done], ns.numpy()[~done])
         torch.testing.assert_close(obs, ours._observe(ours.state), rtol=0, atol=0)
@@ -168,7 +172,12 @@ def test_parity_with_gymnasium(env_id):
 
 @pytest.mark.parametrize(
     "env_id,action",
-    [("Pendulum-v1", [0.0]), ("MountainCar-v0", 1), ("Acrobot-v1", 1), ("MountainCarContinuous-v0", [0.0])],
+    [
+        ("Pendulum-v1", [0.0]),
+        ("MountainCar-v0", 1),
+        ("Acrobot-v1", 1),
+        ("MountainCarContinuous-v0", [0.0]),
+    ],
 )
 def test_truncation_at_time_limit(env_id, action):
     env = make(env_id, num_envs=4, seed=3)  # default float32
@@ -191,7 +200,9 @@ def test_truncation_at_time_limit(env_id, action):
     torch.testing.assert_close(obs, env._observe(env.state), rtol=0, atol=0)
     assert not torch.equal(obs, info["final_obs"])
     low, high = (torch.tensor(b, dtype=torch.float32) for b in INIT_BOUNDS[env_id])
-    assert ((env.state >= low) & (env.state <= high)).all(), "obs after truncation is not a fresh start"
+    assert ((env.state >= low) & (env.state <= high)).all(), (
+        "obs after truncation is not a fresh start"
+    )
     assert (env.elapsed == 0).all()
     # the next step continues the new episode
     _, _, _, trunc, _ = env.step(a)
@@ -211,7 +222,9 @@ def test_initial_state_distribution(env_id):
     assert (smin[spread] < low[spread] + 0.01 * width[spread]).all(), smin
     assert (smax[spread] > high[spread] - 0.01 * width[spread]).all(), smax
     assert (s[:, ~spread] == low[~spread]).all()
-    np.testing.assert_allclose(s[:, spread].mean(0), ((low + high) / 2)[spread], atol=0.02 * width.max())
+    np.testing.assert_allclose(
+        s[:, spread].mean(0), ((low + high) / 2)[spread], atol=0.02 * width.max()
+    )
     # gymnasium's own resets fall in the same box
     g = gym.make(env_id)
     for k in range(200):
@@ -230,7 +243,9 @@ def _rollout(env_id, seed, steps=60, reset_seed=None):
         if isinstance(space, gym.spaces.Discrete):
             a = torch.as_tensor(rng.integers(0, space.n, 16))
         else:
-            a = torch.as_tensor(rng.uniform(-1.5, 1.5, (16, 1)) * space.high[0], dtype=torch.float32)
+            a = torch.as_tensor(
+                rng.uniform(-1.5, 1.5, (16, 1)) * space.high[0], dtype=torch.float32
+            )
         obs, rew, term, trunc, info = env.step(a)
         out += [obs, rew, term, trunc, info["final_obs"]]
     return out
@@ -249,7 +264,11 @@ def test_same_seed_same_trajectory(env_id):
 def test_reset_seed_reproducible(env_id):
     env = make(env_id, num_envs=16, seed=0)
     obs1, _ = env.reset(seed=5)
-    a = torch.zeros(16, dtype=torch.long) if env_id in ("CartPole-v1", "MountainCar-v0", "Acrobot-v1") else torch.zeros(16, 1)
+    a = (
+        torch.zeros(16, dtype=torch.long)
+        if env_id in ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")
+        else torch.zeros(16, 1)
+    )
     traj1 = [env.step(a)[0] for _ in range(30)]
     obs2, _ = env.reset(seed=5)
     traj2 = [env.step(a)[0] for _ in range(30)]
@@ -267,7 +286,10 @@ def test_reset_seed_reproducible(env_id):
 def test_spaces_match_gymnasium(env_id):
     g = gym.make(env_id)
     env = make(env_id, num_envs=3)
-    for ours, theirs in ((env.single_observation_space, g.observation_space), (env.single_action_space, g.action_space)):
+    for ours, theirs in (
+        (env.single_observation_space, g.observation_space),
+        (env.single_action_space, g.action_space),
+    ):
         assert type(ours) is type(theirs)
         if isinstance(theirs, gym.spaces.Discrete):
             assert ours.n == theirs.n and ours.start == theirs.start

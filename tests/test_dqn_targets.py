@@ -1,5 +1,6 @@
-"""The DQN family's TD targets, checked against the formulas by hand on a fixed batch: Q-learning's max, Double
-DQN's decoupled selection, and advantage learning's gap term (`--action-gap`), with and without an action mask."""
+"""The DQN family's TD targets, checked against the formulas by hand on a fixed batch: Q-learning's
+max, Double DQN's decoupled selection, and advantage learning's gap term (`--action-gap`), with and
+without an action mask."""
 
 import importlib
 
@@ -13,14 +14,22 @@ def _batch(n=6, obs_dim=3, n_actions=3, mask=False, seed=0):
     g = torch.Generator().manual_seed(seed)
     obs, next_obs = torch.randn(n, obs_dim, generator=g), torch.randn(n, obs_dim, generator=g)
     actions = torch.randint(0, n_actions, (n,), generator=g).float()
-    obs, next_obs = {"policy": obs}, {"policy": next_obs}  # observation groups (common.wrappers.ObsGroups)
+    # observation groups (common.wrappers.ObsGroups)
+    obs, next_obs = {"policy": obs}, {"policy": next_obs}
     if mask:  # the last action is forbidden everywhere; the taken one never is
         actions = actions.clamp(max=n_actions - 2)
         allowed = torch.ones(n, n_actions, dtype=torch.bool)
         allowed[:, -1] = False
         obs["action_mask"], next_obs["action_mask"] = allowed, allowed
-    return Batch(obs=obs, actions=actions, rewards=torch.randn(n, generator=g), next_obs=next_obs,
-                 terminated=torch.tensor([0.0, 1.0] * (n // 2)), indices=torch.arange(n), weights=torch.ones(n))
+    return Batch(
+        obs=obs,
+        actions=actions,
+        rewards=torch.randn(n, generator=g),
+        next_obs=next_obs,
+        terminated=torch.tensor([0.0, 1.0] * (n // 2)),
+        indices=torch.arange(n),
+        weights=torch.ones(n),
+    )
 
 
 @pytest.mark.parametrize("mask", [False, True])
@@ -43,7 +52,7 @@ def test_td_target(algo, alpha, mask):
         if algo == "dqn":
             next_q = qt_next.max(-1).values
         else:
-            picker = q_net(b.next_obs)[:, :qt_next.shape[1]]
+            picker = q_net(b.next_obs)[:, : qt_next.shape[1]]
             next_q = qt_next.gather(-1, picker.argmax(-1, keepdim=True)).squeeze(-1)
         gap = qt_here.max(-1).values - qt_here.gather(-1, a[:, None]).squeeze(-1)
         target = b.rewards + gamma * (1 - b.terminated) * next_q - alpha * gap
@@ -58,4 +67,6 @@ def test_td_target(algo, alpha, mask):
 def test_action_gap_out_of_range(algo):
     module = importlib.import_module(f"algos.{algo}")
     with pytest.raises(ValueError, match="--action-gap must be in"):
-        module.main(module.Args(action_gap=1.0, total_steps=2_000, quiet=True, save_every=0, eval_every=0))
+        module.main(
+            module.Args(action_gap=1.0, total_steps=2_000, quiet=True, save_every=0, eval_every=0)
+        )

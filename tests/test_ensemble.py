@@ -50,4 +50,4 @@ def test_ensemble_gradients_match_individual_critics():
 def test_members_are_initialized_independently():
     lin = EnsembleLinear(4, 8, 3)
     assert not torch.equal(lin.weight[0], lin.weight[1])
-    assert lin.weight.abs().max() <= 8 ** -0.5
+    assert lin.weight.abs().max() <= 8**-0.5

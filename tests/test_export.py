@@ -1,6 +1,7 @@
-"""Policy export (`common/export.py`): every single-agent file's checkpoint to TorchScript, torch.export and
-ONNX, the files run (torch.jit.load, torch.export.load, onnxruntime) and give `load_policy`'s actions within 1e-5 on 1,000 observations, at any
-batch size; the command line's lines and its errors."""
+"""Policy export (`common/export.py`): every single-agent file's checkpoint to TorchScript,
+torch.export and ONNX, the files run (torch.jit.load, torch.export.load, onnxruntime) and give
+`load_policy`'s actions within 1e-5 on 1,000 observations, at any batch size; the command line's
+lines and its errors."""
 
 import importlib
 
@@ -23,8 +24,14 @@ def _train(name: str, tmp_path) -> str:
 
 
 def _export_and_check(ckpt: str, tmp_path) -> None:
-    out = export.main(export.Args(checkpoint=ckpt, onnx=str(tmp_path / "policy.onnx"),
-                                  torchscript=str(tmp_path / "policy.pt"), pt2=str(tmp_path / "policy.pt2")))
+    out = export.main(
+        export.Args(
+            checkpoint=ckpt,
+            onnx=str(tmp_path / "policy.onnx"),
+            torchscript=str(tmp_path / "policy.pt"),
+            pt2=str(tmp_path / "policy.pt2"),
+        )
+    )
     assert all(out[kind]["max_abs_diff"] <= 1e-5 for kind in ("torchscript", "pt2", "onnx"))
     module, policy, ckpt_ = export.policy_module(ckpt)
     session = onnxruntime.InferenceSession(str(tmp_path / "policy.onnx"))
@@ -32,7 +39,8 @@ def _export_and_check(ckpt: str, tmp_path) -> None:
     assert names == export.io_names(module)[0]
     for batch in (1, 7):  # the batch dimension is free in both files
         obs = export.sample_observations(module, batch, seed=batch)
-        inputs = export.example_inputs(module, policy, obs)  # obs, a recurrent policy's state, a masked one's mask
+        # obs, a recurrent policy's state, a masked one's mask
+        inputs = export.example_inputs(module, policy, obs)
         want = export.reference(module, inputs)
         if len(inputs) == 1:  # the eager module is load_policy's policy
             np.testing.assert_array_equal(want[0], policy(obs).numpy())
@@ -61,11 +69,14 @@ def test_every_single_agent_file_exports_to_both(name, tmp_path):
 def test_a_masked_policy_exports_with_the_mask_as_an_input(name, tmp_path):
     module = importlib.import_module(f"algos.{name}")
     small = {k: v for k, v in SMALL_RUNS[name].items() if k != "env"}
-    ckpt = module.main(module.Args(env="MaskedWalk-v0", out_dir=str(tmp_path / "runs"), **small))["checkpoint"]
+    ckpt = module.main(module.Args(env="MaskedWalk-v0", out_dir=str(tmp_path / "runs"), **small))[
+        "checkpoint"
+    ]
     _export_and_check(ckpt, tmp_path)
     session = onnxruntime.InferenceSession(str(tmp_path / "policy.onnx"))
     only = np.zeros((4, 12), dtype=bool)
-    only[np.arange(4), [2, 4, 6, 8]] = True  # one allowed action per row: the exported policy picks it
+    # one allowed action per row: the exported policy picks it
+    only[np.arange(4), [2, 4, 6, 8]] = True
     feed = {"obs": np.random.default_rng(0).random((4, 25), dtype=np.float32), "action_mask": only}
     if name == "ppo_rnn":
         feed["state"] = np.zeros((4, SMALL_RUNS[name]["rnn_hidden"]), dtype=np.float32)
@@ -74,17 +85,28 @@ def test_a_masked_policy_exports_with_the_mask_as_an_input(name, tmp_path):
 
 def test_the_command_line_says_what_it_wrote_and_refuses_bad_input(tmp_path):
     ckpt = _train("dqn", tmp_path)  # `python -m common.export ...` three times (in one interpreter)
-    ok, nothing, missing = run_as_main(("module", "common.export", [ckpt, "--torchscript", str(tmp_path / "p.pt")]),
-                                       ("module", "common.export", [ckpt]),
-                                       ("module", "common.export", [str(tmp_path / "none.pt"), "--onnx", "x.onnx"]))
+    ok, nothing, missing = run_as_main(
+        ("module", "common.export", [ckpt, "--torchscript", str(tmp_path / "p.pt")]),
+        ("module", "common.export", [ckpt]),
+        ("module", "common.export", [str(tmp_path / "none.pt"), "--onnx", "x.onnx"]),
+    )
     assert ok.returncode == 0, ok.stderr
-    assert "-> " + str(tmp_path / "p.pt") + " (torchscript): matches load_policy on 1000 observations" in ok.stdout
+    assert (
+        "-> " + str(tmp_path / "p.pt") + " (torchscript): matches load_policy on 1000 observations"
+        in ok.stdout
+    )
     assert nothing.returncode == 2 and nothing.stderr.strip() == (
-        "error: nothing to write: pass --onnx PATH, --torchscript PATH and/or --pt2 PATH")
-    assert missing.returncode == 2 and "Traceback" not in missing.stderr and "no checkpoint at" in missing.stderr
+        "error: nothing to write: pass --onnx PATH, --torchscript PATH and/or --pt2 PATH"
+    )
+    assert (
+        missing.returncode == 2
+        and "Traceback" not in missing.stderr
+        and "no checkpoint at" in missing.stderr
+    )
 
 
-# a user's process with no env package at all: the checkpoint alone rebuilds each policy (common/policy.py)
+# a user's process with no env package at all: the checkpoint alone rebuilds each policy
+# (common/policy.py)
 _WITHOUT_ENVS = """
 import json, sys, torch
 sys.modules["envs"] = None  # `import envs` fails here
@@ -105,8 +127,13 @@ def _actions_without_envs(paths: list[str]) -> list:
 
     from conftest import ROOT
 
-    done = subprocess.run([sys.executable, "-c", _WITHOUT_ENVS, json.dumps(paths)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_ENVS, json.dumps(paths)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -115,26 +142,35 @@ def _actions_here(path: str) -> list:
     from common.evaluate import load_policy
 
     policy, _ = load_policy(path)
-    return policy(torch.randn((5, *policy.obs_shape), generator=torch.Generator().manual_seed(0))).tolist()
+    return policy(
+        torch.randn((5, *policy.obs_shape), generator=torch.Generator().manual_seed(0))
+    ).tolist()
 
 
 def test_the_deployable_policy_carries_its_normalizer_and_action_scaling_and_needs_no_env(tmp_path):
-    """ppo_vec on Pendulum with observation normalization: the checkpoint's policy module holds the normalizer's
-    final statistics (the env's, as saved) and acts within Pendulum's own bounds [-2, 2] (not the agent's
-    [-1, 1]); it, and dqn's, load in a process where the env package cannot be imported, with the same actions."""
+    """ppo_vec on Pendulum with observation normalization: the checkpoint's policy module holds the
+    normalizer's final statistics (the env's, as saved) and acts within Pendulum's own bounds
+    [-2, 2] (not the agent's [-1, 1]); it, and dqn's, load in a process where the env package cannot
+    be imported, with the same actions."""
     from algos import dqn, ppo_vec
     from conftest import SMALL_PPO_PENDULUM_NORMALIZED
     from common.policy import Policy
 
-    ppo = ppo_vec.main(ppo_vec.Args(**dict(SMALL_PPO_PENDULUM_NORMALIZED, out_dir=str(tmp_path / "ppo"))))["checkpoint"]
+    ppo = ppo_vec.main(
+        ppo_vec.Args(**dict(SMALL_PPO_PENDULUM_NORMALIZED, out_dir=str(tmp_path / "ppo")))
+    )["checkpoint"]
     q = dqn.main(dqn.Args(**dict(SMALL_RUNS["dqn"], out_dir=str(tmp_path / "dqn"))))["checkpoint"]
     ck = torch.load(ppo, weights_only=False)
-    saved = ck["env"]["inner"]["own"]["rms"]  # NormalizeObservation's statistics, under NormalizeReward
-    assert torch.equal(ck["policy"]["obs_mean"], saved["mean"]) and torch.equal(ck["policy"]["obs_var"], saved["var"])
+    # NormalizeObservation's statistics, under NormalizeReward
+    saved = ck["env"]["inner"]["own"]["rms"]
+    assert torch.equal(ck["policy"]["obs_mean"], saved["mean"]) and torch.equal(
+        ck["policy"]["obs_var"], saved["var"]
+    )
     module, policy, _ = export.policy_module(ppo)
     assert isinstance(module, Policy) and module.normalize and module.box
     wide = module(torch.randn(256, 3, generator=torch.Generator().manual_seed(1)) * 50)
-    assert wide.abs().max() > 1.0 and wide.abs().max() <= 2.0  # scaled to the env's bounds, clipped there
+    # scaled to the env's bounds, clipped there
+    assert wide.abs().max() > 1.0 and wide.abs().max() <= 2.0
     assert _actions_without_envs([ppo, q]) == [_actions_here(ppo), _actions_here(q)]
 
 

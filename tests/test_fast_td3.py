@@ -1,6 +1,7 @@
-"""algos/fast_td3.py's two additions to TD3, checked by hand: the n-step transitions its window stores
-(against a per-sub-env loop over the same steps) and the per-sub-env exploration noise drawn at each
-episode start. Its learning test is in test_learning_offpolicy.py, its exact resume in test_faults.py."""
+"""algos/fast_td3.py's two additions to TD3, checked by hand: the n-step transitions its window
+stores (against a per-sub-env loop over the same steps) and the per-sub-env exploration noise drawn
+at each episode start. Its learning test is in test_learning_offpolicy.py, its exact resume in
+test_faults.py."""
 
 import torch
 
@@ -26,18 +27,31 @@ def test_n_step_window_matches_a_loop_by_hand():
     steps = []
     for t in range(T):
         done = torch.rand(N, generator=gen) < 0.25
-        term = done & (torch.rand(N, generator=gen) < 0.5)  # the rest of the done flags are truncations
-        steps.append((torch.randn(N, 4, generator=gen), torch.randn(N, 2, generator=gen), torch.randn(N, generator=gen),
-                      torch.randn(N, 4, generator=gen), term, done))
+        # the rest of the done flags are truncations
+        term = done & (torch.rand(N, generator=gen) < 0.5)
+        steps.append(
+            (
+                torch.randn(N, 4, generator=gen),
+                torch.randn(N, 2, generator=gen),
+                torch.randn(N, generator=gen),
+                torch.randn(N, 4, generator=gen),
+                term,
+                done,
+            )
+        )
     window = NStepWindow(n, gamma)
     out = [window.push(*s) for s in steps]
-    assert all(o is None for o in out[:n - 1]) and len(window.steps) == n - 1
-    for t, o in enumerate(out[n - 1:]):
+    assert all(o is None for o in out[: n - 1]) and len(window.steps) == n - 1
+    for t, o in enumerate(out[n - 1 :]):
         obs, act, ret, boot, discount = o
         assert torch.equal(obs, steps[t][0]) and torch.equal(act, steps[t][1])
         for e in range(N):
             r, b, d = _by_hand(steps, n, gamma, t, e)
-            assert abs(float(ret[e]) - r) < 1e-5 and torch.equal(boot[e], b) and abs(float(discount[e]) - d) < 1e-6
+            assert (
+                abs(float(ret[e]) - r) < 1e-5
+                and torch.equal(boot[e], b)
+                and abs(float(discount[e]) - d) < 1e-6
+            )
 
 
 def test_one_step_window_is_td3s_transition():
@@ -45,21 +59,37 @@ def test_one_step_window_is_td3s_transition():
     obs, act, rew, nxt = torch.randn(3, 4), torch.randn(3, 2), torch.randn(3), torch.randn(3, 4)
     term, done = torch.tensor([True, False, False]), torch.tensor([True, True, False])
     o, a, r, b, d = window.push(obs, act, rew, nxt, term, done)
-    assert torch.equal(r, rew) and torch.equal(b, nxt) and torch.allclose(d, torch.tensor([0.0, 0.99, 0.99]))
+    assert (
+        torch.equal(r, rew)
+        and torch.equal(b, nxt)
+        and torch.allclose(d, torch.tensor([0.0, 0.99, 0.99]))
+    )
 
 
 def _final_state(tmp_path, vector_steps):
-    # one update per vector step (the defaults' 4): what is checked, the noise and the stored discounts, does not
-    # depend on the updates, which run as in training all the same
-    res = fast_td3.main(fast_td3.Args(env="Pendulum-v1", num_envs=8, total_steps=8 * vector_steps, learning_starts=8 * 5,
-                                      batch_size=32, gradient_steps=1, hidden=(16, 16), eval_every=0, save_every=0,
-                                      quiet=True, out_dir=str(tmp_path / str(vector_steps))))
+    # one update per vector step (the defaults' 4): what is checked, the noise and the stored
+    # discounts, does not depend on the updates, which run as in training all the same
+    res = fast_td3.main(
+        fast_td3.Args(
+            env="Pendulum-v1",
+            num_envs=8,
+            total_steps=8 * vector_steps,
+            learning_starts=8 * 5,
+            batch_size=32,
+            gradient_steps=1,
+            hidden=(16, 16),
+            eval_every=0,
+            save_every=0,
+            quiet=True,
+            out_dir=str(tmp_path / str(vector_steps)),
+        )
+    )
     return torch.load(res["checkpoint"], weights_only=False)
 
 
 def test_noise_std_is_per_sub_env_and_redrawn_at_episode_starts(tmp_path):
-    """Pendulum's episodes all end at step 200: the stds of steps 100 and 190 are the first draws, those of
-    step 210 new ones."""
+    """Pendulum's episodes all end at step 200: the stds of steps 100 and 190 are the first draws,
+    those of step 210 new ones."""
     early, late, after = (_final_state(tmp_path, t) for t in (100, 190, 210))
     std = early["noise_std"].squeeze(1)
     assert std.shape == (8,) and ((std >= 0.001) & (std <= 0.4)).all() and std.unique().numel() == 8

@@ -3,9 +3,9 @@ parameters is caught within one update, named, and the last good checkpoint surv
 with SIGKILL at an arbitrary moment resumes to the same parameters and evaluation metrics as the
 uninterrupted run; a SIGKILL during a checkpoint write never leaves an unreadable checkpoint.
 
-The SIGKILL test is the suite's exact-resume test (no other module repeats it): every algorithm file,
-plus the settings in `RESUME_EXTRA` (normalizers, batched MuJoCo, per-agent MAPPO actors). It and the
-checkpoint-write test are marked `slow` (subprocesses killed at random moments).
+The SIGKILL test is the suite's exact-resume test (no other module repeats it): every algorithm
+file, plus the settings in `RESUME_EXTRA` (normalizers, batched MuJoCo, per-agent MAPPO actors). It
+and the checkpoint-write test are marked `slow` (subprocesses killed at random moments).
 
 Every file in `algos/` must have an entry in `CONFIGS` (a tiny CPU setting with a checkpoint before
 the end): a new algorithm file without one fails `test_every_algorithm_file_is_covered`.
@@ -27,20 +27,40 @@ import pytest
 import torch
 
 import envs
-from conftest import (MADDPG_TINY, MAPPO_TINY, ROOT, SMALL_PPO_HOPPER, SMALL_PPO_PENDULUM_NORMALIZED, SMALL_RUNS,
-                      SMALL_SAC_HOPPER, VD_TINY, assert_same, assert_user_error)
+from conftest import (
+    MADDPG_TINY,
+    MAPPO_TINY,
+    ROOT,
+    SMALL_PPO_HOPPER,
+    SMALL_PPO_PENDULUM_NORMALIZED,
+    SMALL_RUNS,
+    SMALL_SAC_HOPPER,
+    VD_TINY,
+    assert_same,
+    assert_user_error,
+)
 
 CONFIGS = dict(SMALL_RUNS)
-# matd3 with pink exploration noise (its block and position travel in the checkpoint; maddpg runs white noise)
-CONFIGS.update(maddpg=MADDPG_TINY, matd3=dict(MADDPG_TINY, noise_color=1.0), mappo=MAPPO_TINY, qmix=VD_TINY, vdn=VD_TINY)
+# matd3 with pink exploration noise (its block and position travel in the checkpoint; maddpg runs
+# white noise)
+CONFIGS.update(
+    maddpg=MADDPG_TINY,
+    matd3=dict(MADDPG_TINY, noise_color=1.0),
+    mappo=MAPPO_TINY,
+    qmix=VD_TINY,
+    vdn=VD_TINY,
+)
 ALGOS = sorted(CONFIGS)
-# settings beyond CONFIGS whose state must survive a resume too (the SIGKILL test): case -> (file, settings)
+# settings beyond CONFIGS whose state must survive a resume too (the SIGKILL test): case -> (file,
+# settings)
 RESUME_EXTRA = {
-    "ppo_vec-pendulum-normalized": ("ppo_vec", SMALL_PPO_PENDULUM_NORMALIZED),  # obs/reward normalizer statistics
+    # obs/reward normalizer statistics
+    "ppo_vec-pendulum-normalized": ("ppo_vec", SMALL_PPO_PENDULUM_NORMALIZED),
     "ppo_vec-hopper": ("ppo_vec", SMALL_PPO_HOPPER),  # batched MuJoCo simulator state
     "sac-hopper": ("sac", SMALL_SAC_HOPPER),
     "mappo-per-agent-actors": ("mappo", dict(MAPPO_TINY, share_actor=False)),
-    "td3-pink-noise": ("td3", dict(SMALL_RUNS["td3"], noise_color=1.0)),  # the colored noise block and its position
+    # the colored noise block and its position
+    "td3-pink-noise": ("td3", dict(SMALL_RUNS["td3"], noise_color=1.0)),
     "sac-pink-noise": ("sac", dict(SMALL_RUNS["sac"], noise_color=1.0)),
 }
 RESUME_CASES = {**{a: (a, CONFIGS[a]) for a in ALGOS}, **RESUME_EXTRA}
@@ -52,17 +72,21 @@ def _module(name: str):
 
 def test_every_algorithm_file_is_covered():
     files = sorted(p.stem for p in (ROOT / "algos").glob("*.py") if p.stem != "__init__")
-    assert files == ALGOS, f"algorithm files without a fault-test config: {sorted(set(files) - set(ALGOS))}"
+    assert files == ALGOS, (
+        f"algorithm files without a fault-test config: {sorted(set(files) - set(ALGOS))}"
+    )
 
 
-# ---- numerical guard --------------------------------------------------------------------------------
+# ---- numerical guard -----------------------------------------------------------------------------
 def _wrap_training_env(monkeypatch, num_envs: int, wrap) -> None:
-    """The next training env `envs.make` builds (num_envs sub-envs) steps through `wrap(its step)`."""
+    """The next training env `envs.make` builds (num_envs sub-envs) steps through
+    `wrap(its step)`."""
     make = envs.make
 
     def wrapping_make(*a, **kw):
         env = make(*a, **kw)
-        if kw.get("num_envs") != num_envs or hasattr(env, "_wrapped_by_test"):
+        n = kw.get("num_envs", a[1] if len(a) > 1 else None)  # by keyword or positional
+        if n != num_envs or hasattr(env, "_wrapped_by_test"):
             return env
         env.step, env._wrapped_by_test = wrap(env.step), True
         return env
@@ -71,8 +95,8 @@ def _wrap_training_env(monkeypatch, num_envs: int, wrap) -> None:
 
 
 def _poison_env(monkeypatch, what: str, at_call: int, num_envs: int) -> None:
-    """The next training env `envs.make` builds (num_envs sub-envs) returns a NaN in its observations or
-    rewards from its `at_call`-th step on."""
+    """The next training env `envs.make` builds (num_envs sub-envs) returns a NaN in its
+    observations or rewards from its `at_call`-th step on."""
     calls = [0]
 
     def poisoned(step):
@@ -84,20 +108,22 @@ def _poison_env(monkeypatch, what: str, at_call: int, num_envs: int) -> None:
                 out[i] = out[i].clone()
                 out[i][(0,) * out[i].dim()] = float("nan")
             return tuple(out)
+
         return bad_step
 
     _wrap_training_env(monkeypatch, num_envs, poisoned)
 
 
 def _poison_params(monkeypatch, after_env_calls: int, num_envs: int) -> None:
-    """The first optimizer step (over every Adam) after the training env's `after_env_calls`-th step leaves a NaN
-    in its first parameter. The files' Adam is `torch.optim.Adam`."""
+    """The first optimizer step (over every Adam) after the training env's `after_env_calls`-th step
+    leaves a NaN in its first parameter. The files' Adam is `torch.optim.Adam`."""
     step, env_calls, done = torch.optim.Adam.step, [0], [False]
 
     def counting(env_step):
         def counted(actions):
             env_calls[0] += 1
             return env_step(actions)
+
         return counted
 
     def bad_step(self, *a, **kw):
@@ -133,8 +159,8 @@ def test_nan_is_caught_named_and_last_checkpoint_kept(algo, what, tmp_path, monk
         _poison_params(monkeypatch, after_env_calls=int(0.7 * calls), num_envs=kw["num_envs"])
     else:
         _poison_env(monkeypatch, what, at_call=int(0.7 * calls), num_envs=kw["num_envs"])
-    # parameters: the guard names them, or (when the NaN went into a critic that the same update's next loss
-    # reads before the parameters are checked) that loss: either way within the update
+    # parameters: the guard names them, or (when the NaN went into a critic that the same update's
+    # next loss reads before the parameters are checked) that loss: either way within the update
     expected = "in the (parameters|[a-zA-Z -]*loss) " if what == "parameters" else f"in the {what} "
     with pytest.raises(FloatingPointError, match=expected) as err:
         module.main(module.Args(**kw))
@@ -150,13 +176,14 @@ def test_nan_is_caught_named_and_last_checkpoint_kept(algo, what, tmp_path, monk
 
 @pytest.mark.parametrize("algo", ["ppo_vec", "sac", "td3"])
 def test_overflowing_loss_is_named(algo, tmp_path, monkeypatch):
-    """A finite but huge reward (1e30) makes the squared TD/value error overflow: the loss is named."""
+    """A finite but huge reward (1e30) makes the squared TD/value error overflow: the loss is
+    named."""
     module, kw = _module(algo), dict(CONFIGS[algo], out_dir=str(tmp_path), eval_every=0)
     make = envs.make
 
     def huge_make(*a, **k):
         env = make(*a, **k)
-        if k.get("num_envs") == kw["num_envs"]:
+        if k.get("num_envs", a[1] if len(a) > 1 else None) == kw["num_envs"]:
             step = env.step
 
             def huge(actions):
@@ -172,32 +199,40 @@ def test_overflowing_loss_is_named(algo, tmp_path, monkeypatch):
 
 
 def test_deferred_guard_names_the_first_bad_quantity():
-    """The accelerator half of `NumericGuard` (an on-device flag, one check over the watched tensors'
-    concatenation), run here on CPU tensors by calling the guard's device an accelerator: a NaN in the middle
-    of many tensors is found, the first bad name is kept, clean watches pass, and mixed dtypes are fine.
-    (tests/test_cuda.py checks it on a GPU, inside the training loops.)"""
+    """The accelerator half of `NumericGuard` (an on-device flag, one check over the watched
+    tensors' concatenation), run here on CPU tensors by calling the guard's device an accelerator: a
+    NaN in the middle of many tensors is found, the first bad name is kept, clean watches pass, and
+    mixed dtypes are fine. (tests/test_cuda.py checks it on a GPU, inside the training loops.)"""
     from common.guard import NumericGuard
 
     guard = NumericGuard("cpu")
-    guard.device = torch.device("meta")  # not "cpu": the deferred branch (its tensors stay where they are)
-    params = [torch.randn(7, 5), torch.randn(5), torch.randn(3, 3, dtype=torch.float64), torch.randn(2)] * 4
+    # not "cpu": the deferred branch (its tensors stay where they are)
+    guard.device = torch.device("meta")
+    params = [
+        torch.randn(7, 5),
+        torch.randn(5),
+        torch.randn(3, 3, dtype=torch.float64),
+        torch.randn(2),
+    ] * 4
     guard.watch("observations", torch.randn(4, 3), {"a": torch.randn(4, 2), "b": torch.arange(3)})
     guard.watch("parameters", *params)
-    guard.watch("rewards", torch.full((10,), 3e38), torch.full((3,), -3e38))  # finite, though their sum overflows
+    # finite, though their sum overflows
+    guard.watch("rewards", torch.full((10,), 3e38), torch.full((3,), -3e38))
     guard.check(10, sync=True)  # all finite: nothing raised
     params[9][1] = float("inf")
     guard.watch("parameters", *params)
-    guard.watch("PPO loss", torch.tensor(float("nan")))  # later and also bad: the first bad one is named
+    # later and also bad: the first bad one is named
+    guard.watch("PPO loss", torch.tensor(float("nan")))
     with pytest.raises(FloatingPointError, match=r"in the parameters between env steps 10 and 20"):
         guard.check(20, sync=True)
 
 
-# ---- SIGKILL at an arbitrary moment, then --resume ------------------------------------------------------
-# The killed run is a subprocess whose training env's steps are slowed by a sleep (results do not depend on
-# it), so that it lasts >= 1.2 s and the kill, drawn uniformly after its first checkpoint, lands anywhere in the
-# loop: mid-rollout, mid-update, mid-evaluation or mid-checkpoint-write. Only the first env the run makes (its
-# training env) is slowed: slowed evaluation envs made the evaluations most of the run (and an untrained
-# policy's 1000-step Hopper episodes took ~40 s).
+# ---- SIGKILL at an arbitrary moment, then --resume -----------------------------------------------
+# The killed run is a subprocess whose training env's steps are slowed by a sleep (results do not
+# depend on it), so that it lasts >= 1.2 s and the kill, drawn uniformly after its first checkpoint,
+# lands anywhere in the loop: mid-rollout, mid-update, mid-evaluation or mid-checkpoint-write. Only
+# the first env the run makes (its training env) is slowed: slowed evaluation envs made the
+# evaluations most of the run (and an untrained policy's 1000-step Hopper episodes took ~40 s).
 _KILLED_RUN = """
 import json, sys, time
 sys.path.insert(0, '.')
@@ -225,17 +260,34 @@ print("FINISHED")
 
 
 def _eval_rows(run_dir: Path) -> list[tuple]:
-    """(step, eval metrics) of every evaluation row in metrics.jsonl: ticks decided on env steps, so the
-    same in every run; the training columns of time-based ticks are means over wall-clock windows."""
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    return [(r["step"], r["eval_return"], r["eval_return_std"], r.get("eval_length")) for r in rows if "eval_return" in r]
+    """(step, eval metrics) of every evaluation row in metrics.jsonl: ticks decided on env steps, so
+    the same in every run; the training columns of time-based ticks are means over wall-clock
+    windows."""
+    rows = [
+        json.loads(line)
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
+    return [
+        (r["step"], r["eval_return"], r["eval_return_std"], r.get("eval_length"))
+        for r in rows
+        if "eval_return" in r
+    ]
 
 
-def _kill_some_time_after_first_checkpoint(cmd, run_parent: Path, rng: random.Random, window: float):
-    """Start `cmd`, SIGKILL it a uniform random time in [0, window) after its first checkpoint appears.
-    Returns (killed?, the run directory)."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+def _kill_some_time_after_first_checkpoint(
+    cmd, run_parent: Path, rng: random.Random, window: float
+):
+    """Start `cmd`, SIGKILL it a uniform random time in [0, window) after its first checkpoint
+    appears. Returns (killed?, the run directory)."""
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
     deadline = time.monotonic() + 120
     ckpt = None
     while ckpt is None and proc.poll() is None and time.monotonic() < deadline:
@@ -253,11 +305,14 @@ def _kill_some_time_after_first_checkpoint(cmd, run_parent: Path, rng: random.Ra
 
 
 def _without_display_state(x):
-    """A checkpoint without EpisodeStatistics' held means (`last`: the means shown at the last logging tick).
-    Logging ticks are partly time-based, so which episodes the last shown mean covers depends on the machine's
-    speed, not on training; everything else in the checkpoint must be bit-identical."""
+    """A checkpoint without EpisodeStatistics' held means (`last`: the means shown at the last
+    logging tick). Logging ticks are partly time-based, so which episodes the last shown mean covers
+    depends on the machine's speed, not on training; everything else in the checkpoint must be
+    bit-identical."""
     if isinstance(x, dict):
-        return {k: _without_display_state(v) for k, v in x.items() if not (k == "last" and "acc" in x)}
+        return {
+            k: _without_display_state(v) for k, v in x.items() if not (k == "last" and "acc" in x)
+        }
     if isinstance(x, (list, tuple)):
         return type(x)(_without_display_state(v) for v in x)
     return x
@@ -266,40 +321,58 @@ def _without_display_state(x):
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(RESUME_CASES))
 def test_sigkill_then_resume_matches_uninterrupted_run(case, tmp_path):
-    """The one exact-resume test: every algorithm file (and the settings in RESUME_EXTRA), killed at a random
-    moment and resumed, ends with a checkpoint equal bit for bit (parameters, optimizers, buffers, normalizers,
-    env and RNG states) and the same evaluation rows as the uninterrupted run."""
+    """The one exact-resume test: every algorithm file (and the settings in RESUME_EXTRA), killed at
+    a random moment and resumed, ends with a checkpoint equal bit for bit (parameters, optimizers,
+    buffers, normalizers, env and RNG states) and the same evaluation rows as the uninterrupted
+    run."""
     algo, config = RESUME_CASES[case]
     module = _module(algo)
     kw = dict(config, eval_every=config["save_every"], quiet=True)
     full = module.main(module.Args(**dict(kw, out_dir=str(tmp_path / "full"))))
     calls = kw["total_steps"] // kw["num_envs"]
     rng = random.Random(f"kill-{case}")
-    for attempt in range(5):  # a kill that came after the last checkpoint (nothing left to resume) is drawn again
+    # a kill that came after the last checkpoint (nothing left to resume) is drawn again
+    for attempt in range(5):
         parent = tmp_path / f"killed{attempt}"
         parent.mkdir()
-        cmd = [sys.executable, "-c", _KILLED_RUN.format(algo=algo), json.dumps(dict(kw, out_dir=str(parent))),
-               str(1.2 / calls)]
-        killed, run_dir = _kill_some_time_after_first_checkpoint(cmd, parent, rng, window=0.7 / (attempt + 1))
+        cmd = [
+            sys.executable,
+            "-c",
+            _KILLED_RUN.format(algo=algo),
+            json.dumps(dict(kw, out_dir=str(parent))),
+            str(1.2 / calls),
+        ]
+        killed, run_dir = _kill_some_time_after_first_checkpoint(
+            cmd, parent, rng, window=0.7 / (attempt + 1)
+        )
         ckpt = run_dir / "checkpoint.pt"
         resumed_from = torch.load(ckpt, weights_only=False)["global_step"]
         if killed and resumed_from < full["steps"]:
             break
-    assert killed and resumed_from < full["steps"], f"{case}: no kill landed before the run's last checkpoint"
+    assert killed and resumed_from < full["steps"], (
+        f"{case}: no kill landed before the run's last checkpoint"
+    )
     resumed = module.main(module.Args(**dict(kw, resume=str(ckpt))))
     assert resumed["steps"] == full["steps"]
-    a, b = (_without_display_state(torch.load(p, weights_only=False))
-            for p in (full["checkpoint"], resumed["checkpoint"]))
+    a, b = (
+        _without_display_state(torch.load(p, weights_only=False))
+        for p in (full["checkpoint"], resumed["checkpoint"])
+    )
     keys = [k for k in a if k not in ("seconds", "args")]
     assert keys == [k for k in b if k not in ("seconds", "args")]
     for k in keys:
         assert_same(a[k], b[k], k)
-    assert _eval_rows(Path(full["run_dir"])) == _eval_rows(run_dir), "evaluation metrics differ after the resume"
+    assert _eval_rows(Path(full["run_dir"])) == _eval_rows(run_dir), (
+        "evaluation metrics differ after the resume"
+    )
     assert resumed["eval_return"] == full["eval_return"]
-    print(f"{case}: killed on attempt {attempt + 1}, resumed from env step {resumed_from} of {full['steps']}")
+    print(
+        f"{case}: killed on attempt {attempt + 1}, resumed from env step {resumed_from} of "
+        f"{full['steps']}"
+    )
 
 
-# ---- SIGKILL during checkpoint writes --------------------------------------------------------------------
+# ---- SIGKILL during checkpoint writes ------------------------------------------------------------
 _WRITER = """
 import sys
 sys.path.insert(0, '.')
@@ -307,7 +380,8 @@ import os, time
 import torch
 from common.checkpoint import save_checkpoint
 fsync = os.fsync
-def slow_disk_fsync(fd):  # a slow disk: most of the time is spent inside a write, where a kill hurts
+def slow_disk_fsync(fd):  # a slow disk: most of the time is spent inside a write, \
+where a kill hurts
     time.sleep(0.05)
     fsync(fd)
 os.fsync = slow_disk_fsync
@@ -322,16 +396,21 @@ while True:
 
 @pytest.mark.slow
 def test_sigkill_during_checkpoint_writes_never_leaves_a_torn_checkpoint(tmp_path):
-    """Kill a process that writes 16 MB checkpoints back to back (on a slow disk), at random moments, 10 times: the
-    checkpoint on disk always loads and is one complete write; a temp file left by the killed write is
-    removed by the next one."""
+    """Kill a process that writes 16 MB checkpoints back to back (on a slow disk), at random
+    moments, 10 times: the checkpoint on disk always loads and is one complete write; a temp file
+    left by the killed write is removed by the next one."""
     from common.checkpoint import load_checkpoint
 
     path, rng, mid_write, last = tmp_path / "checkpoint.pt", random.Random(10), 0, 0
     big = torch.arange(4_000_000, dtype=torch.float32)
     for _ in range(10):
-        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path)], cwd=ROOT, stdout=subprocess.PIPE,
-                                text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(path)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, OMP_NUM_THREADS="1"),
+        )
         proc.stdout.readline()  # one write completed in this process
         time.sleep(rng.uniform(0.0, 0.4))
         proc.send_signal(signal.SIGKILL)
@@ -342,7 +421,9 @@ def test_sigkill_during_checkpoint_writes_never_leaves_a_torn_checkpoint(tmp_pat
         assert torch.equal(ck["data"], big + ck["i"]), "a torn checkpoint"
         assert ck["i"] >= 1
         last = ck["i"]
-    assert mid_write >= 3, f"only {mid_write} of 10 kills landed inside a write: the test did not test much"
+    assert mid_write >= 3, (
+        f"only {mid_write} of 10 kills landed inside a write: the test did not test much"
+    )
     assert last >= 1
     # the next write clears what killed writes left behind
     from common.checkpoint import save_checkpoint
@@ -351,10 +432,21 @@ def test_sigkill_during_checkpoint_writes_never_leaves_a_torn_checkpoint(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt"]
 
 
-# ---- bad input at the edges, for every algorithm file ---------------------------------------------------
+# ---- bad input at the edges, for every algorithm file --------------------------------------------
 MULTI_AGENT_ALGOS = {"maddpg", "matd3", "mappo", "qmix", "vdn"}
 DISCRETE_ONLY = {"dqn", "double_dqn", "d3qn", "pqn"}
-CONTINUOUS_ONLY = {"ddpg", "td3", "sac", "modsac", "redq", "ddpg_h", "td3_h", "sac_h", "sac_podracer", "td3_podracer"}
+CONTINUOUS_ONLY = {
+    "ddpg",
+    "td3",
+    "sac",
+    "modsac",
+    "redq",
+    "ddpg_h",
+    "td3_h",
+    "sac_h",
+    "sac_podracer",
+    "td3_podracer",
+}
 
 
 class _ContractBreaker:
@@ -365,7 +457,9 @@ class _ContractBreaker:
 
         self.fault, self.num_envs, self.device = fault, num_envs, torch.device(device)
         self.single_observation_space = gym.spaces.Box(-1, 1, (3,))
-        self.single_action_space = gym.spaces.Box(-1, 1, (1,)) if fault != "discrete" else gym.spaces.Discrete(2)
+        self.single_action_space = (
+            gym.spaces.Box(-1, 1, (1,)) if fault != "discrete" else gym.spaces.Discrete(2)
+        )
 
     def _obs(self):
         if self.fault == "numpy":
@@ -382,17 +476,25 @@ class _ContractBreaker:
     def step(self, actions):
         n = self.num_envs
         reward = torch.zeros(n, dtype=torch.float64 if self.fault != "int-reward" else torch.long)
-        return self._obs(), reward, torch.zeros(n, dtype=torch.bool), torch.zeros(n, dtype=torch.bool), {}
+        return (
+            self._obs(),
+            reward,
+            torch.zeros(n, dtype=torch.bool),
+            torch.zeros(n, dtype=torch.bool),
+            {},
+        )
 
 
 for _fault in ("numpy", "shape", "device", "int-reward", "no-final-obs"):
     envs.register(f"Broken-{_fault}-v0", lambda fault=_fault, **kw: _ContractBreaker(fault, **kw))
 
-CONTRACT = {"numpy": "reset\\(\\) obs is a numpy.ndarray, expected a torch.Tensor",
-            "shape": "obs has shape \\(\\d+, 4\\), expected \\(\\d+, 3\\)",
-            "device": "obs is on meta, expected the env's device cpu",
-            "int-reward": "reward has dtype torch.int64, expected a floating-point tensor",
-            "no-final-obs": "info must hold 'final_obs'"}
+CONTRACT = {
+    "numpy": "reset\\(\\) obs is a numpy.ndarray, expected a torch.Tensor",
+    "shape": "obs has shape \\(\\d+, 4\\), expected \\(\\d+, 3\\)",
+    "device": "obs is on meta, expected the env's device cpu",
+    "int-reward": "reward has dtype torch.int64, expected a floating-point tensor",
+    "no-final-obs": "info must hold 'final_obs'",
+}
 
 
 def _other_kind_env(algo: str) -> tuple[str, str]:
@@ -403,7 +505,8 @@ def _other_kind_env(algo: str) -> tuple[str, str]:
         return "Pendulum-v1", "needs a Discrete action space"
     if algo in CONTINUOUS_ONLY:
         return "CartPole-v1", "needs a continuous \\(Box\\) action space"
-    return "simple_spread", "is a multi-agent env .*use algos/"  # ppo_vec, a2c, ppo_h, ppo_podracer: both kinds
+    # ppo_vec, a2c, ppo_h, ppo_podracer: both kinds
+    return "simple_spread", "is a multi-agent env .*use algos/"
 
 
 def _bad_inputs(algo: str) -> dict:
@@ -411,8 +514,12 @@ def _bad_inputs(algo: str) -> dict:
     kw = CONFIGS[algo]
     other, other_msg = _other_kind_env(algo)
     cases = {
-        "unknown-env": (dict(env="CartPoel-v1"), ValueError,
-                        "unknown env id 'CartPoel-v1'. Did you mean|needs a multi-agent env .*'CartPoel-v1' is not one"),
+        "unknown-env": (
+            dict(env="CartPoel-v1"),
+            ValueError,
+            "unknown env id 'CartPoel-v1'. Did you mean|needs a multi-agent env "
+            ".*'CartPoel-v1' is not one",
+        ),
         "other-kind-env": (dict(env=other), ValueError, other_msg),
         "zero-envs": (dict(num_envs=0), ValueError, "num_envs must be a positive integer"),
         "total-below-one-step": (dict(total_steps=kw["num_envs"] - 1), ValueError, "--total-steps"),
@@ -420,14 +527,31 @@ def _bad_inputs(algo: str) -> dict:
         "disk-full": ("disk", OSError, "MiB free on the disk"),
     }
     if algo not in MULTI_AGENT_ALGOS:
-        cases["multi-agent-env"] = (dict(env="simple_spread"), ValueError, "is a multi-agent env .*use algos/")
-    if algo not in MULTI_AGENT_ALGOS:  # the contract checks (custom multi-agent envs: see common/ma_vec_env.py)
+        cases["multi-agent-env"] = (
+            dict(env="simple_spread"),
+            ValueError,
+            "is a multi-agent env .*use algos/",
+        )
+    # the contract checks (custom multi-agent envs: see common/ma_vec_env.py)
+    if algo not in MULTI_AGENT_ALGOS:
         for fault, msg in CONTRACT.items():
-            cases[f"custom-env-{fault}"] = (dict(env=f"Broken-{fault}-v0"), (TypeError, ValueError), msg)
+            cases[f"custom-env-{fault}"] = (
+                dict(env=f"Broken-{fault}-v0"),
+                (TypeError, ValueError),
+                msg,
+            )
     if "num_minibatches" in kw:
-        cases["minibatch-not-dividing"] = (dict(num_minibatches=7), ValueError, "not divisible by --num-minibatches 7")
+        cases["minibatch-not-dividing"] = (
+            dict(num_minibatches=7),
+            ValueError,
+            "not divisible by --num-minibatches 7",
+        )
     if "learning_starts" in kw:
-        cases["learning-starts-past-the-end"] = (dict(learning_starts=kw["total_steps"]), ValueError, "--learning-starts")
+        cases["learning-starts-past-the-end"] = (
+            dict(learning_starts=kw["total_steps"]),
+            ValueError,
+            "--learning-starts",
+        )
     if "batch_size" in kw:
         cases["zero-batch"] = (dict(batch_size=0), ValueError, "--batch-size")
     return cases
@@ -438,7 +562,8 @@ BAD = [(a, c) for a in ALGOS for c in _bad_inputs(a)]
 
 @pytest.mark.parametrize("algo,case", BAD, ids=[f"{a}-{c}" for a, c in BAD])
 def test_bad_input_fails_before_training_naming_the_fix(algo, case, tmp_path, monkeypatch, capfd):
-    """Refused before training, naming the fix; as a process: one line, exit status 2, no traceback."""
+    """Refused before training, naming the fix; as a process: one line, exit status 2, no
+    traceback."""
     module = _module(algo)
     over, exc, msg = _bad_inputs(algo)[case]
     out = tmp_path / "runs"
@@ -450,11 +575,15 @@ def test_bad_input_fails_before_training_naming_the_fix(algo, case, tmp_path, mo
         from collections import namedtuple
 
         usage = namedtuple("usage", "total used free")
-        monkeypatch.setattr("shutil.disk_usage", lambda p: usage(10 * 2**30, 10 * 2**30 - 2**20, 2**20))
+        monkeypatch.setattr(
+            "shutil.disk_usage", lambda p: usage(10 * 2**30, 10 * 2**30 - 2**20, 2**20)
+        )
         over = {}
     with pytest.raises(exc, match=msg) as e:
         module.main(module.Args(**{**kw, **over}))
-    assert not out.is_dir() or not any(out.iterdir()), "a refused run must not leave a run directory behind"
+    assert not out.is_dir() or not any(out.iterdir()), (
+        "a refused run must not leave a run directory behind"
+    )
     assert_user_error(e.value, capfd)
 
 
@@ -469,7 +598,7 @@ def test_wrong_flag_names_the_right_one(algo, capsys):
     assert "--num-envs" in capsys.readouterr().err
 
 
-# ---- foreign, truncated and non-checkpoint files given to --resume ------------------------------------
+# ---- foreign, truncated and non-checkpoint files given to --resume -------------------------------
 def _foreign_files(algo: str, tmp_path: Path) -> dict:
     """case -> (path, expected message)"""
     from common.checkpoint import save_checkpoint
@@ -477,9 +606,14 @@ def _foreign_files(algo: str, tmp_path: Path) -> dict:
     env = CONFIGS[algo]["env"]
     other_algo = "dqn" if algo != "dqn" else "sac"
     files = {}
-    save_checkpoint(tmp_path / "other_algo.pt", {"algo": other_algo, "env_id": env, "args": {"env": env}})
-    files["another-algorithm"] = (tmp_path / "other_algo.pt",
-                                  f"written by algos/{other_algo}.py, not algos/{algo}.py; load it with algos/{other_algo}.py")
+    save_checkpoint(
+        tmp_path / "other_algo.pt", {"algo": other_algo, "env_id": env, "args": {"env": env}}
+    )
+    files["another-algorithm"] = (
+        tmp_path / "other_algo.pt",
+        f"written by algos/{other_algo}.py, not algos/{algo}.py; load it with "
+        f"algos/{other_algo}.py",
+    )
     # a checkpoint of this file on `env`, resumed with --env MountainCar-v0 (no file's default env)
     save_checkpoint(tmp_path / "other_env.pt", {"algo": algo, "env_id": env, "args": {"env": env}})
     files["another-env"] = (tmp_path / "other_env.pt", f"trained on '{env}', not 'MountainCar-v0'")
@@ -487,15 +621,28 @@ def _foreign_files(algo: str, tmp_path: Path) -> dict:
     (tmp_path / "truncated.pt").write_bytes(whole[: len(whole) // 2])
     files["truncated"] = (tmp_path / "truncated.pt", "not a readable checkpoint .* truncated")
     torch.save({"state_dict": {"w": torch.zeros(2)}}, tmp_path / "plain.pt")
-    files["plain-torch-file"] = (tmp_path / "plain.pt", "not a checkpoint of this library \\(found a dict without a format entry")
+    files["plain-torch-file"] = (
+        tmp_path / "plain.pt",
+        "not a checkpoint of this library \\(found a dict without a format entry",
+    )
     (tmp_path / "notes.txt").write_text("hello")
     files["text-file"] = (tmp_path / "notes.txt", "not a readable checkpoint")
     files["missing"] = (tmp_path / "nope.pt", "no checkpoint at")
     return files
 
 
-FOREIGN = [(a, c) for a in ALGOS for c in ("another-algorithm", "another-env", "truncated", "plain-torch-file",
-                                            "text-file", "missing")]
+FOREIGN = [
+    (a, c)
+    for a in ALGOS
+    for c in (
+        "another-algorithm",
+        "another-env",
+        "truncated",
+        "plain-torch-file",
+        "text-file",
+        "missing",
+    )
+]
 
 
 @pytest.mark.parametrize("algo,case", FOREIGN, ids=[f"{a}-{c}" for a, c in FOREIGN])

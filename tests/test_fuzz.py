@@ -1,11 +1,11 @@
-"""Fuzzing the front doors (issue 23): generated keyword arguments of `envs.make`, and generated command
-lines of the algorithm files. Each case either works (the env resets and steps; the run trains and
-returns) or fails with a user error, i.e. what a process would end with one line and exit status 2
-(`common.cli.user_error_message`), never with a traceback from deep inside.
+"""Fuzzing the front doors (issue 23): generated keyword arguments of `envs.make`, and generated
+command lines of the algorithm files. Each case either works (the env resets and steps; the run
+trains and returns) or fails with a user error, i.e. what a process would end with one line and exit
+status 2 (`common.cli.user_error_message`), never with a traceback from deep inside.
 
-Sizes stay in two bands: small enough to run in a moment, or far too large for any machine (refused by
-a check, or by the allocator, which is one line too). Sizes in between would only fill this machine's
-memory."""
+Sizes stay in two bands: small enough to run in a moment, or far too large for any machine (refused
+by a check, or by the allocator, which is one line too). Sizes in between would only fill this
+machine's memory."""
 
 from __future__ import annotations
 
@@ -27,49 +27,109 @@ from test_faults import ALGOS, CONFIGS  # noqa: E402
 
 pytestmark = pytest.mark.slow
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "500"))  # envs.make calls (~5 s)
-# command lines: each one that trains is a small run (~0.3 s); 500 took 2-2.7 min of the suite, 200 ~1 min
-# (FUZZ_EXAMPLES=1000 for a longer search)
+# command lines: each one that trains is a small run (~0.3 s); 500 took 2-2.7 min of the suite, 200
+# ~1 min (FUZZ_EXAMPLES=1000 for a longer search)
 CLI_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 CLI_FUZZ = settings(FUZZ, max_examples=CLI_EXAMPLES)
 
 
 def _is_user_error(exc: BaseException) -> str:
     line = user_error_message(type(exc), exc, exc.__traceback__)
-    assert line is not None, f"not a user error (would print a traceback): {type(exc).__name__}: {exc}"
+    assert line is not None, (
+        f"not a user error (would print a traceback): {type(exc).__name__}: {exc}"
+    )
     assert "\n" not in line.strip(), line
     return line
 
 
-# ---- envs.make ------------------------------------------------------------------------------------------
-ENV_IDS = ["CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Chasing-v0",
-           "GridReach-v0", "MaskedWalk-v0", "CartPoleNoVel-v0", "CartPoleNoisy-Privileged-v0", "simple_spread",
-           "Hopper-v5", "Hopper", "CartPoel-v1", "cartpole", "", "module:factory", "no_such_module:make", "v1",
-           "LunarLander-v3", "FrozenLake-v1", "Blackjack-v1"]
-SIZES = st.one_of(st.integers(-3, 9), st.sampled_from([2**40, 10**18, -2**63]))
-JUNK = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=True), st.text(max_size=6), st.lists(st.integers(), max_size=2))
+# ---- envs.make -----------------------------------------------------------------------------------
+ENV_IDS = [
+    "CartPole-v1",
+    "Pendulum-v1",
+    "Acrobot-v1",
+    "MountainCar-v0",
+    "MountainCarContinuous-v0",
+    "Chasing-v0",
+    "GridReach-v0",
+    "MaskedWalk-v0",
+    "CartPoleNoVel-v0",
+    "CartPoleNoisy-Privileged-v0",
+    "simple_spread",
+    "Hopper-v5",
+    "Hopper",
+    "CartPoel-v1",
+    "cartpole",
+    "",
+    "module:factory",
+    "no_such_module:make",
+    "v1",
+    "LunarLander-v3",
+    "FrozenLake-v1",
+    "Blackjack-v1",
+]
+SIZES = st.one_of(st.integers(-3, 9), st.sampled_from([2**40, 10**18, -(2**63)]))
+JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=True),
+    st.text(max_size=6),
+    st.lists(st.integers(), max_size=2),
+)
 
 
 @st.composite
 def make_calls(draw):
-    """envs.make's arguments, each valid three times in four and bad (out of range, wrong type) otherwise."""
+    """envs.make's arguments, each valid three times in four and bad (out of range, wrong type)
+    otherwise."""
+
     def pick(good, bad):
         return draw(bad if draw(st.integers(0, 3)) == 0 else good)
 
-    env_id = pick(st.sampled_from(ENV_IDS[:12]), st.one_of(st.sampled_from(ENV_IDS[12:]), st.text(max_size=10), JUNK))
+    env_id = pick(
+        st.sampled_from(ENV_IDS[:12]),
+        st.one_of(st.sampled_from(ENV_IDS[12:]), st.text(max_size=10), JUNK),
+    )
     num_envs = pick(st.integers(1, 6), st.one_of(SIZES, JUNK))
-    seed = pick(st.one_of(st.none(), st.integers(0, 10**6)), st.one_of(st.integers(-2**70, 2**70), JUNK))
-    device = pick(st.just("cpu"), st.one_of(st.sampled_from(["CPU", "cuda", "cuda:3", "meta", "tpu", "", "cpu:0"]), JUNK))
-    extra = pick(st.just({}), st.dictionaries(
-        st.sampled_from(["continuous_actions", "max_episode_steps", "render_mode", "foo", "mujoco_backend",
-                         "vectorization_mode", "episode_days", "backend"]),
-        st.one_of(JUNK, st.integers(-5, 50)), min_size=1, max_size=2))
+    seed = pick(
+        st.one_of(st.none(), st.integers(0, 10**6)), st.one_of(st.integers(-(2**70), 2**70), JUNK)
+    )
+    device = pick(
+        st.just("cpu"),
+        st.one_of(st.sampled_from(["CPU", "cuda", "cuda:3", "meta", "tpu", "", "cpu:0"]), JUNK),
+    )
+    extra = pick(
+        st.just({}),
+        st.dictionaries(
+            st.sampled_from(
+                [
+                    "continuous_actions",
+                    "max_episode_steps",
+                    "render_mode",
+                    "foo",
+                    "mujoco_backend",
+                    "vectorization_mode",
+                    "episode_days",
+                    "backend",
+                ]
+            ),
+            st.one_of(JUNK, st.integers(-5, 50)),
+            min_size=1,
+            max_size=2,
+        ),
+    )
     return env_id, num_envs, seed, device, extra
 
 
 def test_envs_make_either_steps_or_refuses_in_one_line():
-    """500 generated calls; each steps or is a one-line user error, and both outcomes are a good share."""
+    """500 generated calls; each steps or is a one-line user error, and both outcomes are a good
+    share."""
     outcomes = {"stepped": 0, "refused": 0}
 
     @FUZZ
@@ -93,7 +153,7 @@ def test_envs_make_either_steps_or_refuses_in_one_line():
     assert outcomes["stepped"] >= EXAMPLES // 10 and outcomes["refused"] >= EXAMPLES // 10, outcomes
 
 
-# ---- the algorithm files' command lines ---------------------------------------------------------------
+# ---- the algorithm files' command lines ----------------------------------------------------------
 # flag -> values: in range, at the edges, out of range, of the wrong type (what tyro refuses)
 VALUES = {
     "--num-envs": ["1", "2", "3", "0", "-4", "1099511627776", "2.5", "x"],
@@ -139,9 +199,15 @@ def command_lines(draw):
 
 
 def test_algorithm_command_lines_either_train_or_refuse_in_one_line(tmp_path_factory):
-    """200 generated command lines; each trains or is a one-line user error (refused by the parser or by the
-    run), and each outcome is a good share."""
-    outcomes = {"trained": 0, "refused_parse": 0, "refused_run": 0, "valid_not_run": 0, "diverged": 0}
+    """200 generated command lines; each trains or is a one-line user error (refused by the parser
+    or by the run), and each outcome is a good share."""
+    outcomes = {
+        "trained": 0,
+        "refused_parse": 0,
+        "refused_run": 0,
+        "valid_not_run": 0,
+        "diverged": 0,
+    }
 
     @CLI_FUZZ
     @given(case=command_lines())
@@ -149,14 +215,17 @@ def test_algorithm_command_lines_either_train_or_refuse_in_one_line(tmp_path_fac
         outcomes[_one_command_line(*case, tmp_path_factory.mktemp("fuzz"))] += 1
 
     one()
-    assert outcomes["trained"] >= CLI_EXAMPLES // 10 and outcomes["refused_run"] >= CLI_EXAMPLES // 20, outcomes
+    assert (
+        outcomes["trained"] >= CLI_EXAMPLES // 10 and outcomes["refused_run"] >= CLI_EXAMPLES // 20
+    ), outcomes
     assert outcomes["refused_parse"] >= CLI_EXAMPLES // 20, outcomes
 
 
 def _one_command_line(algo: str, argv: list[str], out) -> str:
     """Run one generated command line; returns its outcome (or fails the test)."""
     module = importlib.import_module(f"algos.{algo}")
-    # the small test setting of this file first, the generated flags after it (tyro: the last one wins)
+    # the small test setting of this file first, the generated flags after it (tyro: the last one
+    # wins)
     base = CONFIGS[algo]
     given_flags = set(argv[::2])
     base_argv = []
@@ -176,14 +245,18 @@ def _one_command_line(algo: str, argv: list[str], out) -> str:
         with contextlib.redirect_stderr(err):
             args = _parse(module.Args, args=full)
     except SystemExit as e:
-        assert e.code == 2 and err.getvalue().startswith("error: ") and len(err.getvalue().strip().splitlines()) == 1, \
-            (full, e.code, err.getvalue())
+        assert (
+            e.code == 2
+            and err.getvalue().startswith("error: ")
+            and len(err.getvalue().strip().splitlines()) == 1
+        ), (full, e.code, err.getvalue())
         return "refused_parse"
-    if args.total_steps > 4096 or args.num_envs > 4096:  # valid, but a real run's size: not run here
+    # valid, but a real run's size: not run here
+    if args.total_steps > 4096 or args.num_envs > 4096:
         return "valid_not_run"
     if args.eval_every > 0 and args.total_steps / max(args.eval_every, args.num_envs) > 32:
-        # valid, but mostly evaluation (--eval-every 1 evaluates after every vector step: 20-50 s of episodes in the
-        # small settings); runs with that flag and a short --total-steps still run
+        # valid, but mostly evaluation (--eval-every 1 evaluates after every vector step: 20-50 s of
+        # episodes in the small settings); runs with that flag and a short --total-steps still run
         return "valid_not_run"
     try:
         result = module.main(args)

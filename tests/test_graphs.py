@@ -1,11 +1,12 @@
 """A training iteration captured as one CUDA graph (common/graphs.py, issue 59).
 
-On a CPU: the check that guards capture finds state that is rebound, Python numbers that change and host traffic
-(and stays eager with one warning naming them); ppo_vec's iteration passes it on the envs a GPU run captures
-(classic control, normalized observations and rewards, MuJoCo Warp), as every PPO file's does; and
-`bench/op_count.py` counts at most 100 launches per captured PPO iteration on Warp Ant (thousands eager).
-On CUDA (`pytest -m cuda`): the captured loop is the eager loop (same parameters), it replays on MuJoCo Warp,
-a numpy env trains eagerly with a warning, and the NaN guard still stops a captured run.
+On a CPU: the check that guards capture finds state that is rebound, Python numbers that change and
+host traffic (and stays eager with one warning naming them); ppo_vec's iteration passes it on the
+envs a GPU run captures (classic control, normalized observations and rewards, MuJoCo Warp), as
+every PPO file's does; and `bench/op_count.py` counts at most 100 launches per captured PPO
+iteration on Warp Ant (thousands eager). On CUDA (`pytest -m cuda`): the captured loop is the eager
+loop (same parameters), it replays on MuJoCo Warp, a numpy env trains eagerly with a warning, and
+the NaN guard still stops a captured run.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class Rebinds:
         self.steps = 0
 
     def step(self):
-        self.x = self.x + 1  # a new tensor each call: a replayed graph would keep writing the first one
+        # a new tensor each call: a replayed graph would keep writing the first one
+        self.x = self.x + 1
 
     def count(self):
         self.steps += 1  # a Python counter: a replayed graph never runs this line
@@ -54,13 +56,15 @@ def test_check_names_what_a_graph_could_not_replay():
 
 
 def test_check_names_host_reads_and_host_data_of_a_loop_on_an_accelerator():
-    """A value read on the host (`.item()`) or a host tensor copied in each call (an env stepping in numpy): a replay
-    would reuse what was read or copied when it was recorded. ('meta' stands for the accelerator here.)"""
+    """A value read on the host (`.item()`) or a host tensor copied in each call (an env stepping in
+    numpy): a replay would reuse what was read or copied when it was recorded. ('meta' stands for
+    the accelerator here.)"""
     x = torch.ones(3)
     found = check(lambda: x.sum().item(), [], device="meta")
     assert any(f.startswith("_local_scalar_dense") for f in found)
     assert any(f.startswith("sum (a host tensor") for f in found)
-    assert check(lambda: x.sum().item(), [], device="cpu") == []  # on a CPU the host is the device: nothing to name
+    # on a CPU the host is the device: nothing to name
+    assert check(lambda: x.sum().item(), [], device="cpu") == []
 
 
 def _ppo_run(monkeypatch, tmp_path, simulate: bool, algo=ppo, **kw) -> tuple[list[Captured], dict]:
@@ -73,24 +77,47 @@ def _ppo_run(monkeypatch, tmp_path, simulate: bool, algo=ppo, **kw) -> tuple[lis
 
     monkeypatch.setattr(Captured, "__init__", record)
     monkeypatch.setattr(Captured, "simulate", simulate)
-    args = replace(algo.default_args(kw["env"], kw.get("num_envs"), kw.get("device", "cpu")), seed=1, eval_every=0,
-                   save_every=0, quiet=True, out_dir=str(tmp_path), **kw)
+    args = replace(
+        algo.default_args(kw["env"], kw.get("num_envs"), kw.get("device", "cpu")),
+        seed=1,
+        eval_every=0,
+        save_every=0,
+        quiet=True,
+        out_dir=str(tmp_path),
+        **kw,
+    )
     return made, algo.main(args)
 
 
 CASES = {
     "cartpole": dict(env="CartPole-v1", num_envs=16, num_steps=8, total_steps=16 * 8 * 5),
-    "pendulum-normalized": dict(env="Pendulum-v1", num_envs=16, num_steps=8, num_minibatches=4, norm_obs=True,
-                                norm_reward=True, total_steps=16 * 8 * 5),
-    "ant-warp": dict(env="Ant", num_envs=8, num_steps=8, num_minibatches=2, update_epochs=2, hidden=(32,),
-                     mujoco_backend="warp", total_steps=8 * 8 * 5),
+    "pendulum-normalized": dict(
+        env="Pendulum-v1",
+        num_envs=16,
+        num_steps=8,
+        num_minibatches=4,
+        norm_obs=True,
+        norm_reward=True,
+        total_steps=16 * 8 * 5,
+    ),
+    "ant-warp": dict(
+        env="Ant",
+        num_envs=8,
+        num_steps=8,
+        num_minibatches=2,
+        update_epochs=2,
+        hidden=(32,),
+        mujoco_backend="warp",
+        total_steps=8 * 8 * 5,
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_ppo_iteration_passes_the_capture_check(case, monkeypatch, tmp_path):
-    """The iteration a GPU run captures writes env, normalizers, episode statistics, guard and meter in place: the
-    check passes and the later iterations take the replay path (eagerly here), with the eager run's result."""
+    """The iteration a GPU run captures writes env, normalizers, episode statistics, guard and meter
+    in place: the check passes and the later iterations take the replay path (eagerly here), with
+    the eager run's result."""
     if "warp" in case and not HAVE_WARP:
         pytest.skip("needs mujoco_warp")
     with warnings.catch_warnings():
@@ -107,9 +134,12 @@ def test_the_ppo_iteration_passes_the_capture_check(case, monkeypatch, tmp_path)
 
 @pytest.mark.parametrize("name", ["a2c", "ppo_rnn", "ppo_podracer", "ppo_h"])
 def test_the_rest_of_the_ppo_family_passes_the_check(name, monkeypatch, tmp_path):
-    """The same iteration in every PPO file (ppo_h's H-term store included: its write position is a device counter)."""
+    """The same iteration in every PPO file (ppo_h's H-term store included: its write position is a
+    device counter)."""
     algo = importlib.import_module(f"algos.{name}")
-    kw = {k: v for k, v in CASES["pendulum-normalized"].items() if k in algo.Args.__dataclass_fields__}
+    kw = {
+        k: v for k, v in CASES["pendulum-normalized"].items() if k in algo.Args.__dataclass_fields__
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         made, _ = _ppo_run(monkeypatch, tmp_path, True, algo=algo, **kw)
@@ -131,12 +161,15 @@ def test_an_env_that_keeps_python_state_stays_eager_with_one_warning(monkeypatch
         return env
 
     monkeypatch.setattr(envs, "make", counting_make)
-    with pytest.warns(UserWarning, match=r"capture of the iteration is off.*\.calls: a replay would not redo it"):
+    with pytest.warns(
+        UserWarning, match=r"capture of the iteration is off.*\.calls: a replay would not redo it"
+    ):
         made, _ = _ppo_run(monkeypatch, tmp_path, True, **CASES["cartpole"])
     assert made[0].replays == 0 and "calls" in made[0].why_eager
 
 
-@pytest.mark.slow  # Warp's CPU kernels compile on a fresh cache (about a minute), then three Ant iterations
+# Warp's CPU kernels compile on a fresh cache (about a minute), then three Ant iterations
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_WARP, reason="needs mujoco_warp")
 def test_op_count_of_a_captured_ppo_iteration_on_warp_ant_is_at_most_100():
     sys.path.insert(0, str(ROOT / "bench"))
@@ -146,7 +179,7 @@ def test_op_count_of_a_captured_ppo_iteration_on_warp_ant_is_at_most_100():
     assert captured <= 100 < eager, (captured, eager)
 
 
-# ---- on a GPU (pytest -m cuda) -----------------------------------------------------------------------------------
+# ---- on a GPU (pytest -m cuda) -------------------------------------------------------------------
 
 
 @pytest.mark.cuda
@@ -164,7 +197,6 @@ def test_captured_loop_matches_the_eager_loop_on_cuda(case, monkeypatch, tmp_pat
     assert worst < 1e-4, f"captured vs eager parameters differ by up to {worst}"
 
 
-
 @pytest.mark.cuda
 def test_captured_loop_replays_on_mujoco_warp(monkeypatch, tmp_path):
     if not torch.cuda.is_available() or not HAVE_WARP:
@@ -172,13 +204,15 @@ def test_captured_loop_replays_on_mujoco_warp(monkeypatch, tmp_path):
     kw = dict(CASES["ant-warp"], device="cuda", num_envs=256, total_steps=256 * 8 * 6)
     made, out = _ppo_run(monkeypatch, tmp_path, False, **kw)
     assert made[0].captured and made[0].replays == 4, made[0].why_eager
-    assert all(bool(torch.isfinite(v.float()).all()) for v in checkpoint_params(out["checkpoint"]).values())
+    assert all(
+        bool(torch.isfinite(v.float()).all()) for v in checkpoint_params(out["checkpoint"]).values()
+    )
 
 
 @pytest.mark.cuda
 def test_nan_stops_a_captured_run(monkeypatch, tmp_path):
-    """NaN written into the env's state between two replays: the guard's on-device flag (inside the graph) names the
-    observations within two iterations."""
+    """NaN written into the env's state between two replays: the guard's on-device flag (inside the
+    graph) names the observations within two iterations."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     from common.logger import Logger
@@ -201,19 +235,26 @@ def test_nan_stops_a_captured_run(monkeypatch, tmp_path):
     kw = dict(CASES["cartpole"], device="cuda", total_steps=16 * 8 * 12)
     with pytest.raises(FloatingPointError, match="in the observations"):
         _ppo_run(monkeypatch, tmp_path, False, **kw)
-    assert ticks[0] <= 7, f"poisoned after iteration 4, reported after {ticks[0]}"  # host at most 2 ahead
+    # host at most 2 ahead
+    assert ticks[0] <= 7, f"poisoned after iteration 4, reported after {ticks[0]}"
 
 
 @pytest.mark.cuda
 def test_a_numpy_env_on_cuda_trains_eagerly_with_one_warning(monkeypatch, tmp_path):
-    """A gymnasium env stepping in numpy (envs.gym_adapter), the policy on CUDA: its observations are copied from the
-    host each step, which a graph would replay as they were when recorded; the check names the copy, and the run goes
-    on eagerly."""
+    """A gymnasium env stepping in numpy (envs.gym_adapter), the policy on CUDA: its observations
+    are copied from the host each step, which a graph would replay as they were when recorded; the
+    check names the copy, and the run goes on eagerly."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     pytest.importorskip("mujoco")
-    kw = dict(env="InvertedPendulum-v5", num_envs=4, num_steps=8, num_minibatches=2, total_steps=4 * 8 * 5,
-              device="cuda")
+    kw = dict(
+        env="InvertedPendulum-v5",
+        num_envs=4,
+        num_steps=8,
+        num_minibatches=2,
+        total_steps=4 * 8 * 5,
+        device="cuda",
+    )
     with pytest.warns(UserWarning, match="a host tensor"):
         made, out = _ppo_run(monkeypatch, tmp_path, False, **kw)
     assert not made[0].captured and out["steps"] == 4 * 8 * 5

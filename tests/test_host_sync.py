@@ -17,19 +17,21 @@ An event counts when the Python stack at that moment holds a frame of this repos
 step counter as a CPU tensor and reads it with `.item()`: no device involved; with `--device cuda`
 and `capturable=True` the counter stays on the device), and (b) the envs' CPU action validation
 (`ActionChecks._validate`: on CPU the bad-action check is immediate by design, on an accelerator
-it is deferred to the logging tick), and (c) `NumericGuard.watch` on CPU (the NaN/Inf guard reads its
-sums at once on CPU; on an accelerator it keeps an on-device flag that `check` copies without waiting).
+it is deferred to the logging tick), and (c) `NumericGuard.watch` on CPU (the NaN/Inf guard reads
+its sums at once on CPU; on an accelerator it keeps an on-device flag that `check` copies without
+waiting).
 
 Logging ticks are time-based (every ~1 s) plus evaluation/checkpoints at `eval_every` /
-`save_every` and at the end. The test freezes the clock of `common.logger.Ticks` (`time.perf_counter`
-returns a constant, so no time-based tick fires), sets `eval_every = save_every = 0` (one tick at
-the end) and stubs the evaluation (run at the tick: its episode lengths, hence its syncs, depend
-on the policy). Then it runs each algorithm for a short and a longer budget: the event counts must
-be equal. A host sync in the loop would add at least one event per iteration to the longer run.
+`save_every` and at the end. The test freezes the clock of `common.logger.Ticks`
+(`time.perf_counter` returns a constant, so no time-based tick fires), sets
+`eval_every = save_every = 0` (one tick at the end) and stubs the evaluation (run at the tick: its
+episode lengths, hence its syncs, depend on the policy). Then it runs each algorithm for a short and
+a longer budget: the event counts must be equal. A host sync in the loop would add at least one
+event per iteration to the longer run.
 
 Not covered: algos/modsac.py, whose adaptive policy delay is by design a host decision read from the
-critic-loss EMA once every `--mod-period` updates (documented there), the `--target-kl` early stop of
-the PPO files (an opt-in, documented sync per epoch), and `--pipeline` / torchrun runs.
+critic-loss EMA once every `--mod-period` updates (documented there), the `--target-kl` early stop
+of the PPO files (an opt-in, documented sync per epoch), and `--pipeline` / torchrun runs.
 """
 
 from __future__ import annotations
@@ -47,20 +49,34 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parents[1]
 OURS = tuple(str(ROOT / d) + "/" for d in ("algos", "common", "envs"))
-# optim/ as a frame names it and as it resolves (a venv reached through a symlink names the unresolved path)
-TORCH_OPTIM = tuple({str(p.parent) + "/optim/" for p in (Path(torch.__file__).absolute(), Path(torch.__file__).resolve())})
+# optim/ as a frame names it and as it resolves (a venv reached through a symlink names the
+# unresolved path)
+TORCH_OPTIM = tuple(
+    {
+        str(p.parent) + "/optim/"
+        for p in (Path(torch.__file__).absolute(), Path(torch.__file__).resolve())
+    }
+)
 THIS = str(Path(__file__).resolve())
 METHODS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__")
 aten = torch.ops.aten
-DYNAMIC_SHAPE = {aten.nonzero.default, aten.masked_select.default, aten.unique_consecutive.default,
-                 aten._unique2.default, aten.repeat_interleave.Tensor, aten.masked_scatter.default,
-                 # a tensor made from host numbers (`torch.tensor([...], device=...)`): on CUDA a copy from pageable
-                 # memory that waits for the GPU (an H200 run found Pendulum's reset doing it every step)
-                 aten.lift_fresh.default}
+DYNAMIC_SHAPE = {
+    aten.nonzero.default,
+    aten.masked_select.default,
+    aten.unique_consecutive.default,
+    aten._unique2.default,
+    aten.repeat_interleave.Tensor,
+    aten.masked_scatter.default,
+    # a tensor made from host numbers (`torch.tensor([...], device=...)`): on CUDA a copy from
+    # pageable memory that waits for the GPU (an H200 run found Pendulum's reset doing it every
+    # step)
+    aten.lift_fresh.default,
+}
 
 
 def _site(frame) -> str | None:
-    """file:line of the innermost frame of ours on the stack, or None when the event does not count."""
+    """file:line of the innermost frame of ours on the stack, or None when the event does not
+    count."""
     site = None
     while frame is not None:
         f = frame.f_code.co_filename
@@ -70,7 +86,8 @@ def _site(frame) -> str | None:
             if frame.f_code.co_name == "_validate" and f.endswith("common/vec_env.py"):
                 return None  # the CPU action validation, by design
             if frame.f_code.co_name == "watch" and f.endswith("common/guard.py"):
-                return None  # NumericGuard on CPU checks at once, by design (deferred on an accelerator)
+                # NumericGuard on CPU checks at once, by design (deferred on an accelerator)
+                return None
             if site is None:
                 site = f"{Path(f).relative_to(ROOT)}:{frame.f_lineno} ({frame.f_code.co_name})"
         frame = frame.f_back
@@ -91,8 +108,10 @@ class SyncCounter(TorchDispatchMode):
         kwargs = kwargs or {}
         if func is aten._local_scalar_dense.default:
             self.record("_local_scalar_dense", sys._getframe(1))
-        elif func in DYNAMIC_SHAPE or (func is aten.index.Tensor and any(
-                isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in args[1])):
+        elif func in DYNAMIC_SHAPE or (
+            func is aten.index.Tensor
+            and any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in args[1])
+        ):
             self.record(str(func), sys._getframe(1))
         return func(*args, **kwargs)
 
@@ -138,7 +157,11 @@ CASES = {
     "dqn-per": ("CartPole-v1", dict(OFF_POLICY, target_every=2, per=True), 2),
     "double_dqn": ("CartPole-v1", dict(OFF_POLICY, target_every=2), 2),
     "d3qn": ("CartPole-v1", dict(OFF_POLICY, target_every=2), 2),
-    "pqn": ("CartPole-v1", dict(num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2, hidden=(16,)), 32),
+    "pqn": (
+        "CartPole-v1",
+        dict(num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2, hidden=(16,)),
+        32,
+    ),
     "sac": ("Pendulum-v1", OFF_POLICY, 2),
     "sac-per": ("Pendulum-v1", dict(OFF_POLICY, per=True), 2),
     "td3": ("Pendulum-v1", OFF_POLICY, 2),
@@ -165,9 +188,18 @@ def count_syncs(case: str, iterations: int, counter: SyncCounter, tmp_path, monk
     settings = {k: v for k, v in settings.items() if k in fields}
     if "gradient_steps" in fields:
         settings.setdefault("gradient_steps", 1)
-    args = mod.Args(env=env, seed=3, total_steps=iterations * steps_per_iter, eval_every=0, save_every=0,
-                    eval_episodes=2, quiet=True, out_dir=str(tmp_path / f"{case}-{iterations}"), device="cpu",
-                    **settings)
+    args = mod.Args(
+        env=env,
+        seed=3,
+        total_steps=iterations * steps_per_iter,
+        eval_every=0,
+        save_every=0,
+        eval_episodes=2,
+        quiet=True,
+        out_dir=str(tmp_path / f"{case}-{iterations}"),
+        device="cpu",
+        **settings,
+    )
     counter.events.clear()
     with counter:
         mod.main(args)
@@ -179,6 +211,8 @@ def test_no_host_sync_in_the_loop(case, sync_counter, tmp_path, monkeypatch):
     short = count_syncs(case, 4, sync_counter, tmp_path, monkeypatch)
     long = count_syncs(case, 12, sync_counter, tmp_path, monkeypatch)
     grown = {k: (short.get(k, 0), n) for k, n in long.items() if n > short.get(k, 0)}
-    assert not grown, (f"{case}: host syncs that grow with the number of iterations (site: events in 4 vs 12 "
-                       f"iterations): {grown}")
+    assert not grown, (
+        f"{case}: host syncs that grow with the number of iterations (site: events in 4 vs 12 "
+        f"iterations): {grown}"
+    )
     assert sum(short.values()) > 0  # the guard sees the logging tick's reads (it is switched on)

@@ -1,5 +1,5 @@
-"""The H-term's trajectory store and loss on hand-made trajectories whose values are computed by hand."""
-
+"""The H-term's trajectory store and loss on hand-made trajectories whose values are computed by
+hand."""
 
 import pytest
 import torch
@@ -12,9 +12,12 @@ def test_h_term_loss_by_hand():
     logp = torch.tensor([[-1.0, -2.0, -3.0], [-0.5, -0.5, -0.5]])
     mask = torch.tensor([[True, True, False], [True, True, True]])
     returns_norm = torch.tensor([2.0, -1.0])
-    # window 0: H = -1 + 0.5 * -2 = -2 (third step masked); window 1: H = -0.5 * (1 + 0.5 + 0.25) = -0.875
+    # window 0: H = -1 + 0.5 * -2 = -2 (third step masked);
+    # window 1: H = -0.5 * (1 + 0.5 + 0.25) = -0.875
     # loss = -0.1 * mean(-2 * 2, -0.875 * -1) = -0.1 * (-4 + 0.875) / 2 = 0.15625
-    assert h_term_loss(logp, mask, returns_norm, gamma=0.5, lam=0.1).item() == pytest.approx(0.15625)
+    assert h_term_loss(logp, mask, returns_norm, gamma=0.5, lam=0.1).item() == pytest.approx(
+        0.15625
+    )
 
 
 @pytest.mark.parametrize("name", ["ppo_h", "td3_h", "sac_h"])
@@ -35,16 +38,31 @@ def _fill(store, rewards, dones):
 
 
 def test_store_records_episodes_and_samples_windows():
-    s = TrajectoryStore(num_envs=2, horizon=16, obs_shape=(2,), action_dtype=torch.long, max_episodes=8)
+    s = TrajectoryStore(
+        num_envs=2, horizon=16, obs_shape=(2,), action_dtype=torch.long, max_episodes=8
+    )
     # env 0: episodes [t0..t1] return 2, [t2..t4] return 0, [t5] return 5
     # env 1: one episode [t0..t3] return 4, then running
     rewards = [[1.0, 1.0], [1.0, 1.0], [0.0, 1.0], [0.0, 1.0], [0.0, 0.0], [5.0, 0.0]]
-    dones = [[False, False], [True, False], [False, False], [False, True], [True, False], [True, False]]
+    dones = [
+        [False, False],
+        [True, False],
+        [False, False],
+        [False, True],
+        [True, False],
+        [True, False],
+    ]
     _fill(s, rewards, dones)
     v = s.valid()
     assert v.sum().item() == 4
-    table = sorted(zip(s.tab_env[:8][v].tolist(), s.tab_start[:8][v].tolist(), s.tab_len[:8][v].tolist(),
-                       s.tab_ret[:8][v].tolist()))
+    table = sorted(
+        zip(
+            s.tab_env[:8][v].tolist(),
+            s.tab_start[:8][v].tolist(),
+            s.tab_len[:8][v].tolist(),
+            s.tab_ret[:8][v].tolist(),
+        )
+    )
     assert table == [(0, 0, 2, 2.0), (0, 2, 3, 0.0), (0, 5, 1, 5.0), (1, 0, 4, 4.0)]
 
     g = torch.Generator().manual_seed(0)
@@ -67,7 +85,11 @@ def test_store_records_episodes_and_samples_windows():
 def test_store_forgets_overwritten_episodes_and_handles_empty():
     s = TrajectoryStore(num_envs=1, horizon=4, obs_shape=(1,), max_episodes=4)
     obs, act, mask, rn, ok = s.sample(8, k_step=3)
-    assert not bool(ok) and not mask.any() and h_term_loss(torch.zeros(8, 3), mask, rn, 0.9, 1.0).item() == 0.0
+    assert (
+        not bool(ok)
+        and not mask.any()
+        and h_term_loss(torch.zeros(8, 3), mask, rn, 0.9, 1.0).item() == 0.0
+    )
     for t in range(3):  # one episode of 3 steps
         s.add(torch.tensor([[float(t)]]), torch.zeros(1), torch.ones(1), torch.tensor([t == 2]))
     assert s.valid().sum().item() == 1

@@ -11,8 +11,8 @@ import torch
 
 from common.evaluate import gym_rollouts, load_policy
 
-# every test here trains (or reuses) an agent to a threshold: slow; the trained fixtures are shared, so
-# these tests stay on one xdist worker
+# every test here trains (or reuses) an agent to a threshold: slow; the trained fixtures are shared,
+# so these tests stay on one xdist worker
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("trained_fixtures")]
 
 
@@ -27,11 +27,15 @@ def test_ppo_learns_pendulum(ppo_pendulum):
 
 
 def test_dqn_learns_cartpole(dqn_cartpole):
-    """With its CartPole-v1 defaults (the paper's Q-learning), DQN solves CartPole-v1 (10-episode eval >= 475) within
-    50k env steps and mostly holds it: the median of the last five evaluations (30k-50k) is >= 400 (DQN's greedy
-    policy dips after solving; bench/README.md, "advantage learning", has the curves of seeds 1-5)."""
+    """With its CartPole-v1 defaults (the paper's Q-learning), DQN solves CartPole-v1 (10-episode
+    eval >= 475) within 50k env steps and mostly holds it: the median of the last five evaluations
+    (30k-50k) is >= 400 (DQN's greedy policy dips after solving; bench/README.md, "advantage
+    learning", has the curves of seeds 1-5)."""
     print("DQN CartPole-v1:", dqn_cartpole)
-    rows = [json.loads(line) for line in (Path(dqn_cartpole["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line)
+        for line in (Path(dqn_cartpole["run_dir"]) / "metrics.jsonl").read_text().splitlines()
+    ]
     evals = [(r["step"], r["eval_return"]) for r in rows if "eval_return" in r]
     assert any(step <= 50_000 and ret >= 475 for step, ret in evals), evals
     late = sorted(ret for step, ret in evals if step >= 30_000)
@@ -73,7 +77,9 @@ def test_evaluate_cli_and_video(ppo_cartpole, tmp_path, capsys):
     res = evaluate.main(evaluate.Args(checkpoint=ppo_cartpole["checkpoint"], episodes=3))
     assert res["eval_return"] >= 475
     gif = tmp_path / "agent.gif"
-    res = evaluate.main(evaluate.Args(checkpoint=ppo_cartpole["checkpoint"], episodes=1, video=str(gif)))
+    res = evaluate.main(
+        evaluate.Args(checkpoint=ppo_cartpole["checkpoint"], episodes=1, video=str(gif))
+    )
     from PIL import Image
 
     with Image.open(gif) as im:  # PIL merges identical consecutive frames: count by duration
@@ -82,5 +88,6 @@ def test_evaluate_cli_and_video(ppo_cartpole, tmp_path, capsys):
             im.seek(k)
             total_ms += im.info["duration"]
         assert im.n_frames > 50 and im.size == (600, 400)
-    assert res["eval_length"] >= 475 and 28 <= total_ms / res["eval_length"] <= 35  # ~1/30 s a frame (GIF: 10 ms units)
+    # ~1/30 s a frame (GIF: 10 ms units)
+    assert res["eval_length"] >= 475 and 28 <= total_ms / res["eval_length"] <= 35
     assert "video written to" in capsys.readouterr().out

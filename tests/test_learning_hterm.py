@@ -1,6 +1,6 @@
 """Each H-term variant reaches its parent's threshold on its parent's test task, with the parent's
-test settings (tests/conftest.py and tests/test_learning_offpolicy.py); and, on short runs, the H step
-really moves the actor (h_term_lambda > 0 ends elsewhere than h_term_lambda = 0)."""
+test settings (tests/conftest.py and tests/test_learning_offpolicy.py); and, on short runs, the H
+step really moves the actor (h_term_lambda > 0 ends elsewhere than h_term_lambda = 0)."""
 
 import importlib
 import json
@@ -15,7 +15,8 @@ from conftest import PPO_CARTPOLE, PPO_PENDULUM, SMALL_RUNS
 CASES = {
     "ppo_h-cartpole": ("ppo_h", PPO_CARTPOLE, 475),
     "ppo_h-pendulum": ("ppo_h", PPO_PENDULUM, -300),
-    "ddpg_h": ("ddpg_h", pendulum_row("ddpg_h"), -250),  # each file's Pendulum-v1 row, 8k steps (as the parents')
+    # each file's Pendulum-v1 row, 8k steps (as the parents')
+    "ddpg_h": ("ddpg_h", pendulum_row("ddpg_h"), -250),
     "td3_h": ("td3_h", pendulum_row("td3_h"), -250),
     "sac_h": ("sac_h", pendulum_row("sac_h"), -250),
 }
@@ -23,7 +24,9 @@ H_FILES = ["ppo_h", "ddpg_h", "td3_h", "sac_h"]
 
 
 def _metrics(result) -> list[dict]:
-    return [json.loads(line) for line in open(Path(result["run_dir"]) / "metrics.jsonl") if line.strip()]
+    return [
+        json.loads(line) for line in open(Path(result["run_dir"]) / "metrics.jsonl") if line.strip()
+    ]
 
 
 @pytest.mark.slow
@@ -39,7 +42,8 @@ def test_h_variant_learns(case, tmp_path):
 
 
 def _actor(ckpt_path) -> dict:
-    """The actor's parameters (ppo_h keeps actor and critic in one "model"; the others save "actor")."""
+    """The actor's parameters (ppo_h keeps actor and critic in one "model"; the others save
+    "actor")."""
     ck = torch.load(ckpt_path, weights_only=False)
     if "actor" in ck:
         return ck["actor"]
@@ -54,12 +58,12 @@ def _same(a: dict, b: dict) -> bool:
 
 @pytest.mark.parametrize("name", H_FILES)
 def test_h_step_moves_the_actor(name, tmp_path, monkeypatch):
-    """Three short runs on one seed (the H step every iteration, with a non-zero loss once episodes have
-    finished: 6 of them for ppo_h, 50 for the others): lambda > 0; lambda > 0 with the H loss multiplied
-    by 0 (an H step that does nothing: same code path, same random draws, zero gradient); lambda = 0. The
-    H loss enters only through its gradient, so the do-nothing run equals the lambda = 0 run bit for bit,
-    and the lambda > 0 run must end with another actor: this fails if the H step's gradient never reaches
-    the actor."""
+    """Three short runs on one seed (the H step every iteration, with a non-zero loss once episodes
+    have finished: 6 of them for ppo_h, 50 for the others): lambda > 0; lambda > 0 with the H loss
+    multiplied by 0 (an H step that does nothing: same code path, same random draws, zero gradient);
+    lambda = 0. The H loss enters only through its gradient, so the do-nothing run equals the
+    lambda = 0 run bit for bit, and the lambda > 0 run must end with another actor: this fails if
+    the H step's gradient never reaches the actor."""
     module = importlib.import_module(f"algos.{name}")
     kw = dict(SMALL_RUNS[name], save_every=0, seed=1)
     original = module.h_term_loss
@@ -73,7 +77,9 @@ def test_h_step_moves_the_actor(name, tmp_path, monkeypatch):
             return loss * 0.0 if zero_grad else loss
 
         monkeypatch.setattr(module, "h_term_loss", recording)
-        result = module.main(module.Args(out_dir=str(tmp_path / tag), **{**kw, "h_term_lambda": lam}))
+        result = module.main(
+            module.Args(out_dir=str(tmp_path / tag), **{**kw, "h_term_lambda": lam})
+        )
         monkeypatch.setattr(module, "h_term_loss", original)
         return result, torch.stack(losses)
 
@@ -87,11 +93,14 @@ def test_h_step_moves_the_actor(name, tmp_path, monkeypatch):
     # lambda = 0: the same number of H steps, every loss exactly zero; and it changes nothing that a
     # do-nothing H step would not: the two runs are identical
     assert len(off_losses) == len(on_losses) and (off_losses == 0).all()
-    first = int((on_losses != 0).nonzero()[0])  # the runs are identical up to the first H step with a gradient
-    assert torch.equal(dead_losses[:first + 1], on_losses[:first + 1])
+    # the runs are identical up to the first H step with a gradient
+    first = int((on_losses != 0).nonzero()[0])
+    assert torch.equal(dead_losses[: first + 1], on_losses[: first + 1])
     assert _same(_actor(dead["checkpoint"]), _actor(off["checkpoint"]))
     # lambda > 0: the H step moved the actor
-    assert not _same(_actor(on["checkpoint"]), _actor(off["checkpoint"])), "the H step left the actor unchanged"
+    assert not _same(_actor(on["checkpoint"]), _actor(off["checkpoint"])), (
+        "the H step left the actor unchanged"
+    )
 
 
 def test_sac_h_log_prob_matches_sampling_density():

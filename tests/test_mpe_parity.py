@@ -68,7 +68,9 @@ def _sync(ref, ours_row: np.ndarray) -> None:
 
 def _ref_state(ref) -> np.ndarray:
     world = ref.unwrapped.world
-    return np.array([np.concatenate([e.state.p_pos, e.state.p_vel]) for e in world.agents + world.landmarks])
+    return np.array(
+        [np.concatenate([e.state.p_pos, e.state.p_vel]) for e in world.agents + world.landmarks]
+    )
 
 
 def _start_states(ours, rng: np.random.Generator) -> np.ndarray:
@@ -91,7 +93,8 @@ def _start_states(ours, rng: np.random.Generator) -> np.ndarray:
 
 def _actions(ours, rng: np.random.Generator, prev: np.ndarray | None) -> np.ndarray:
     shape = (W, ours.n_agents) if ours.discrete else (W, ours.n_agents, 5)
-    new = rng.integers(0, 5, shape) if ours.discrete else rng.uniform(-0.3, 1.3, shape)  # some out of [0, 1]
+    # some out of [0, 1]
+    new = rng.integers(0, 5, shape) if ours.discrete else rng.uniform(-0.3, 1.3, shape)
     if prev is None:
         return new
     keep = rng.random((W, ours.n_agents)) < 0.7  # sticky: builds up speed
@@ -116,7 +119,8 @@ def test_parity_with_mpe2(name, cls, kw, seed):
     for t in range(STEPS):
         a = _actions(ours, rng, a)
         a_t = torch.as_tensor(a)
-        ns, r64, term64 = ours._transition(ours.state.clone(), a_t)  # float64, before the float32 cast
+        # float64, before the float32 cast
+        ns, r64, term64 = ours._transition(ours.state.clone(), a_t)
         obs, rew, term, trunc, info = ours.step(a_t)
 
         g_state = np.zeros_like(ns.numpy())
@@ -124,7 +128,10 @@ def test_parity_with_mpe2(name, cls, kw, seed):
         g_rew, g_term, g_trunc = np.zeros((W, A)), np.zeros(W, bool), np.zeros(W, bool)
         g_global = np.zeros((W, ours.state_dim), np.float32)
         for i, ref in enumerate(refs):
-            acts = {n: (int(a[i, k]) if ours.discrete else a[i, k].astype(np.float64)) for k, n in enumerate(names)}
+            acts = {
+                n: (int(a[i, k]) if ours.discrete else a[i, k].astype(np.float64))
+                for k, n in enumerate(names)
+            }
             o, r, te, tr, _ = ref.step(acts)
             g_state[i] = _ref_state(ref)
             for k, n in enumerate(names):
@@ -141,18 +148,29 @@ def test_parity_with_mpe2(name, cls, kw, seed):
         np.testing.assert_allclose(rew.numpy(), g_rew, rtol=1e-6, atol=1e-5, err_msg=msg)
         np.testing.assert_array_equal(term.numpy(), g_term, err_msg=msg)
         np.testing.assert_array_equal(trunc.numpy(), g_trunc, err_msg=msg)
-        # observations / global state: the true last ones, and obs == final_obs where nothing finished
+        # observations / global state: the true last ones, and obs == final_obs where nothing
+        # finished
         done = (term | trunc).numpy()
         np.testing.assert_array_equal(info["_final_obs"].numpy(), done)
         np.testing.assert_allclose(info["final_obs"].numpy(), g_obs, rtol=0, atol=1e-6, err_msg=msg)
-        np.testing.assert_allclose(info["final_state"].numpy(), g_global, rtol=0, atol=1e-6, err_msg=msg)
+        np.testing.assert_allclose(
+            info["final_state"].numpy(), g_global, rtol=0, atol=1e-6, err_msg=msg
+        )
         torch.testing.assert_close(info["final_obs"], ours._observe(ns), rtol=0, atol=0)
         np.testing.assert_array_equal(obs.numpy()[~done], info["final_obs"].numpy()[~done])
-        np.testing.assert_array_equal(info["state"].numpy()[~done], info["final_state"].numpy()[~done])
+        np.testing.assert_array_equal(
+            info["state"].numpy()[~done], info["final_state"].numpy()[~done]
+        )
         torch.testing.assert_close(obs, ours._observe(ours.state), rtol=0, atol=0)
-        torch.testing.assert_close(info["state"], ours._global_state(ours.state, obs), rtol=0, atol=0)
+        torch.testing.assert_close(
+            info["state"], ours._global_state(ours.state, obs), rtol=0, atol=0
+        )
         assert (ours.elapsed.numpy()[done] == 0).all()
-        n_contact += int((g_rew != 0).any(-1).sum()) if cls is SimpleTag else int((g_rew != g_rew[:, :1]).any(-1).sum())
+        n_contact += (
+            int((g_rew != 0).any(-1).sum())
+            if cls is SimpleTag
+            else int((g_rew != g_rew[:, :1]).any(-1).sum())
+        )
         for i in np.flatnonzero(done):
             refs[i].reset(seed=int(rng.integers(1 << 30)))
             _sync(refs[i], ours.state[i].numpy())
@@ -165,9 +183,16 @@ def test_parity_with_mpe2(name, cls, kw, seed):
         assert n_term > 0, f"{name}: the parity run never reached a termination"
 
 
-@pytest.mark.parametrize("cls,kw", [(SimpleSpread, {}), (SimpleTag, {}), (SimpleSpread, {"continuous_actions": True}),
-                                    (SimpleSpread, {"N": 4, "local_ratio": 0.2}),
-                                    (SimpleTag, {"num_good": 2, "num_adversaries": 2, "num_obstacles": 3})])
+@pytest.mark.parametrize(
+    "cls,kw",
+    [
+        (SimpleSpread, {}),
+        (SimpleTag, {}),
+        (SimpleSpread, {"continuous_actions": True}),
+        (SimpleSpread, {"N": 4, "local_ratio": 0.2}),
+        (SimpleTag, {"num_good": 2, "num_adversaries": 2, "num_obstacles": 3}),
+    ],
+)
 def test_spaces_match_mpe2(cls, kw):
     ref = _reference(cls, kw)
     ours = cls(num_envs=2, **kw)
@@ -190,13 +215,18 @@ def test_shapes_and_avail_actions():
         obs, info = env.reset(seed=0)
         assert obs.shape == (N, A, obs_dim) and obs.dtype == torch.float32
         assert info["state"].shape == (N, state_dim) and info["state"].dtype == torch.float32
-        assert info["avail_actions"].shape == (N, A, 5) and info["avail_actions"].dtype == torch.bool
+        assert (
+            info["avail_actions"].shape == (N, A, 5) and info["avail_actions"].dtype == torch.bool
+        )
         assert info["avail_actions"].all()
         obs, rew, term, trunc, info = env.step(torch.zeros(N, A, dtype=torch.long))
         assert rew.shape == (N, A) and rew.dtype == torch.float32
         assert term.shape == trunc.shape == (N,) and term.dtype == trunc.dtype == torch.bool
         assert set(info) == {"state", "avail_actions", "final_obs", "final_state", "_final_obs"}
-        assert info["final_obs"].shape == (N, A, obs_dim) and info["final_state"].shape == (N, state_dim)
+        assert info["final_obs"].shape == (N, A, obs_dim) and info["final_state"].shape == (
+            N,
+            state_dim,
+        )
         assert info["avail_actions"].shape == (N, A, 5) and info["avail_actions"].all()
     env = envs.make("simple_spread", num_envs=N, continuous_actions=True)
     obs, info = env.reset(seed=0)
@@ -208,11 +238,15 @@ def test_shapes_and_avail_actions():
     obs, info = tag.reset()
     assert tag.obs_dims == [16, 16, 16, 14]
     assert (obs[:, 3, 14:] == 0).all()
-    torch.testing.assert_close(info["state"], torch.cat([obs[:, i, :d] for i, d in enumerate(tag.obs_dims)], -1))
+    torch.testing.assert_close(
+        info["state"], torch.cat([obs[:, i, :d] for i, d in enumerate(tag.obs_dims)], -1)
+    )
 
 
-@pytest.mark.parametrize("env_id,kw", [("simple_spread", {}), ("simple_spread", {"continuous_actions": True}),
-                                       ("simple_tag", {})])
+@pytest.mark.parametrize(
+    "env_id,kw",
+    [("simple_spread", {}), ("simple_spread", {"continuous_actions": True}), ("simple_tag", {})],
+)
 def test_autoreset_at_max_cycles(env_id, kw):
     env = envs.make(env_id, num_envs=4, seed=3, **kw)
     obs, info = env.reset(seed=3)
@@ -228,7 +262,9 @@ def test_autoreset_at_max_cycles(env_id, kw):
             torch.testing.assert_close(obs, info["final_obs"], rtol=0, atol=0)
     assert trunc.all() and info["_final_obs"].all()
     torch.testing.assert_close(info["final_obs"], env._observe(ns), rtol=0, atol=0)
-    torch.testing.assert_close(info["final_state"], env._global_state(ns, info["final_obs"]), rtol=0, atol=0)
+    torch.testing.assert_close(
+        info["final_state"], env._global_state(ns, info["final_obs"]), rtol=0, atol=0
+    )
     torch.testing.assert_close(obs, env._observe(env.state), rtol=0, atol=0)
     torch.testing.assert_close(info["state"], env._global_state(env.state, obs), rtol=0, atol=0)
     assert not torch.equal(obs, info["final_obs"])
@@ -248,7 +284,9 @@ def test_terminated_world_resets_alone():
     obs, rew, term, trunc, info = env.step(torch.zeros(3, 3, dtype=torch.long))
     assert term.tolist() == [False, True, False] and not trunc.any()
     assert info["_final_obs"].tolist() == [False, True, False]
-    assert not torch.equal(obs[1], info["final_obs"][1]) and torch.equal(obs[[0, 2]], info["final_obs"][[0, 2]])
+    assert not torch.equal(obs[1], info["final_obs"][1]) and torch.equal(
+        obs[[0, 2]], info["final_obs"][[0, 2]]
+    )
     assert env.elapsed.tolist() == [1, 0, 1]
 
 
@@ -277,13 +315,17 @@ def test_bad_actions():
     d = envs.make("simple_spread", num_envs=N, seed=0)
     d.reset()
     _check_raises(d, np.zeros((N, 3), np.int64), TypeError, "torch.as_tensor")
-    _check_raises(d, torch.zeros(N, dtype=torch.long), ValueError, "expects shape (4, 3)", "3 agents")
+    _check_raises(
+        d, torch.zeros(N, dtype=torch.long), ValueError, "expects shape (4, 3)", "3 agents"
+    )
     _check_raises(d, torch.zeros(N, 3, 5, dtype=torch.long), ValueError, "expects shape (4, 3)")
     _check_raises(d, torch.zeros(N, 3), TypeError, "integer tensor", "argmax")
     _check_raises(d, torch.zeros(N, 3, dtype=torch.bool), TypeError, "integer tensor")
     _check_raises(d, torch.full((N, 3), 5), ValueError, "[0, 5)")
     _check_raises(d, torch.full((N, 3), -1), ValueError, "[0, 5)")
-    _check_raises(d, torch.zeros(N, 3, dtype=torch.long, device="meta"), ValueError, "actions.to(env.device)")
+    _check_raises(
+        d, torch.zeros(N, 3, dtype=torch.long, device="meta"), ValueError, "actions.to(env.device)"
+    )
     c = envs.make("simple_spread", num_envs=N, seed=0, continuous_actions=True)
     c.reset()
     _check_raises(c, torch.zeros(N, 3, dtype=torch.long), TypeError, "floating-point")
@@ -310,7 +352,9 @@ def test_continuous_clipping_matches_bounds():
         assert torch.equal(x, y)
 
 
-@pytest.mark.parametrize("env_id,kw", [("simple_spread", {}), ("simple_tag", {"continuous_actions": True})])
+@pytest.mark.parametrize(
+    "env_id,kw", [("simple_spread", {}), ("simple_tag", {"continuous_actions": True})]
+)
 def test_state_dict_round_trip(env_id, kw):
     env = MAEpisodeStatistics(envs.make(env_id, num_envs=8, seed=1, **kw))
     env.reset(seed=1)
@@ -330,7 +374,12 @@ def test_state_dict_round_trip(env_id, kw):
     env.load_state_dict(sd)
     second = [env.step(a) for a in acts]
     for (o1, r1, te1, tr1, i1), (o2, r2, te2, tr2, i2) in zip(first, second):
-        assert torch.equal(o1, o2) and torch.equal(r1, r2) and torch.equal(te1, te2) and torch.equal(tr1, tr2)
+        assert (
+            torch.equal(o1, o2)
+            and torch.equal(r1, r2)
+            and torch.equal(te1, te2)
+            and torch.equal(tr1, tr2)
+        )
         for k in ("state", "final_obs", "final_state", "_final_obs"):
             assert torch.equal(i1[k], i2[k])
         assert torch.equal(i1["episode"]["r"], i2["episode"]["r"])
@@ -364,15 +413,24 @@ def test_episode_statistics_and_evaluate():
     out = ma_evaluate(policy, "simple_tag", episodes=16, seed=2)
     assert seen["shapes"] == ((16, 4, 16), (16, 62))
     assert out["eval_length"] == 25 and len(out["returns"]) == 16
-    np.testing.assert_allclose(out["returns"], total.numpy(), rtol=1e-6, atol=1e-4)  # same seed, same starts
-    out = ma_evaluate(lambda o, i: torch.full((*o.shape[:2], 5), 0.5), "simple_spread", episodes=3,
-                      continuous_actions=True)
+    # same seed, same starts
+    np.testing.assert_allclose(out["returns"], total.numpy(), rtol=1e-6, atol=1e-4)
+    out = ma_evaluate(
+        lambda o, i: torch.full((*o.shape[:2], 5), 0.5),
+        "simple_spread",
+        episodes=3,
+        continuous_actions=True,
+    )
     assert out["eval_length"] == 25 and out["eval_return"] < 0
 
 
 def test_make_ids_and_suggestions():
-    for env_id, cls in (("simple_spread", SimpleSpread), ("simple_spread_v3", SimpleSpread),
-                        ("simple_tag", SimpleTag), ("simple_tag_v3", SimpleTag)):
+    for env_id, cls in (
+        ("simple_spread", SimpleSpread),
+        ("simple_spread_v3", SimpleSpread),
+        ("simple_tag", SimpleTag),
+        ("simple_tag_v3", SimpleTag),
+    ):
         env = envs.make(env_id, num_envs=2, seed=0, vectorization_mode="sync")
         assert isinstance(env, cls)
     with pytest.raises(ValueError, match="simple_spread"):

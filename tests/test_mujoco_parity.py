@@ -38,7 +38,8 @@ def sync(env, world_states, mask=None):
     qpos = torch.as_tensor(np.stack([q for q, _ in world_states]))
     qvel = torch.as_tensor(np.stack([v for _, v in world_states]))
     mask = torch.ones(env.num_envs, dtype=torch.bool) if mask is None else mask
-    mask = mask.to(env.sim.sim_device)  # `_observe` takes the simulator's device (Warp on a GPU: CUDA)
+    # `_observe` takes the simulator's device (Warp on a GPU: CUDA)
+    mask = mask.to(env.sim.sim_device)
     env.set_worlds(mask, qpos, qvel)
     return env._out(env._observe(fresh=mask))
 
@@ -60,8 +61,12 @@ def test_batch_backend_matches_gymnasium(env_id):
         for i, g in enumerate(refs):
             o, r, te, tr, _ = g.step(actions[i])
             final = info["final_obs"][i].numpy()
-            np.testing.assert_allclose(final, o, rtol=1e-9, atol=1e-9, err_msg=f"obs, step {t}, world {i}")
-            np.testing.assert_allclose(reward[i].item(), r, rtol=1e-9, atol=1e-9, err_msg=f"reward, step {t}")
+            np.testing.assert_allclose(
+                final, o, rtol=1e-9, atol=1e-9, err_msg=f"obs, step {t}, world {i}"
+            )
+            np.testing.assert_allclose(
+                reward[i].item(), r, rtol=1e-9, atol=1e-9, err_msg=f"reward, step {t}"
+            )
             assert bool(term[i]) == te, f"terminated differs at step {t}, world {i}"
             assert not bool(trunc[i]) and not tr
             if te:
@@ -82,7 +87,9 @@ def test_contact_forces_are_exercised(env_id):
     rng = np.random.default_rng(0)
     seen = 0
     for _ in range(60):
-        _, _, _, _, info = env.step(torch.as_tensor(random_actions(env.single_action_space, 4, rng)))
+        _, _, _, _, info = env.step(
+            torch.as_tensor(random_actions(env.single_action_space, 4, rng))
+        )
         seen += int((info["final_obs"][:, CONTACT_SLICE[env_id]].abs() > 1e-3).any(1).sum())
     assert seen > 20
 
@@ -115,7 +122,7 @@ def test_autoreset_on_termination_and_truncation(env_id):
         assert not bool(term.any())
     # the truncated world restarted near the initial pose, from elapsed 0
     assert env.elapsed[1] == 0 and env.elapsed[2] == 1
-    init = torch.as_tensor(env.model.qpos0[env.exclude_qpos:], dtype=torch.float32)
+    init = torch.as_tensor(env.model.qpos0[env.exclude_qpos :], dtype=torch.float32)
     assert (obs[1, : init.numel()] - init).abs().max() < 0.11
     assert not torch.equal(info["final_obs"][1], obs[1])
     assert torch.equal(info["final_obs"][2:], obs[2:])
@@ -178,7 +185,9 @@ def test_state_dict_round_trip_is_exact():
         assert torch.equal(o, o2) and torch.equal(r, r2) and torch.equal(te, te2)
 
 
-CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (pytest -m cuda on a GPU machine)")
+CUDA = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA (pytest -m cuda on a GPU machine)"
+)
 
 
 @pytest.mark.slow  # MuJoCo Warp compiles its kernels on first use (~40 s a task on a fresh cache)
@@ -192,12 +201,14 @@ def test_warp_backend_matches_gymnasium_per_step(env_id, device):
     then grows chaotically, so this compares the steps in which no contact occurs: the bodies
     start lifted 1 m into the air. That covers the backend's code path (state in/out, frame skip,
     observation assembly, rewards, health checks, masked resets) to float32 tolerance. On CUDA the
-    frame-skip loop runs as a captured CUDA graph from the second step on (the first launches eagerly)."""
+    frame-skip loop runs as a captured CUDA graph from the second step on (the first launches
+    eagerly)."""
     pytest.importorskip("mujoco_warp")
     n = 2
     refs = [gym_env(env_id) for _ in range(n)]
-    height = 2 if env_id in ("Ant-v5", "Humanoid-v5") else 1  # (Humanoid: Newton on Warp, PGS in its XML; no
-    # contact, no constraint for either solver to solve)
+    # (Humanoid: Newton on Warp, PGS in its XML; no contact, no constraint for either solver to
+    # solve)
+    height = 2 if env_id in ("Ant-v5", "Humanoid-v5") else 1
     for i, g in enumerate(refs):
         g.reset(seed=20 + i)
         qpos = g.data.qpos.copy()
@@ -220,8 +231,12 @@ def test_warp_backend_matches_gymnasium_per_step(env_id, device):
                 continue
             compared += 1
             ours = final_obs[i].numpy()
-            np.testing.assert_allclose(ours, o, rtol=1e-4, atol=1e-4, err_msg=f"obs, step {t}, world {i}")
-            np.testing.assert_allclose(reward[i].item(), r, rtol=1e-4, atol=1e-4, err_msg=f"reward, step {t}")
+            np.testing.assert_allclose(
+                ours, o, rtol=1e-4, atol=1e-4, err_msg=f"obs, step {t}, world {i}"
+            )
+            np.testing.assert_allclose(
+                reward[i].item(), r, rtol=1e-4, atol=1e-4, err_msg=f"reward, step {t}"
+            )
             assert bool(term[i]) == te
     assert compared >= 6, f"only {compared} contact-free steps compared"
 

@@ -1,5 +1,5 @@
-"""common/noise.py: colored exploration noise keeps N(0, 1) marginals, is correlated in time as its color
-says, is white noise itself at beta = 0, and resumes exactly from its state_dict."""
+"""common/noise.py: colored exploration noise keeps N(0, 1) marginals, is correlated in time as its
+color says, is white noise itself at beta = 0, and resumes exactly from its state_dict."""
 
 from __future__ import annotations
 
@@ -23,7 +23,11 @@ def test_each_step_is_unit_normal_and_the_color_sets_the_correlation(length):
     corr = {}
     for beta in (0.0, 1.0, 2.0):
         x = _draw(ColoredNoise(beta, (2000, 2), length), length)  # (time, envs, dims)
-        assert abs(float(x.mean())) < 0.02 and abs(float(x.var()) - 1) < 0.03, (beta, x.mean(), x.var())
+        assert abs(float(x.mean())) < 0.02 and abs(float(x.var()) - 1) < 0.03, (
+            beta,
+            x.mean(),
+            x.var(),
+        )
         corr[beta] = _autocorr(x, 1), _autocorr(x, 10)
     assert abs(corr[0.0][0]) < 0.01 and abs(corr[0.0][1]) < 0.01  # white: no memory
     assert 0.7 < corr[1.0][0] < 0.85 and 0.35 < corr[1.0][1] < 0.55  # pink: decays slowly
@@ -33,7 +37,8 @@ def test_each_step_is_unit_normal_and_the_color_sets_the_correlation(length):
 
 
 def test_white_noise_is_torch_randn_itself():
-    """beta = 0 leaves the RNG stream as it was before the option existed (runs reproduce old results)."""
+    """beta = 0 leaves the RNG stream as it was before the option existed (runs reproduce old
+    results)."""
     torch.manual_seed(3)
     a = _draw(ColoredNoise(0.0, (4, 3)), 5)
     torch.manual_seed(3)

@@ -1,7 +1,8 @@
-"""Observation groups (`{"policy": ..., "critic": ...}`, IsaacLab's convention) and the asymmetric critic of the
-PPO files: the contract check, per-group normalization, the critic reading the `critic` group and the actor
-the `policy` group, exact resume, a deployed policy (load_policy, export) taking the policy group only, and
-files without an asymmetric critic refusing such an env."""
+"""Observation groups (`{"policy": ..., "critic": ...}`, IsaacLab's convention) and the asymmetric
+critic of the PPO files: the contract check, per-group normalization, the critic reading the
+`critic` group and the actor the `policy` group, exact resume, a deployed policy (load_policy,
+export) taking the policy group only, and files without an asymmetric critic refusing such an
+env."""
 
 from __future__ import annotations
 
@@ -18,8 +19,19 @@ from conftest import ROOT
 from common.wrappers import NormalizeObservation, wrap_env
 
 PRIV = "CartPoleNoVel-Privileged-v0"
-SMALL = dict(env=PRIV, num_envs=8, num_steps=8, num_minibatches=2, total_steps=8 * 8 * 6, eval_every=8 * 8 * 3,
-             save_every=8 * 8 * 2, eval_episodes=2, quiet=True, norm_obs=True, tensorboard=False)
+SMALL = dict(
+    env=PRIV,
+    num_envs=8,
+    num_steps=8,
+    num_minibatches=2,
+    total_steps=8 * 8 * 6,
+    eval_every=8 * 8 * 3,
+    save_every=8 * 8 * 2,
+    eval_episodes=2,
+    quiet=True,
+    norm_obs=True,
+    tensorboard=False,
+)
 
 
 def test_partially_observed_envs_keep_the_contract_and_the_full_dynamics():
@@ -27,7 +39,9 @@ def test_partially_observed_envs_keep_the_contract_and_the_full_dynamics():
     priv = envs.make(PRIV, num_envs=6, seed=3)
     plain = envs.make("CartPoleNoVel-v0", num_envs=6, seed=3)
     check_env(envs.make(PRIV, num_envs=6, seed=3), 6, "cpu")
-    assert group_dims(priv.single_observation_space) == (2, 4) and group_dims(plain.single_observation_space) == (2, 0)
+    assert group_dims(priv.single_observation_space) == (2, 4) and group_dims(
+        plain.single_observation_space
+    ) == (2, 0)
     o, _ = full.reset(seed=3)
     p, _ = priv.reset(seed=3)
     q, _ = plain.reset(seed=3)
@@ -37,7 +51,11 @@ def test_partially_observed_envs_keep_the_contract_and_the_full_dynamics():
         o, r, term, trunc, info = full.step(a)
         p, r2, term2, _, info2 = priv.step(a)
         q, *_ = plain.step(a)
-        assert torch.equal(p["critic"], o) and torch.equal(p["policy"], o[:, [0, 2]]) and torch.equal(q, p["policy"])
+        assert (
+            torch.equal(p["critic"], o)
+            and torch.equal(p["policy"], o[:, [0, 2]])
+            and torch.equal(q, p["policy"])
+        )
         assert torch.equal(r2, r) and torch.equal(term2, term)
         assert torch.equal(info2["final_obs"]["critic"], info["final_obs"])
 
@@ -56,17 +74,24 @@ def test_noisy_variant_adds_noise_to_the_policy_group_only():
 
 def test_normalization_keeps_one_set_of_statistics_per_group():
     env = wrap_env(envs.make(PRIV, num_envs=16, seed=1), norm_obs=True)
-    norm = env.env if isinstance(env.env, NormalizeObservation) else next(
-        e for e in [env, env.env, env.env.env] if isinstance(e, NormalizeObservation))
+    norm = (
+        env.env
+        if isinstance(env.env, NormalizeObservation)
+        else next(e for e in [env, env.env, env.env.env] if isinstance(e, NormalizeObservation))
+    )
     obs, _ = env.reset(seed=1)
     for _ in range(50):
         obs, *_ = env.step(torch.randint(0, 2, (16,)))
     assert norm.rms is norm.group_rms["policy"] and norm.group_rms["critic"].mean.shape == (4,)
-    assert torch.allclose(norm.group_rms["critic"].mean[[0, 2]].float(), norm.rms.mean.float(), atol=1e-6)
+    assert torch.allclose(
+        norm.group_rms["critic"].mean[[0, 2]].float(), norm.rms.mean.float(), atol=1e-6
+    )
     sd = env.state_dict()
     other = wrap_env(envs.make(PRIV, num_envs=16, seed=1), norm_obs=True)
     other.load_state_dict(sd)
-    other_norm = next(e for e in [other, other.env, other.env.env] if isinstance(e, NormalizeObservation))
+    other_norm = next(
+        e for e in [other, other.env, other.env.env] if isinstance(e, NormalizeObservation)
+    )
     assert torch.equal(other_norm.group_rms["critic"].var, norm.group_rms["critic"].var)
 
 
@@ -75,18 +100,26 @@ def test_ppo_files_feed_the_critic_group_to_the_value_function(name, tmp_path, m
     from conftest import checkpoint_params, run_with_snapshots
 
     module = importlib.import_module(f"algos.{name}")
-    small = {k: v for k, v in SMALL.items() if k in module.Args.__dataclass_fields__}  # a2c: no minibatches
+    # a2c: no minibatches
+    small = {k: v for k, v in SMALL.items() if k in module.Args.__dataclass_fields__}
     args = module.Args(out_dir=str(tmp_path / "a"), **small)
     result, snaps = run_with_snapshots(module, args, monkeypatch)
     ckpt = torch.load(result["checkpoint"], weights_only=False)
-    critic, actor = ("critic_rnn.weight_ih", "actor_rnn.weight_ih") if name == "ppo_rnn" else ("critic.0.weight", "actor.0.weight")
+    critic, actor = (
+        ("critic_rnn.weight_ih", "actor_rnn.weight_ih")
+        if name == "ppo_rnn"
+        else ("critic.0.weight", "actor.0.weight")
+    )
     assert ckpt["model"][critic].shape[1] == 4 and ckpt["model"][actor].shape[1] == 2
     assert ckpt["policy_spec"]["obs_shape"] == [2]  # the deployed policy reads the policy group
-    resumed = module.main(module.Args(resume=str(snaps[0]), **{**small, "out_dir": str(tmp_path / "b")}))
+    resumed = module.main(
+        module.Args(resume=str(snaps[0]), **{**small, "out_dir": str(tmp_path / "b")})
+    )
     for k, v in checkpoint_params(result["checkpoint"]).items():  # exact resume with groups
         assert torch.equal(v, checkpoint_params(resumed["checkpoint"])[k]), k
     policy = module.load_policy(result["checkpoint"])
-    assert policy(torch.zeros(5, 2)).shape == (5,)  # the deployed policy takes the policy group only
+    # the deployed policy takes the policy group only
+    assert policy(torch.zeros(5, 2)).shape == (5,)
 
 
 def test_a_privileged_checkpoint_exports_with_the_policy_group_only(tmp_path):
@@ -95,7 +128,11 @@ def test_a_privileged_checkpoint_exports_with_the_policy_group_only(tmp_path):
     from common import export
 
     ckpt = ppo_vec.main(ppo_vec.Args(out_dir=str(tmp_path), **SMALL))["checkpoint"]
-    out = export.main(export.Args(checkpoint=ckpt, torchscript=str(tmp_path / "p.pt"), onnx=str(tmp_path / "p.onnx")))
+    out = export.main(
+        export.Args(
+            checkpoint=ckpt, torchscript=str(tmp_path / "p.pt"), onnx=str(tmp_path / "p.onnx")
+        )
+    )
     assert out["torchscript"]["max_abs_diff"] <= 1e-5 and out["onnx"]["max_abs_diff"] <= 1e-5
     assert torch.jit.load(str(tmp_path / "p.pt"))(torch.zeros(3, 2)).shape == (3,)
 
@@ -107,7 +144,10 @@ def test_files_without_an_asymmetric_critic_refuse_groups(name, tmp_path):
 
     module = importlib.import_module(f"algos.{name}")
     if "PendulumNoVel-Privileged-test" not in envs.CUSTOM:
-        envs.register("PendulumNoVel-Privileged-test", factory(Pendulum, (0, 1), True, "PendulumNoVel-Privileged-test"))
+        envs.register(
+            "PendulumNoVel-Privileged-test",
+            factory(Pendulum, (0, 1), True, "PendulumNoVel-Privileged-test"),
+        )
     env = PRIV if name == "dqn" else "PendulumNoVel-Privileged-test"
     with pytest.raises(ValueError, match="observation groups .*ppo_vec"):
         module.main(module.Args(env=env, out_dir=str(tmp_path), total_steps=1000, quiet=True))
@@ -116,9 +156,9 @@ def test_files_without_an_asymmetric_critic_refuse_groups(name, tmp_path):
 
 @pytest.mark.slow
 def test_the_privileged_critic_measurably_helps_on_noisy_cartpole(tmp_path):
-    """bench/asymmetric_critic.py's setting, seed 1: the noise-free critic group lifts the final return of the
-    same noisy-observation policy (measured 446.5 vs 191.9; seeds 1-3: 406 +- 49 vs 218 +- 20,
-    bench/results/asymmetric_critic.md)."""
+    """bench/asymmetric_critic.py's setting, seed 1: the noise-free critic group lifts the final
+    return of the same noisy-observation policy (measured 446.5 vs 191.9; seeds 1-3: 406 +- 49 vs
+    218 +- 20, bench/results/asymmetric_critic.md)."""
     import dataclasses
 
     from algos import ppo_vec
@@ -129,7 +169,9 @@ def test_the_privileged_critic_measurably_helps_on_noisy_cartpole(tmp_path):
 
     final = {}
     for env_id in ("CartPoleNoisy-v0", "CartPoleNoisy-Privileged-v0"):
-        args = dataclasses.replace(ppo_vec.default_args(env_id), env=env_id, seed=1, out_dir=str(tmp_path), **SETTINGS)
+        args = dataclasses.replace(
+            ppo_vec.default_args(env_id), env=env_id, seed=1, out_dir=str(tmp_path), **SETTINGS
+        )
         final[env_id] = ppo_vec.main(args)["eval_return"]
     print(final)
     assert final["CartPoleNoisy-Privileged-v0"] >= 420
@@ -138,12 +180,16 @@ def test_the_privileged_critic_measurably_helps_on_noisy_cartpole(tmp_path):
 
 @pytest.mark.parametrize("name", ["ppo_vec", "ppo_rnn", "dqn", "pqn"])
 def test_check_args_takes_the_env_as_made_or_as_the_file_wraps_it(name):
-    """A file's `check_args` runs on its own wrapped env (named groups: `ObsGroups`) and on a plain `envs.make`
-    env (population/ checks a member's settings that way), and refuses a critic group it cannot use."""
+    """A file's `check_args` runs on its own wrapped env (named groups: `ObsGroups`) and on a plain
+    `envs.make` env (population/ checks a member's settings that way), and refuses a critic group it
+    cannot use."""
     module = __import__(f"algos.{name}", fromlist=["x"])
     args = module.Args(env="MaskedWalk-v0", total_steps=1_000_000)
     module.check_args(args, envs.make("MaskedWalk-v0", num_envs=2))
     module.check_args(args, module.make_env(args, "cpu", 0))
     if name in ("dqn", "pqn"):
         with pytest.raises(ValueError, match="observation groups"):
-            module.check_args(module.Args(env="CartPoleNoVel-Privileged-v0"), envs.make("CartPoleNoVel-Privileged-v0"))
+            module.check_args(
+                module.Args(env="CartPoleNoVel-Privileged-v0"),
+                envs.make("CartPoleNoVel-Privileged-v0"),
+            )

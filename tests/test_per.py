@@ -38,7 +38,7 @@ class Ref:
         self.max_p = max(self.max_p, p.max())
 
     def probs(self):
-        q = self.p[:self.size] ** self.alpha
+        q = self.p[: self.size] ** self.alpha
         return q / q.sum()
 
 
@@ -76,7 +76,8 @@ def draw_counts(buf, draws, batch, seed):
 
 
 def check_frequencies(counts, probs, size):
-    """Chi-square (critical value at z = 5 by Wilson-Hilferty) and every bin within 5 binomial sigmas.
+    """Chi-square (critical value at z = 5 by Wilson-Hilferty) and every bin within 5 binomial
+    sigmas.
 
     Stratified sampling has at most multinomial variance, so both bounds are conservative."""
     assert counts[size:].sum() == 0, "sampled a row beyond size"
@@ -84,7 +85,9 @@ def check_frequencies(counts, probs, size):
     n = counts.sum()
     expected = n * probs
     sigma = np.sqrt(n * probs * (1 - probs))
-    assert np.all(np.abs(counts - expected) <= 5 * sigma + 1), np.max(np.abs(counts - expected) / sigma)
+    assert np.all(np.abs(counts - expected) <= 5 * sigma + 1), np.max(
+        np.abs(counts - expected) / sigma
+    )
     k = size - 1
     chi2 = float(((counts - expected) ** 2 / expected).sum())
     critical = k * (1 - 2 / (9 * k) + 5 * math.sqrt(2 / (9 * k))) ** 3
@@ -123,7 +126,7 @@ def test_sampling_frequencies_after_wraparound():
     rng = np.random.default_rng(2)
     half = rng.permutation(50)[:25]
     set_priorities(buf, ref, half, rng.uniform(0.01, 2.0, 25))
-    np.testing.assert_allclose(buf.leaf_priorities().numpy(), ref.p ** 0.6, rtol=1e-6)
+    np.testing.assert_allclose(buf.leaf_priorities().numpy(), ref.p**0.6, rtol=1e-6)
     check_frequencies(draw_counts(buf, 200_000, 1000, seed=3), ref.probs(), 50)
 
 
@@ -139,7 +142,9 @@ def test_sampling_is_stratified():
     for B in (1, 7, 64, 300):
         idx = buf.sample(B, generator=g).indices.numpy()
         j = np.arange(B)
-        assert np.all(cum_before[idx] <= (j + 1) / B + 1e-9) and np.all(cum_after[idx] >= j / B - 1e-9)
+        assert np.all(cum_before[idx] <= (j + 1) / B + 1e-9) and np.all(
+            cum_after[idx] >= j / B - 1e-9
+        )
         assert np.all(np.diff(idx) >= 0)
 
 
@@ -168,8 +173,8 @@ def check_tree(buf):
     # every parent is exactly (bitwise) the sum of its children: they are recomputed, never patched
     assert torch.equal(t[internal], t[2 * internal] + t[2 * internal + 1])
     leaves = t[L:]
-    assert torch.all(leaves[buf.size:] == 0)
-    assert torch.all(leaves[:buf.size] > 0)
+    assert torch.all(leaves[buf.size :] == 0)
+    assert torch.all(leaves[: buf.size] > 0)
     assert math.isclose(t[1].item(), leaves.sum().item(), rel_tol=1e-12)
 
 
@@ -191,11 +196,13 @@ def test_tree_invariant_random_adds_and_updates_with_duplicates():
             leaves = buf.leaf_priorities().numpy()
             for i in np.unique(idx):
                 assert np.any(np.isclose(leaves[i], p_alpha[idx == i], rtol=1e-12))
-                ref.p[i] = (leaves[i] ** (1 / 0.6))
+                ref.p[i] = leaves[i] ** (1 / 0.6)
             ref.max_p = max(ref.max_p, np.abs(td.astype(np.float64)).max() + 1e-6)
         check_tree(buf)
         np.testing.assert_allclose(buf.max_priority.item(), ref.max_p, rtol=1e-12)
-        np.testing.assert_allclose(buf.leaf_priorities().numpy(), ref.p[:buf.size] ** 0.6, rtol=1e-9)
+        np.testing.assert_allclose(
+            buf.leaf_priorities().numpy(), ref.p[: buf.size] ** 0.6, rtol=1e-9
+        )
     assert counter > 100  # wrapped around several times
 
 
@@ -207,7 +214,8 @@ def test_new_rows_get_max_priority():
     idx, _ = add_rows(buf, None, 3, 4)
     expected = (5.0 + 1e-6) ** 0.5
     np.testing.assert_allclose(buf.tree[buf.num_leaves + idx].numpy(), expected, rtol=1e-12)
-    buf.update_priorities(torch.tensor([2]), torch.tensor([0.1]))  # lowering a row keeps the running max
+    # lowering a row keeps the running max
+    buf.update_priorities(torch.tensor([2]), torch.tensor([0.1]))
     idx, _ = add_rows(buf, None, 2, 7)
     np.testing.assert_allclose(buf.tree[buf.num_leaves + idx].numpy(), expected, rtol=1e-12)
     np.testing.assert_allclose(buf.leaf_priorities()[1].item(), (0.3 + 1e-6) ** 0.5, rtol=1e-6)
@@ -257,7 +265,9 @@ def test_state_dict_mismatches_raise():
     with pytest.raises(ValueError, match="alpha"):
         PrioritizedReplayBuffer(20, OBS, alpha=0.7).load_state_dict(buf.state_dict())
     uniform = ReplayBuffer(20, OBS)
-    uniform.add(torch.zeros(3, 2), torch.zeros(3), torch.zeros(3), torch.zeros(3, 2), torch.zeros(3))
+    uniform.add(
+        torch.zeros(3, 2), torch.zeros(3), torch.zeros(3), torch.zeros(3, 2), torch.zeros(3)
+    )
     with pytest.raises(ValueError, match="prioritized"):
         PrioritizedReplayBuffer(20, OBS).load_state_dict(uniform.state_dict())
 
@@ -276,7 +286,9 @@ def test_errors():
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (pytest -m cuda on a GPU machine)")
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA (pytest -m cuda on a GPU machine)"
+)
 def test_no_host_sync_on_cuda():
     buf = PrioritizedReplayBuffer(1000, OBS, device="cuda")
     x = torch.zeros(64, 2, device="cuda")

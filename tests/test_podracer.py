@@ -1,7 +1,7 @@
 """The Podracer files are their parents plus parallelism, nothing else: run in one process with the
 parallelism off, `algos/<x>_podracer.py` trains the very same run as `algos/<x>.py` (every network,
-optimizer and buffer tensor of the final checkpoint equal, bit for bit). `tests/test_lineage.py` holds
-the size of the difference; this holds its meaning."""
+optimizer and buffer tensor of the final checkpoint equal, bit for bit). `tests/test_lineage.py`
+holds the size of the difference; this holds its meaning."""
 
 import importlib
 
@@ -10,13 +10,34 @@ import torch
 
 from conftest import assert_same
 
-_AC = dict(env="Pendulum-v1", num_envs=2, total_steps=2 * 120, learning_starts=60, batch_size=32, hidden=(32, 32),
-           eval_every=0, save_every=0, eval_episodes=2, quiet=True)
+_AC = dict(
+    env="Pendulum-v1",
+    num_envs=2,
+    total_steps=2 * 120,
+    learning_starts=60,
+    batch_size=32,
+    hidden=(32, 32),
+    eval_every=0,
+    save_every=0,
+    eval_episodes=2,
+    quiet=True,
+)
 CASES = {
     "td3": {**_AC, "per": True},
     "sac": {**_AC, "norm_obs": True},
-    "ppo_vec": dict(env="Pendulum-v1", num_envs=8, num_steps=8, num_minibatches=2, total_steps=8 * 8 * 4,
-                    eval_every=0, save_every=0, eval_episodes=2, quiet=True, norm_obs=True, norm_reward=True),
+    "ppo_vec": dict(
+        env="Pendulum-v1",
+        num_envs=8,
+        num_steps=8,
+        num_minibatches=2,
+        total_steps=8 * 8 * 4,
+        eval_every=0,
+        save_every=0,
+        eval_episodes=2,
+        quiet=True,
+        norm_obs=True,
+        norm_reward=True,
+    ),
 }
 # what only the parallel file stores or names differently
 _SKIP = {"algo", "args", "seconds", "learned", "explore_rng", "world_size", "format"}

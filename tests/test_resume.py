@@ -1,8 +1,10 @@
-"""Determinism (same seed, same result) for every single-agent algorithm file on short CPU runs, what a
-resumed run takes from its checkpoint (settings, length), and the algorithm files' own bad-input errors.
+"""Determinism (same seed, same result) for every single-agent algorithm file on short CPU runs,
+what a resumed run takes from its checkpoint (settings, length), and the algorithm files' own
+bad-input errors.
 
-Exact resume itself (a run interrupted and resumed ends bit-identical to the uninterrupted run) is tested
-once, for every algorithm file and a few extra settings, by the SIGKILL test of tests/test_faults.py."""
+Exact resume itself (a run interrupted and resumed ends bit-identical to the uninterrupted run) is
+tested once, for every algorithm file and a few extra settings, by the SIGKILL test of
+tests/test_faults.py."""
 
 import dataclasses
 import importlib
@@ -17,20 +19,30 @@ import torch
 
 from algos import dqn, ppo_vec, redq
 from common.cli import cli
-from conftest import ROOT, SMALL_PPO_HOPPER, SMALL_RUNS, checkpoint_params, run_as_main, run_with_snapshots
+from conftest import (
+    ROOT,
+    SMALL_PPO_HOPPER,
+    SMALL_RUNS,
+    checkpoint_params,
+    run_as_main,
+    run_with_snapshots,
+)
 
 ALL = [importlib.import_module(f"algos.{name}") for name in SMALL_RUNS]
 IDS = list(SMALL_RUNS)
 SMALL = {m: SMALL_RUNS[m.ALGO] for m in ALL}
 
 
-# the quick tier runs it for the files that own their seeding code; their variants (same code, by the lineage
-# rules) run in the full suite
+# the quick tier runs it for the files that own their seeding code; their variants (same code, by
+# the lineage rules) run in the full suite
 SEEDING_OWNERS = {"ppo_vec", "a2c", "dqn", "pqn", "ddpg", "td3", "sac", "ppo_rnn"}
 
 
-@pytest.mark.parametrize("module", [m if m.ALGO in SEEDING_OWNERS else pytest.param(m, marks=pytest.mark.slow)
-                                    for m in ALL], ids=IDS)
+@pytest.mark.parametrize(
+    "module",
+    [m if m.ALGO in SEEDING_OWNERS else pytest.param(m, marks=pytest.mark.slow) for m in ALL],
+    ids=IDS,
+)
 def test_same_seed_same_result(module, tmp_path):
     kw = SMALL[module]
     r1 = module.main(module.Args(out_dir=str(tmp_path / "a"), **kw))
@@ -57,7 +69,10 @@ def test_action_space_mismatch_is_refused(module, tmp_path):
     discrete = SMALL[module]["env"] == "CartPole-v1"
     other = "Pendulum-v1" if discrete else "CartPole-v1"
     kw = {**SMALL[module], "env": other, "out_dir": str(tmp_path)}
-    with pytest.raises(ValueError, match="Discrete action space" if discrete else "continuous \\(Box\\) action space"):
+    with pytest.raises(
+        ValueError,
+        match="Discrete action space" if discrete else "continuous \\(Box\\) action space",
+    ):
         module.main(module.Args(**kw))
     assert not any(tmp_path.iterdir())
 
@@ -68,11 +83,17 @@ def test_algorithm_bad_inputs(tmp_path):
     with pytest.raises(ValueError, match="--num-min 3 must be between 1 and --num-critics 2"):
         redq.main(redq.Args(out_dir=str(tmp_path), num_critics=2, num_min=3, quiet=True))
     with pytest.raises(ValueError, match="not divisible by --num-minibatches 7"):
-        ppo_vec.main(ppo_vec.Args(out_dir=str(tmp_path), num_envs=16, num_steps=16, num_minibatches=7, quiet=True))
+        ppo_vec.main(
+            ppo_vec.Args(
+                out_dir=str(tmp_path), num_envs=16, num_steps=16, num_minibatches=7, quiet=True
+            )
+        )
     with pytest.raises(ValueError, match="unknown env id"):
         ppo_vec.main(ppo_vec.Args(out_dir=str(tmp_path), env="CartPoel-v1", quiet=True))
     with pytest.raises(ValueError, match="--learning-starts"):
-        dqn.main(dqn.Args(out_dir=str(tmp_path), total_steps=1000, learning_starts=5000, quiet=True))
+        dqn.main(
+            dqn.Args(out_dir=str(tmp_path), total_steps=1000, learning_starts=5000, quiet=True)
+        )
     assert not any(tmp_path.iterdir()), "a refused run must not leave a run directory behind"
 
 
@@ -80,29 +101,56 @@ def test_algorithm_bad_inputs(tmp_path):
 def test_cli_help(module, cli_help):
     code, text = cli_help[module.ALGO]
     assert code in (0, None), (code, text)
-    for flag in ("--env", "--num-envs", "--seed", "--device", "--total-steps", "--resume", "--compile", "--track"):
+    for flag in (
+        "--env",
+        "--num-envs",
+        "--seed",
+        "--device",
+        "--total-steps",
+        "--resume",
+        "--compile",
+        "--track",
+    ):
         assert flag in text
     assert module.__doc__.splitlines()[0].split()[0] in text  # the docstring heads the help
 
 
 def test_cli_wrong_flag():
-    bad = subprocess.run([sys.executable, "algos/dqn.py", "--num-env", "4"], cwd=ROOT, capture_output=True, text=True)
-    assert bad.returncode == 2 and bad.stdout == "", bad  # tyro's panel condensed to one line, with the right flag
-    assert bad.stderr == "error: Unrecognized options: --num-env, 4 — did you mean --num-envs? See algos/dqn.py --help\n"
+    bad = subprocess.run(
+        [sys.executable, "algos/dqn.py", "--num-env", "4"], cwd=ROOT, capture_output=True, text=True
+    )
+    # tyro's panel condensed to one line, with the right flag
+    assert bad.returncode == 2 and bad.stdout == "", bad
+    assert (
+        bad.stderr == "error: Unrecognized options: --num-env, 4 — did you mean --num-envs? See "
+        "algos/dqn.py --help\n"
+    )
 
 
 def test_resume_takes_saved_settings_and_refuses_changed_ones(tmp_path, monkeypatch):
     kw = SMALL[ppo_vec]
-    full, snaps = run_with_snapshots(ppo_vec, ppo_vec.Args(out_dir=str(tmp_path / "full"), **kw), monkeypatch)
+    full, snaps = run_with_snapshots(
+        ppo_vec, ppo_vec.Args(out_dir=str(tmp_path / "full"), **kw), monkeypatch
+    )
     resumed_dir = tmp_path / "resumed"
     resumed_dir.mkdir()
     shutil.copy(snaps[0], resumed_dir / "checkpoint.pt")
     ck = str(resumed_dir / "checkpoint.pt")
-    with pytest.raises(ValueError, match="trained with --num-envs 16, not 48: a resumed run keeps its settings"):
+    with pytest.raises(
+        ValueError, match="trained with --num-envs 16, not 48: a resumed run keeps its settings"
+    ):
         ppo_vec.main(ppo_vec.Args(resume=ck, num_envs=48, quiet=True))
     # only --resume (and flags that may change): every other setting comes from the checkpoint
-    resumed = ppo_vec.main(ppo_vec.Args(resume=ck, quiet=True, eval_episodes=2, eval_every=0, save_every=0,
-                                        total_steps=kw["total_steps"]))
+    resumed = ppo_vec.main(
+        ppo_vec.Args(
+            resume=ck,
+            quiet=True,
+            eval_episodes=2,
+            eval_every=0,
+            save_every=0,
+            total_steps=kw["total_steps"],
+        )
+    )
     a, b = checkpoint_params(full["checkpoint"]), checkpoint_params(resumed["checkpoint"])
     assert all(torch.equal(a[k], b[k]) for k in a)
 
@@ -111,19 +159,37 @@ def test_mujoco_defaults_follow_env_on_the_command_line():
     big, cpu = ppo_vec.default_args("Ant", num_envs=4096), ppo_vec.default_args("Ant", device="cpu")
     assert (big.num_envs, big.num_steps, big.num_minibatches) == (4096, 16, 4) and big.norm_obs
     assert (cpu.num_envs, cpu.num_steps, cpu.num_minibatches) == (64, 64, 8) and cpu.norm_obs
-    assert ppo_vec.default_args("Ant", num_envs=256, device="cuda").num_steps == 64  # --num-envs decides
-    assert ppo_vec.default_args("CartPole-v1") == replace(ppo_vec.Args(), **ppo_vec.TASK_DEFAULTS["CartPole-v1"])
-    assert ppo_vec.default_args("Acrobot-v1") == ppo_vec.Args(env="Acrobot-v1")  # no row: the dataclass's
-    assert big.init_log_std == cpu.init_log_std == -1.0 and ppo_vec.default_args("Hopper").init_log_std == 0.0
-    assert ppo_vec.default_args("HalfCheetah").init_log_std == ppo_vec.default_args("Walker2d-v5").init_log_std == -1.0
+    # --num-envs decides
+    assert ppo_vec.default_args("Ant", num_envs=256, device="cuda").num_steps == 64
+    assert ppo_vec.default_args("CartPole-v1") == replace(
+        ppo_vec.Args(), **ppo_vec.TASK_DEFAULTS["CartPole-v1"]
+    )
+    # no row: the dataclass's
+    assert ppo_vec.default_args("Acrobot-v1") == ppo_vec.Args(env="Acrobot-v1")
+    assert (
+        big.init_log_std == cpu.init_log_std == -1.0
+        and ppo_vec.default_args("Hopper").init_log_std == 0.0
+    )
+    assert (
+        ppo_vec.default_args("HalfCheetah").init_log_std
+        == ppo_vec.default_args("Walker2d-v5").init_log_std
+        == -1.0
+    )
     cpu_help, big_help, bad = run_as_main(
         ("path", "algos/ppo_vec.py", ["--env", "Ant", "--device", "cpu", "--help"]),
         ("path", "algos/ppo_vec.py", ["--env", "Ant", "--num-envs", "4096", "--help"]),
-        ("path", "algos/ppo_vec.py", ["--env", "Hopper", "--mujoco-backend", "gpu", "--total-steps", "100"]))
+        (
+            "path",
+            "algos/ppo_vec.py",
+            ["--env", "Hopper", "--mujoco-backend", "gpu", "--total-steps", "100"],
+        ),
+    )
     for out, shown in ((cpu_help, "64"), (big_help, "4096")):
         assert out.returncode == 0, out.stderr
         assert f"(default: {shown})" in out.stdout and "--mujoco-backend" in out.stdout
-    args = cli(ppo_vec.Args, argv=["--env", "Ant", "--num-envs=2048"], defaults_for=ppo_vec.default_args)
+    args = cli(
+        ppo_vec.Args, argv=["--env", "Ant", "--num-envs=2048"], defaults_for=ppo_vec.default_args
+    )
     assert (args.num_envs, args.num_steps) == (2048, 16)
     assert bad.returncode != 0 and "choose auto, batch or warp" in bad.stderr
 
@@ -132,8 +198,15 @@ def test_resume_with_mujoco_defaults_keeps_saved_settings(tmp_path):
     """`--env Hopper --resume CK` starts from the MuJoCo defaults; those count as "not set"."""
     kw = dict(SMALL_PPO_HOPPER, total_steps=8 * 8 * 2, save_every=0)
     full = ppo_vec.main(ppo_vec.Args(out_dir=str(tmp_path), **kw))
-    resumed_args = replace(ppo_vec.default_args("Hopper-v5"), resume=full["checkpoint"], quiet=True,
-                           total_steps=8 * 8 * 3, eval_episodes=2, eval_every=0, save_every=0)
+    resumed_args = replace(
+        ppo_vec.default_args("Hopper-v5"),
+        resume=full["checkpoint"],
+        quiet=True,
+        total_steps=8 * 8 * 3,
+        eval_episodes=2,
+        eval_every=0,
+        save_every=0,
+    )
     res = ppo_vec.main(resumed_args)
     assert res["steps"] == 8 * 8 * 3
     ck = torch.load(res["checkpoint"], weights_only=False)
@@ -142,9 +215,13 @@ def test_resume_with_mujoco_defaults_keeps_saved_settings(tmp_path):
 
 def test_resume_without_total_steps_keeps_the_saved_length(tmp_path, monkeypatch):
     kw = SMALL[ppo_vec]
-    full, snaps = run_with_snapshots(ppo_vec, ppo_vec.Args(out_dir=str(tmp_path / "full"), **kw), monkeypatch)
+    full, snaps = run_with_snapshots(
+        ppo_vec, ppo_vec.Args(out_dir=str(tmp_path / "full"), **kw), monkeypatch
+    )
     assert kw["total_steps"] != ppo_vec.Args().total_steps
-    resumed = ppo_vec.main(ppo_vec.Args(resume=str(snaps[0]), quiet=True, eval_episodes=2, eval_every=0, save_every=0))
+    resumed = ppo_vec.main(
+        ppo_vec.Args(resume=str(snaps[0]), quiet=True, eval_episodes=2, eval_every=0, save_every=0)
+    )
     assert resumed["steps"] == full["steps"] == kw["total_steps"]
 
 
@@ -152,8 +229,9 @@ _SHIFTING = {"changed": False}
 
 
 def _shifting_env(**kw):
-    """An env id whose env changes under it (a custom env edited between runs): CartPole-v1's spaces, or
-    Acrobot-v1's (6 observations, 3 actions) once `_SHIFTING["changed"]`; a continuous twin likewise."""
+    """An env id whose env changes under it (a custom env edited between runs): CartPole-v1's
+    spaces, or Acrobot-v1's (6 observations, 3 actions) once `_SHIFTING["changed"]`; a continuous
+    twin likewise."""
     import envs
 
     return envs.make("Acrobot-v1" if _SHIFTING["changed"] else "CartPole-v1", **kw)
@@ -178,23 +256,44 @@ def test_resume_on_an_env_with_other_spaces_is_refused_by_name(name, tmp_path, m
     kw = dict(SMALL_RUNS[name], env=env_id, out_dir=str(tmp_path))
     r = module.main(module.Args(**kw))
     monkeypatch.setitem(_SHIFTING, "changed", True)
-    saved, now = ("Box(shape=(4,), float32)", "Box(shape=(6,), float32)") if discrete else \
-        ("Box(shape=(3,), float32)", "Box(shape=(2,), float32)")
-    with pytest.raises(ValueError, match=f"with observation space {re.escape(saved)}, but this env has "
-                                         f"{re.escape(now)}: the env changed") as e:
+    saved, now = (
+        ("Box(shape=(4,), float32)", "Box(shape=(6,), float32)")
+        if discrete
+        else ("Box(shape=(3,), float32)", "Box(shape=(2,), float32)")
+    )
+    with pytest.raises(
+        ValueError,
+        match=f"with observation space {re.escape(saved)}, but this env has "
+        f"{re.escape(now)}: the env changed",
+    ) as e:
         module.main(module.Args(**dict(kw, resume=r["checkpoint"])))
     assert_user_error(e.value, capfd)
 
 
 def test_resume_keeps_the_saved_bookkeeping_flags_it_is_not_given():
-    """A flag that may change on resume (`--save-every`, `--eval-every`, `--quiet`, `--out-dir`, ...) left out keeps
-    the saved run's value (a run started with `--save-every 10000` still checkpoints every 10k after Ctrl-C and
-    `--resume`); given, it takes the new value; `--device` is never the saved one (another machine)."""
+    """A flag that may change on resume (`--save-every`, `--eval-every`, `--quiet`, `--out-dir`,
+    ...) left out keeps the saved run's value (a run started with `--save-every 10000` still
+    checkpoints every 10k after Ctrl-C and `--resume`); given, it takes the new value; `--device` is
+    never the saved one (another machine)."""
     from common.checkpoint import resume_args
 
-    saved = dataclasses.asdict(dataclasses.replace(ppo_vec.Args(), save_every=10_000, eval_every=4096, quiet=True,
-                                                   out_dir="runs_x", device="cuda"))
+    saved = dataclasses.asdict(
+        dataclasses.replace(
+            ppo_vec.Args(),
+            save_every=10_000,
+            eval_every=4096,
+            quiet=True,
+            out_dir="runs_x",
+            device="cuda",
+        )
+    )
     got = resume_args(ppo_vec.Args(resume="ck.pt"), {"args": saved})
-    assert (got.save_every, got.eval_every, got.quiet, got.out_dir, got.device) == (10_000, 4096, True, "runs_x", "auto")
+    assert (got.save_every, got.eval_every, got.quiet, got.out_dir, got.device) == (
+        10_000,
+        4096,
+        True,
+        "runs_x",
+        "auto",
+    )
     got = resume_args(ppo_vec.Args(resume="ck.pt", save_every=2048), {"args": saved})
     assert (got.save_every, got.eval_every) == (2048, 4096)

@@ -89,9 +89,14 @@ def test_meter_means_each_name_since_the_last_pop():
     assert out["loss"] == 1.5 and out["kl"] == 0.25 and np.isnan(out["unused"])
     meter.add(kl=torch.tensor(1.0))
     assert meter.pop()["kl"] == 1.0 and np.isnan(meter.pop()["loss"])
-    # every name at once, in order (one stacked add), then a subset: the same sums and counts as name by name
+    # every name at once, in order (one stacked add), then a subset: the same sums and counts as
+    # name by name
     for _ in range(2):
-        meter.add(loss=torch.tensor(1.0), kl=torch.tensor(0.5, requires_grad=True) * 1, unused=torch.tensor(3.0))
+        meter.add(
+            loss=torch.tensor(1.0),
+            kl=torch.tensor(0.5, requires_grad=True) * 1,
+            unused=torch.tensor(3.0),
+        )
     meter.add(loss=torch.tensor(4.0))
     assert meter.pop() == {"loss": 2.0, "kl": 0.5, "unused": 3.0}
 
@@ -117,6 +122,7 @@ def test_logger_writes_metrics_curves_and_resume_truncation(tmp_path):
 def test_a_run_ends_with_a_line_naming_its_directory_and_last_evaluation(tmp_path, capsys):
     """The progress lines scroll away: the last line says where the run went and its last evaluation
     (`--quiet`: nothing)."""
+
     class A:
         env, plots = "CartPole-v1", False
 
@@ -130,14 +136,16 @@ def test_a_run_ends_with_a_line_naming_its_directory_and_last_evaluation(tmp_pat
         if quiet:
             assert out == []
         else:
-            assert out[-1].startswith("[dqn CartPole-v1] done: 100 steps, eval_return 123.4 at step 50;"), out
+            assert out[-1].startswith(
+                "[dqn CartPole-v1] done: 100 steps, eval_return 123.4 at step 50;"
+            ), out
             assert out[-1].endswith(f"run dir {tmp_path / str(quiet)}"), out
 
 
 def test_the_run_clock_starts_after_the_loggers_set_up(tmp_path, monkeypatch):
-    """`seconds` (the training clock the peers benchmark reads) leaves out the logger's own set-up: a slow
-    TensorBoard writer (its import and event file take ~0.1 s) is not training time; a resumed run's clock
-    goes on from the checkpoint's seconds."""
+    """`seconds` (the training clock the peers benchmark reads) leaves out the logger's own set-up:
+    a slow TensorBoard writer (its import and event file take ~0.1 s) is not training time; a
+    resumed run's clock goes on from the checkpoint's seconds."""
     import time
 
     from torch.utils import tensorboard
@@ -198,26 +206,54 @@ def test_an_algorithm_run_writes_tensorboard_events_equal_to_its_jsonl(tmp_path)
     import importlib
 
     ppo_vec = importlib.import_module("algos.ppo_vec")
-    out = ppo_vec.main(ppo_vec.Args(env="CartPole-v1", num_envs=8, total_steps=2048, eval_every=1024, eval_episodes=2,
-                                    quiet=True, out_dir=str(tmp_path)))
+    out = ppo_vec.main(
+        ppo_vec.Args(
+            env="CartPole-v1",
+            num_envs=8,
+            total_steps=2048,
+            eval_every=1024,
+            eval_episodes=2,
+            quiet=True,
+            out_dir=str(tmp_path),
+        )
+    )
     rows = [json.loads(line) for line in open(f"{out['run_dir']}/metrics.jsonl")]
     tb = _tb_scalars(out["run_dir"])
     for key in ("eval_return", "pg_loss", "sps"):
         want = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), float)]
         assert [s for s, _ in tb[key]] == [s for s, _ in want] and want
-        np.testing.assert_allclose([v for _, v in tb[key]], [v for _, v in want], rtol=1e-6, equal_nan=True)
+        np.testing.assert_allclose(
+            [v for _, v in tb[key]], [v for _, v in want], rtol=1e-6, equal_nan=True
+        )
 
 
 def test_checkpoint_format_versions_migrate_or_are_refused_by_name(tmp_path, capfd):
-    """rl-checkpoint/1 files are migrated on load (a 0-dim SAC temperature and its Adam moments become
-    shape (1,)); a version this library does not know is refused, naming the one found and the one needed."""
+    """rl-checkpoint/1 files are migrated on load (a 0-dim SAC temperature and its Adam moments
+    become shape (1,)); a version this library does not know is refused, naming the one found and
+    the one needed."""
     from common.checkpoint import CHECKPOINT_FORMAT
     from conftest import assert_user_error
 
     old = tmp_path / "v1.pt"
-    torch.save({"format": "rl-checkpoint/1", "algo": "sac", "env_id": "Pendulum-v1", "log_alpha": torch.tensor(-1.0),
-                "alpha_opt": {"state": {0: {"step": torch.tensor(3.0), "exp_avg": torch.tensor(0.5),
-                                            "exp_avg_sq": torch.tensor(0.25)}}, "param_groups": []}}, old)
+    torch.save(
+        {
+            "format": "rl-checkpoint/1",
+            "algo": "sac",
+            "env_id": "Pendulum-v1",
+            "log_alpha": torch.tensor(-1.0),
+            "alpha_opt": {
+                "state": {
+                    0: {
+                        "step": torch.tensor(3.0),
+                        "exp_avg": torch.tensor(0.5),
+                        "exp_avg_sq": torch.tensor(0.25),
+                    }
+                },
+                "param_groups": [],
+            },
+        },
+        old,
+    )
     ck = load_checkpoint(old)
     assert ck["format"] == CHECKPOINT_FORMAT
     assert ck["log_alpha"].shape == (1,) and ck["log_alpha"].item() == -1.0
@@ -225,14 +261,18 @@ def test_checkpoint_format_versions_migrate_or_are_refused_by_name(tmp_path, cap
     assert st["exp_avg"].shape == (1,) and st["exp_avg_sq"].shape == (1,) and st["step"].dim() == 0
     future = tmp_path / "v9.pt"
     torch.save({"format": "rl-checkpoint/9", "algo": "sac"}, future)
-    with pytest.raises(ValueError, match="has checkpoint format 'rl-checkpoint/9'; this version of the library "
-                                         f"reads '{CHECKPOINT_FORMAT}'") as e:
+    with pytest.raises(
+        ValueError,
+        match="has checkpoint format 'rl-checkpoint/9'; this version of the library "
+        f"reads '{CHECKPOINT_FORMAT}'",
+    ) as e:
         load_checkpoint(future)
     assert_user_error(e.value, capfd)
 
 
 def test_a_v1_sac_checkpoint_with_a_0dim_temperature_resumes(tmp_path):
-    """The old SAC checkpoints (0-dim log_alpha, rl-checkpoint/1) load into today's sac.py and train on."""
+    """The old SAC checkpoints (0-dim log_alpha, rl-checkpoint/1) load into today's sac.py and train
+    on."""
     from algos import sac
     from conftest import SMALL_RUNS
 
@@ -252,7 +292,9 @@ def test_a_v1_sac_checkpoint_with_a_0dim_temperature_resumes(tmp_path):
     assert torch.load(out["checkpoint"], weights_only=False)["log_alpha"].shape == (1,)
 
 
-def test_a_full_disk_mid_write_is_one_line_and_keeps_the_previous_file(tmp_path, monkeypatch, capfd):
+def test_a_full_disk_mid_write_is_one_line_and_keeps_the_previous_file(
+    tmp_path, monkeypatch, capfd
+):
     import errno
     import os
 
@@ -273,15 +315,25 @@ def test_a_full_disk_mid_write_is_one_line_and_keeps_the_previous_file(tmp_path,
 
 
 def test_the_run_shell_saves_the_state_a_file_names_and_restores_it(tmp_path):
-    """common.run.Run: a file names its state once (`run.start(env, state, ...)`); the checkpoint holds exactly
-    that state under those names, the file's meta and extras, the counters and the generators; a resumed run
-    restores it and continues at the saved step (bit-exactness of whole runs: tests/test_faults.py)."""
+    """common.run.Run: a file names its state once (`run.start(env, state, ...)`); the checkpoint
+    holds exactly that state under those names, the file's meta and extras, the counters and the
+    generators; a resumed run restores it and continues at the saved step (bit-exactness of whole
+    runs: tests/test_faults.py)."""
     import torch
 
     from algos import ppo_vec
 
-    kw = dict(env="CartPole-v1", num_envs=4, num_steps=8, total_steps=64, eval_every=0, save_every=0, quiet=True,
-              tensorboard=False, plots=False)
+    kw = dict(
+        env="CartPole-v1",
+        num_envs=4,
+        num_steps=8,
+        total_steps=64,
+        eval_every=0,
+        save_every=0,
+        quiet=True,
+        tensorboard=False,
+        plots=False,
+    )
     first = ppo_vec.main(ppo_vec.Args(out_dir=str(tmp_path / "a"), **kw))
     ck = torch.load(first["checkpoint"], weights_only=False)
     state = {"model", "optimizer", "env", "next_obs"}
@@ -289,8 +341,13 @@ def test_the_run_shell_saves_the_state_a_file_names_and_restores_it(tmp_path):
     meta = {"policy", "policy_spec"}  # the deployable policy: common/policy.py
     assert set(ck) - {"format"} == state | shell | meta, sorted(set(ck) ^ (state | shell | meta))
     assert ck["iteration"] == 2 and ck["global_step"] == 64
-    again = ppo_vec.main(ppo_vec.Args(out_dir=str(tmp_path / "b"), resume=first["checkpoint"],
-                                      **{**kw, "total_steps": 96}))
+    again = ppo_vec.main(
+        ppo_vec.Args(
+            out_dir=str(tmp_path / "b"), resume=first["checkpoint"], **{**kw, "total_steps": 96}
+        )
+    )
     assert again["steps"] == 96
     ck2 = torch.load(again["checkpoint"], weights_only=False)
-    assert ck2["iteration"] == 3 and not torch.equal(ck2["next_obs"]["policy"], ck["next_obs"]["policy"])
+    assert ck2["iteration"] == 3 and not torch.equal(
+        ck2["next_obs"]["policy"], ck["next_obs"]["policy"]
+    )

@@ -19,7 +19,9 @@ S_SP500, F = 20, len(FEATURE_NAMES)
 def make_data(close, **split):
     close = np.asarray(close, dtype=np.float64)
     dates = np.datetime64("2000-01-03") + np.arange(len(close))
-    return build(dates, [f"S{i}" for i in range(close.shape[1])], close, source="hand-made", **split)
+    return build(
+        dates, [f"S{i}" for i in range(close.shape[1])], close, source="hand-made", **split
+    )
 
 
 def constant_data(n_days=100, n_stocks=3, price=10.0):
@@ -44,9 +46,11 @@ def test_make_defaults_contract():
     assert str(env.data.dates[lo]) >= "2010-01-01" and str(env.data.dates[hi]) <= "2019-12-31"
     obs, _ = env.reset(seed=1)
     assert obs.shape == (8, obs_dim) and obs.dtype == torch.float32
-    assert torch.all(obs[:, 0] == 1) and torch.all(obs[:, 1:1 + S_SP500] == 0)  # all cash at the start
+    # all cash at the start
+    assert torch.all(obs[:, 0] == 1) and torch.all(obs[:, 1 : 1 + S_SP500] == 0)
     starts = env.state[:, -2]
-    assert len(set(starts.tolist())) > 1 and torch.all((starts >= lo) & (starts < hi))  # own random starts
+    # own random starts
+    assert len(set(starts.tolist())) > 1 and torch.all((starts >= lo) & (starts < hi))
     obs, rew, term, trunc, info = env.step(torch.zeros(8, S_SP500))
     assert rew.shape == (8,) and rew.dtype == torch.float32
     assert term.dtype == torch.bool and trunc.dtype == torch.bool and not term.any()
@@ -72,10 +76,14 @@ def test_seeding_reproducible():
 
 
 def test_many_envs_fast():
-    """One batched step of 65536 sub-envs costs a small fraction of 65536 steps of a one-sub-env instance
-    (what a Python loop over sub-envs would cost): timings taken interleaved, so a busy machine slows both."""
+    """One batched step of 65536 sub-envs costs a small fraction of 65536 steps of a one-sub-env
+    instance (what a Python loop over sub-envs would cost): timings taken interleaved, so a busy
+    machine slows both."""
     n = 65536
-    one, big = envs.make("StockTrading-v0", num_envs=1, seed=0), envs.make("StockTrading-v0", num_envs=n, seed=0)
+    one, big = (
+        envs.make("StockTrading-v0", num_envs=1, seed=0),
+        envs.make("StockTrading-v0", num_envs=n, seed=0),
+    )
     acts = {}
     for env in (one, big):
         env.reset()
@@ -87,7 +95,8 @@ def test_many_envs_fast():
             t = time.perf_counter()
             env.step(acts[env])
             times[env].append(time.perf_counter() - t)
-    assert min(times[big]) < 0.5 * n * min(times[one]), times  # measured: 0.02 idle, 0.09 with 4 busy processes
+    # measured: 0.02 idle, 0.09 with 4 busy processes
+    assert min(times[big]) < 0.5 * n * min(times[one]), times
 
 
 def test_state_dict_roundtrip():
@@ -118,7 +127,9 @@ def test_autoreset_only_finished_rows():
     assert torch.equal(info["_final_obs"], trunc)
     done = trunc
     # finished rows: fresh state (all cash), their final obs is the last day's observation
-    assert torch.all(env.state[done, 0] == env.initial_cash) and torch.all(env.state[done, 1:4] == 0)
+    assert torch.all(env.state[done, 0] == env.initial_cash) and torch.all(
+        env.state[done, 1:4] == 0
+    )
     assert torch.all(obs[done, 0] == 1)
     feats_last = torch.as_tensor(data.features[[72, 75]].reshape(2, -1))
     assert torch.equal(info["final_obs"][done, 4:], feats_last)
@@ -152,8 +163,14 @@ def test_episode_lengths_train_and_backtest():
 # ---- execution -----------------------------------------------------------------------------------
 def test_round_trip_costs_exactly_two_fees():
     c = 0.001
-    env = StockTrading(num_envs=1, seed=0, data=constant_data(), transaction_cost=c, max_trade=1.0,
-                       split="backtest")
+    env = StockTrading(
+        num_envs=1,
+        seed=0,
+        data=constant_data(),
+        transaction_cost=c,
+        max_trade=1.0,
+        split="backtest",
+    )
     env.reset(seed=0)
     a = torch.zeros(1, 3)
     a[0, 0] = 0.5  # buy 50% of the portfolio's value (0.5: exact in float32)
@@ -169,8 +186,14 @@ def test_round_trip_costs_exactly_two_fees():
 
 def test_buying_limited_by_cash():
     c = 0.001
-    env = StockTrading(num_envs=2, seed=0, data=constant_data(), transaction_cost=c, max_trade=1.0,
-                       split="backtest")
+    env = StockTrading(
+        num_envs=2,
+        seed=0,
+        data=constant_data(),
+        transaction_cost=c,
+        max_trade=1.0,
+        split="backtest",
+    )
     env.reset(seed=0)
     a = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.5, 0.0]])  # wants 3x / 1.5x the portfolio's value
     env.step(a)
@@ -199,7 +222,7 @@ def test_cash_and_shares_never_negative(kind):
         else:
             a = torch.ones(256, S_SP500) * (1 if t % 2 else -1)
         _, r, _, _, info = env.step(a)
-        assert env.state[:, 0].min() >= 0 and env.state[:, 1:1 + S_SP500].min() >= 0
+        assert env.state[:, 0].min() >= 0 and env.state[:, 1 : 1 + S_SP500].min() >= 0
         assert torch.isfinite(r).all() and info["portfolio_value"].min() > 0
 
 
@@ -241,15 +264,15 @@ def test_indicators_no_lookahead():
     base = compute_indicators(close, high, low)
     for t in (WARMUP, 150, 298):
         changed = close.copy()
-        changed[t + 1:] *= np.exp(np.random.default_rng(t).normal(0, 0.3, changed[t + 1:].shape))
+        changed[t + 1 :] *= np.exp(np.random.default_rng(t).normal(0, 0.3, changed[t + 1 :].shape))
         new = compute_indicators(changed, changed * 1.01, changed * 0.99)
-        np.testing.assert_array_equal(new[:t + 1], base[:t + 1])
-        assert not np.array_equal(new[t + 1:], base[t + 1:])
+        np.testing.assert_array_equal(new[: t + 1], base[: t + 1])
+        assert not np.array_equal(new[t + 1 :], base[t + 1 :])
     assert np.abs(base).max() <= 5 and np.isfinite(base).all()
     # the backtest's first day has its indicators from earlier prices (computed before splitting)
     d = load_sp500()
     lo, _ = d.split_range("backtest")
-    np.testing.assert_array_equal(d.features[lo], compute_indicators(d.close[:lo + 1])[lo])
+    np.testing.assert_array_equal(d.features[lo], compute_indicators(d.close[: lo + 1])[lo])
 
 
 def test_indicator_values():
@@ -266,7 +289,9 @@ def test_indicator_values():
 
 LONG_CSV = "Date,Tic,Open,High,Low,Close,Volume\n" + "".join(
     f"{np.datetime64('2021-01-01') + i},{t},1,{p * 1.01:.4f},{p * 0.99:.4f},{p:.4f},100\n"
-    for i in range(100) for t, p in (("AAA", 10 + 0.1 * i), ("BBB", 20 + 0.05 * i)) if not (t == "BBB" and i == 50)
+    for i in range(100)
+    for t, p in (("AAA", 10 + 0.1 * i), ("BBB", 20 + 0.05 * i))
+    if not (t == "BBB" and i == 50)
 )
 
 
@@ -286,13 +311,19 @@ def test_load_csv_long(tmp_path):
     assert d2.tickers == ["BBB"] and str(d2.dates[d2.split_range("backtest")[0]]) == "2021-03-20"
     # `ticker`/`symbol` for `tic`, lower-case columns, no high/low
     alt = tmp_path / "alt.csv"
-    alt.write_text("date,symbol,close\n" + "".join(f"{np.datetime64('2021-01-01') + i},X,{5 + i}\n" for i in range(90)))
+    alt.write_text(
+        "date,symbol,close\n"
+        + "".join(f"{np.datetime64('2021-01-01') + i},X,{5 + i}\n" for i in range(90))
+    )
     d3 = load_csv(alt)
     assert d3.tickers == ["X"] and d3.high is None and d3.close[-1, 0] == 94
 
 
 def test_load_csv_wide(tmp_path):
-    rows = [f"{np.datetime64('2021-01-01') + i},{10 + i},{'' if i == 7 else 30 - 0.1 * i}" for i in range(100)]
+    rows = [
+        f"{np.datetime64('2021-01-01') + i},{10 + i},{'' if i == 7 else 30 - 0.1 * i}"
+        for i in range(100)
+    ]
     path = tmp_path / "wide.csv"
     path.write_text("date,AAA,BBB\n" + "\n".join(rows) + "\n")
     with pytest.warns(UserWarning, match="dropped 1"):
@@ -302,14 +333,30 @@ def test_load_csv_wide(tmp_path):
     assert env.single_observation_space.shape == (1 + 2 + 2 * F,)
 
 
-@pytest.mark.parametrize("text, match", [
-    ("date,tic,open\n2021-01-01,A,1\n", "missing column.*close"),
-    ("day_of_year,close\n1,2\n2,3\n", "no date column"),
-    ("date,A,B\n" + "".join(f"{np.datetime64('2021-01-01') + i},{1 + i},2\n" for i in range(30)), "at least 80"),
-    ("date,A,B\n" + "".join(f"{np.datetime64('2021-01-01') + i},{1 + i},{0 if i == 40 else 2}\n" for i in range(100)),
-     "non-positive.*B on 2021-02-10"),
-    ("date,A\n" + "".join(f"{np.datetime64('2021-01-01') + i},abc\n" for i in range(100)), "not a number"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("date,tic,open\n2021-01-01,A,1\n", "missing column.*close"),
+        ("day_of_year,close\n1,2\n2,3\n", "no date column"),
+        (
+            "date,A,B\n"
+            + "".join(f"{np.datetime64('2021-01-01') + i},{1 + i},2\n" for i in range(30)),
+            "at least 80",
+        ),
+        (
+            "date,A,B\n"
+            + "".join(
+                f"{np.datetime64('2021-01-01') + i},{1 + i},{0 if i == 40 else 2}\n"
+                for i in range(100)
+            ),
+            "non-positive.*B on 2021-02-10",
+        ),
+        (
+            "date,A\n" + "".join(f"{np.datetime64('2021-01-01') + i},abc\n" for i in range(100)),
+            "not a number",
+        ),
+    ],
+)
 def test_load_csv_errors(tmp_path, text, match):
     path = tmp_path / "bad.csv"
     path.write_text(text)
@@ -346,13 +393,13 @@ def test_env_reads_stock_trading_csv(tmp_path, monkeypatch):
 def test_performance_steady_growth():
     v = 100 * 1.01 ** np.arange(253)  # +1% every day for 252 days
     m = performance(v)
-    assert m["cumulative_return"] == pytest.approx(1.01 ** 252 - 1, rel=1e-12)
-    assert m["annual_return"] == pytest.approx(1.01 ** 252 - 1, rel=1e-12)  # exactly one year
+    assert m["cumulative_return"] == pytest.approx(1.01**252 - 1, rel=1e-12)
+    assert m["annual_return"] == pytest.approx(1.01**252 - 1, rel=1e-12)  # exactly one year
     assert m["annual_volatility"] == 0 and m["sharpe"] == math.inf
     assert m["max_drawdown"] == 0 and m["calmar"] == math.inf
     m2 = performance(100 * 1.01 ** np.arange(127))  # half a year: CAGR = 1.01^252 - 1 too
-    assert m2["annual_return"] == pytest.approx(1.01 ** 252 - 1, rel=1e-10)
-    assert m2["cumulative_return"] == pytest.approx(1.01 ** 126 - 1, rel=1e-12)
+    assert m2["annual_return"] == pytest.approx(1.01**252 - 1, rel=1e-10)
+    assert m2["cumulative_return"] == pytest.approx(1.01**126 - 1, rel=1e-12)
 
 
 def test_performance_drawdown_and_calmar():
@@ -369,7 +416,7 @@ def test_performance_sharpe_alternating():
     v = 100 * np.concatenate([[1.0], np.cumprod(1 + r)])
     m = performance(v)
     mean = 0.005
-    std = math.sqrt(100 * 0.015 ** 2 / 99)  # deviations are +-0.015, sample std (ddof=1)
+    std = math.sqrt(100 * 0.015**2 / 99)  # deviations are +-0.015, sample std (ddof=1)
     assert m["sharpe"] == pytest.approx(mean / std * math.sqrt(252), rel=1e-9)
     assert m["annual_volatility"] == pytest.approx(std * math.sqrt(252), rel=1e-9)
     assert m["max_drawdown"] == pytest.approx(-0.01)
@@ -388,13 +435,16 @@ def test_buy_and_hold_by_hand():
 
 def test_backtest_buy_everything_equals_buy_and_hold():
     data = make_data(random_walk(200, 4, seed=3))
-    res = backtest(lambda obs: torch.ones(obs.shape[0], 4), data=data, max_trade=1.0)  # all-in on day 0, then no cash
+    # all-in on day 0, then no cash
+    res = backtest(lambda obs: torch.ones(obs.shape[0], 4), data=data, max_trade=1.0)
     lo, hi = data.split_range("backtest")
     assert len(res["values"]) == len(res["dates"]) == hi - lo + 1 and res["values"][0] == 1e6
     np.testing.assert_allclose(res["values"], res["buy_and_hold"], rtol=1e-10)
     hold = backtest(lambda obs: torch.zeros(obs.shape[0], 4), data=data)  # never trades: flat
     assert np.all(hold["values"] == 1e6)
-    md = report_markdown({"agent": performance(res["values"]), "buy-and-hold": performance(res["buy_and_hold"])})
+    md = report_markdown(
+        {"agent": performance(res["values"]), "buy-and-hold": performance(res["buy_and_hold"])}
+    )
     assert md.count("\n") == 4 and "Sharpe ratio" in md and "max drawdown" in md
 
 
@@ -402,9 +452,20 @@ def test_backtest_cli_end_to_end(tmp_path):
     from algos import ppo_vec
     from bench.stock_backtest import main as cli_main
 
-    out = ppo_vec.main(ppo_vec.Args(env="StockTrading-v0", num_envs=8, num_steps=8, num_minibatches=2,
-                                    total_steps=64, eval_every=0, eval_episodes=2, save_every=0,
-                                    out_dir=str(tmp_path), quiet=True))
+    out = ppo_vec.main(
+        ppo_vec.Args(
+            env="StockTrading-v0",
+            num_envs=8,
+            num_steps=8,
+            num_minibatches=2,
+            total_steps=64,
+            eval_every=0,
+            eval_episodes=2,
+            save_every=0,
+            out_dir=str(tmp_path),
+            quiet=True,
+        )
+    )
     assert cli_main([out["checkpoint"], "--out", str(tmp_path / "bt")]) == 0
     md = (tmp_path / "bt" / "backtest.md").read_text()
     assert "equal-weight buy-and-hold" in md and "2020-01-02..2022-12-28" in md

@@ -1,7 +1,7 @@
-"""Per-task defaults: every single-agent algorithm file reads one table, `TASK_DEFAULTS` (env id -> settings
-over the dataclass defaults), through `default_args(env_id)`; the command line starts from the row of its
-`--env`, a flag overrides the row, `--env X --help` shows the row's values, and `--resume` treats them as
-"not set" (a checkpoint's own settings win)."""
+"""Per-task defaults: every single-agent algorithm file reads one table, `TASK_DEFAULTS` (env id ->
+settings over the dataclass defaults), through `default_args(env_id)`; the command line starts from
+the row of its `--env`, a flag overrides the row, `--env X --help` shows the row's values, and
+`--resume` treats them as "not set" (a checkpoint's own settings win)."""
 
 import dataclasses
 import importlib
@@ -18,12 +18,23 @@ from conftest import run_as_main
 
 ROOT = Path(__file__).resolve().parents[1]
 MULTI_AGENT = {"mappo", "vdn", "qmix", "maddpg", "matd3"}
-FILES = sorted(p.stem for p in (ROOT / "algos").glob("*.py") if p.stem != "__init__" and p.stem not in MULTI_AGENT)
-ROWS = [(f, env_id) for f in FILES for env_id in importlib.import_module(f"algos.{f}").TASK_DEFAULTS]
+FILES = sorted(
+    p.stem
+    for p in (ROOT / "algos").glob("*.py")
+    if p.stem != "__init__" and p.stem not in MULTI_AGENT
+)
+ROWS = [
+    (f, env_id) for f in FILES for env_id in importlib.import_module(f"algos.{f}").TASK_DEFAULTS
+]
 
 
 def known_env(env_id: str) -> bool:
-    return env_id in gym.registry or env_id in envs.NATIVE or env_id in envs.VARIANTS or envs.mujoco_id(env_id) is not None
+    return (
+        env_id in gym.registry
+        or env_id in envs.NATIVE
+        or env_id in envs.VARIANTS
+        or envs.mujoco_id(env_id) is not None
+    )
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -32,7 +43,9 @@ def test_every_single_agent_file_reads_a_task_table(name):
     fields = {f.name for f in dataclasses.fields(mod.Args)}
     for env_id, row in mod.TASK_DEFAULTS.items():
         assert row, f"algos/{name}.py: empty TASK_DEFAULTS row for {env_id}"
-        assert set(row) <= fields, f"algos/{name}.py: {env_id} row names no setting: {set(row) - fields}"
+        assert set(row) <= fields, (
+            f"algos/{name}.py: {env_id} row names no setting: {set(row) - fields}"
+        )
         assert known_env(env_id), f"algos/{name}.py: TASK_DEFAULTS row for unknown env {env_id}"
         assert "env" not in row and "seed" not in row
     plain = mod.default_args("NoRow-v0")  # a task without a row: the dataclass's defaults
@@ -45,44 +58,67 @@ def test_the_command_line_starts_from_the_row_and_a_flag_overrides_it(name, env_
     row = mod.TASK_DEFAULTS[env_id]
     args = cli(mod.Args, argv=["--env", env_id], defaults_for=mod.default_args)
     for k, v in row.items():
-        assert getattr(args, k) == v, f"{name} --env {env_id}: {k} is {getattr(args, k)}, the row says {v}"
-    k = next((k for k, v in row.items() if type(v) in (int, float, bool)), None)  # a scalar setting of the row
-    other = {int: lambda v: v + 1, float: lambda v: v * 2, bool: lambda v: not v}.get(type(row.get(k)))
+        assert getattr(args, k) == v, (
+            f"{name} --env {env_id}: {k} is {getattr(args, k)}, the row says {v}"
+        )
+    # a scalar setting of the row
+    k = next((k for k, v in row.items() if type(v) in (int, float, bool)), None)
+    other = {int: lambda v: v + 1, float: lambda v: v * 2, bool: lambda v: not v}.get(
+        type(row.get(k))
+    )
     if other is not None:
         flag = f"--{k.replace('_', '-')}"
-        argv = ([flag] if other(row[k]) is True else [f"--no-{k.replace('_', '-')}"]) if isinstance(row[k], bool) \
+        argv = (
+            ([flag] if other(row[k]) is True else [f"--no-{k.replace('_', '-')}"])
+            if isinstance(row[k], bool)
             else [flag, str(other(row[k]))]
-        assert getattr(cli(mod.Args, argv=["--env", env_id, *argv], defaults_for=mod.default_args), k) == other(row[k])
-    # resuming a run of this task: the row's values count as "not set", the checkpoint's settings win
+        )
+        assert getattr(
+            cli(mod.Args, argv=["--env", env_id, *argv], defaults_for=mod.default_args), k
+        ) == other(row[k])
+    # resuming a run of this task: the row's values count as "not set", the checkpoint's settings
+    # win
     saved = dataclasses.asdict(dataclasses.replace(mod.default_args(env_id), seed=7))
-    got = resume_args(dataclasses.replace(args, resume="ck.pt"), {"args": saved}, defaults=mod.default_args(env_id))
+    got = resume_args(
+        dataclasses.replace(args, resume="ck.pt"),
+        {"args": saved},
+        defaults=mod.default_args(env_id),
+    )
     assert got.seed == 7 and all(getattr(got, k) == v for k, v in row.items())
 
 
 def test_help_shows_the_rows_values():
-    """`python algos/<file>.py --env X --help` lists the defaults that run would use (one file per family)."""
+    """`python algos/<file>.py --env X --help` lists the defaults that run would use (one file per
+    family)."""
     rows = []
     for name in ("ppo_vec", "pqn", "sac", "td3"):
         env_id, row = next(iter(importlib.import_module(f"algos.{name}").TASK_DEFAULTS.items()))
         rows.append((name, env_id, row))
-    runs = run_as_main(*[("path", f"algos/{name}.py", ["--env", env_id, "--help"]) for name, env_id, _ in rows],
-                       env={"COLUMNS": "250"})
+    runs = run_as_main(
+        *[("path", f"algos/{name}.py", ["--env", env_id, "--help"]) for name, env_id, _ in rows],
+        env={"COLUMNS": "250"},
+    )
     shown = 0
     for (name, env_id, row), out in zip(rows, runs):
         assert out.returncode == 0, out.stderr
         flat = " ".join(out.stdout.replace("│", " ").split())
         for k, v in row.items():
             text = " ".join(map(str, v)) if isinstance(v, tuple) else str(v)
-            flag = f"--{k.replace('_', '-')} "  # the first "(default: ...)" after some mention of the flag
-            after = [re.search(r"\(default: ([^)]*)\)", flat[i.start():]) for i in re.finditer(re.escape(flag), flat)]
+            # the first "(default: ...)" after some mention of the flag
+            flag = f"--{k.replace('_', '-')} "
+            after = [
+                re.search(r"\(default: ([^)]*)\)", flat[i.start() :])
+                for i in re.finditer(re.escape(flag), flat)
+            ]
             assert text in [m.group(1) for m in after if m], (name, env_id, k, v)
             shown += 1
     assert shown, "no TASK_DEFAULTS row in ppo_vec, pqn, sac or td3"
 
 
 def test_the_ppo_pendulum_learning_budget_is_the_row_a_user_gets():
-    """conftest.PPO_PENDULUM writes ppo_vec's Pendulum-v1 row out (the adapter test passes it as flags to a factory
-    env id, which has no row), and ppo_h shares it: a change to the row must reach the tests that learn with it."""
+    """conftest.PPO_PENDULUM writes ppo_vec's Pendulum-v1 row out (the adapter test passes it as
+    flags to a factory env id, which has no row), and ppo_h shares it: a change to the row must
+    reach the tests that learn with it."""
     from conftest import PPO_PENDULUM
 
     for name in ("ppo_vec", "ppo_h"):
@@ -91,8 +127,8 @@ def test_the_ppo_pendulum_learning_budget_is_the_row_a_user_gets():
 
 
 def test_help_names_the_flags_the_tasks_row_sets(capsys):
-    """`--env X --help` says, above the flags, which defaults X's row changed (so a user sees where `--gamma 0.9`
-    comes from), in flag syntax; a task without a row says that instead."""
+    """`--env X --help` says, above the flags, which defaults X's row changed (so a user sees where
+    `--gamma 0.9` comes from), in flag syntax; a task without a row says that instead."""
     from algos import dqn, ppo_vec, sac
 
     def note(mod, env_id):
@@ -100,7 +136,11 @@ def test_help_names_the_flags_the_tasks_row_sets(capsys):
             cli(mod.Args, "doc", defaults_for=mod.default_args, argv=["--env", env_id, "--help"])
         assert e.value.code == 0
         out = " ".join(capsys.readouterr().out.split())
-        return out[out.index("Defaults below"):out.index("(set for this task") if "(set for" in out else None]
+        return out[
+            out.index("Defaults below") : out.index("(set for this task")
+            if "(set for" in out
+            else None
+        ]
 
     got = note(ppo_vec, "Pendulum-v1")
     row = ppo_vec.TASK_DEFAULTS["Pendulum-v1"]

@@ -1,11 +1,12 @@
-"""Every entry point, as a process, ends a user error with one line, `error: <what> — <the fix>`, exit
-status 2 and no traceback (issue 23); `PODRACER_DEBUG=1` shows the traceback.
+"""Every entry point, as a process, ends a user error with one line, `error: <what> — <the fix>`,
+exit status 2 and no traceback (issue 23); `PODRACER_DEBUG=1` shows the traceback.
 
-The complete matrix (every algorithm file x every class of bad input, foreign checkpoints, a full disk,
-changed spaces, old formats) runs in-process in tests/test_faults.py, test_run.py and test_resume.py,
-through the same hook a process uses (`conftest.assert_user_error`). Here real processes: each algorithm
-file with one class of error (rotating, so that every class meets two or three files), and the other
-entry points (evaluation, export, the population tool, the benchmark scripts)."""
+The complete matrix (every algorithm file x every class of bad input, foreign checkpoints, a full
+disk, changed spaces, old formats) runs in-process in tests/test_faults.py, test_run.py and
+test_resume.py, through the same hook a process uses (`conftest.assert_user_error`). Here real
+processes: each algorithm file with one class of error (rotating, so that every class meets two or
+three files), and the other entry points (evaluation, export, the population tool, the benchmark
+scripts)."""
 
 from __future__ import annotations
 
@@ -22,19 +23,42 @@ from test_faults import ALGOS, MULTI_AGENT_ALGOS, _other_kind_env
 # class -> (argv builder(tmp_path, algo), message regex); the env a case needs goes in `_ENV`
 CLASSES = {
     "unknown-env": (lambda t, a: ["--env", "CartPoel-v1"], r"CartPoel-v1"),
-    "wrong-action-kind": (lambda t, a: ["--env", _other_kind_env(a)[0]], r"action space|multi-agent env"),
+    "wrong-action-kind": (
+        lambda t, a: ["--env", _other_kind_env(a)[0]],
+        r"action space|multi-agent env",
+    ),
     "impossible-size": (lambda t, a: ["--num-envs", "0"], r"num_envs must be a positive integer"),
-    "misspelled-flag": (lambda t, a: ["--num-env", "4"], r"Unrecognized options: --num-env, 4 — did you mean --num-envs\?"),
-    "bad-value": (lambda t, a: ["--seed", "abc"], r"Error parsing --seed: invalid literal for int\(\)"),
-    "missing-checkpoint": (lambda t, a: ["--resume", str(t / "nope.pt")], r"no checkpoint at .*nope\.pt"),
-    "foreign-checkpoint": (lambda t, a: ["--resume", str(t / "notes.txt")], r"not a readable checkpoint"),
-    "unwritable-out-dir": (lambda t, a: ["--out-dir", str(t / "notes.txt")], r"pass a writable --out-dir"),
-    "broken-custom-env": (lambda t, a: ["--env", "brokenenv:make"], r"reset\(\) obs is a numpy\.ndarray, expected a torch\.Tensor"),
+    "misspelled-flag": (
+        lambda t, a: ["--num-env", "4"],
+        r"Unrecognized options: --num-env, 4 — did you mean --num-envs\?",
+    ),
+    "bad-value": (
+        lambda t, a: ["--seed", "abc"],
+        r"Error parsing --seed: invalid literal for int\(\)",
+    ),
+    "missing-checkpoint": (
+        lambda t, a: ["--resume", str(t / "nope.pt")],
+        r"no checkpoint at .*nope\.pt",
+    ),
+    "foreign-checkpoint": (
+        lambda t, a: ["--resume", str(t / "notes.txt")],
+        r"not a readable checkpoint",
+    ),
+    "unwritable-out-dir": (
+        lambda t, a: ["--out-dir", str(t / "notes.txt")],
+        r"pass a writable --out-dir",
+    ),
+    "broken-custom-env": (
+        lambda t, a: ["--env", "brokenenv:make"],
+        r"reset\(\) obs is a numpy\.ndarray, expected a torch\.Tensor",
+    ),
 }
 NAMES = list(CLASSES)
-# every file meets one class, in turn (a multi-agent file passes the single-agent broken env on to the next file), so
-# that every class meets two or three files; each process start costs ~2 s, and test_faults.py runs the whole
-# matrix in-process
+
+
+# every file meets one class, in turn (a multi-agent file passes the single-agent broken env on to
+# the next file), so that every class meets two or three files; each process start costs ~2 s, and
+# test_faults.py runs the whole matrix in-process
 def _rotate():
     names, held, out = itertools.cycle(NAMES), None, []
     for a in ALGOS:
@@ -83,7 +107,9 @@ def _run(argv: list[str], tmp_path, **extra) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PODRACER_DEBUG"}
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]))
     env.update(extra)
-    return subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=180)
+    return subprocess.run(
+        [sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=180
+    )
 
 
 def _assert_one_line(out: subprocess.CompletedProcess, msg: str) -> None:
@@ -91,7 +117,9 @@ def _assert_one_line(out: subprocess.CompletedProcess, msg: str) -> None:
 
     err = out.stderr.strip().splitlines()
     assert out.returncode == 2, (out.returncode, out.stderr[-3000:])
-    assert len(err) == 1 and err[0].startswith("error: ") and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert len(err) == 1 and err[0].startswith("error: ") and "Traceback" not in out.stderr, (
+        out.stderr[-3000:]
+    )
     assert re.search(msg, err[0]), (msg, err[0])
 
 
@@ -111,27 +139,111 @@ def test_every_class_meets_several_files():
 
 
 OTHER = {
-    "missing-optional-dependency": (["{root}/algos/ppo_vec.py", "--env", "GenesisGo2-v0"],
-                                    r"GenesisGo2-v0 needs Genesis .*pip install genesis-world", {"PYTHONPATH": "{fake}"}),
-    "evaluate-missing-checkpoint": (["-m", "common.evaluate", "{tmp}/nope.pt"], r"no checkpoint at", {}),
-    "evaluate-foreign-checkpoint": (["-m", "common.evaluate", "{tmp}/notes.txt"], r"not a readable checkpoint", {}),
-    "evaluate-misspelled-flag": (["-m", "common.evaluate", "{tmp}/nope.pt", "--episode", "3"], r"did you mean --episodes\?", {}),
-    "export-nothing-to-write": (["-m", "common.export", "{tmp}/nope.pt"], r"nothing to write: pass --onnx PATH", {}),
-    "export-missing-checkpoint": (["-m", "common.export", "{tmp}/nope.pt", "--onnx", "{tmp}/p.onnx"], r"no checkpoint at", {}),
+    "missing-optional-dependency": (
+        ["{root}/algos/ppo_vec.py", "--env", "GenesisGo2-v0"],
+        r"GenesisGo2-v0 needs Genesis .*pip install genesis-world",
+        {"PYTHONPATH": "{fake}"},
+    ),
+    "evaluate-missing-checkpoint": (
+        ["-m", "common.evaluate", "{tmp}/nope.pt"],
+        r"no checkpoint at",
+        {},
+    ),
+    "evaluate-foreign-checkpoint": (
+        ["-m", "common.evaluate", "{tmp}/notes.txt"],
+        r"not a readable checkpoint",
+        {},
+    ),
+    "evaluate-misspelled-flag": (
+        ["-m", "common.evaluate", "{tmp}/nope.pt", "--episode", "3"],
+        r"did you mean --episodes\?",
+        {},
+    ),
+    "export-nothing-to-write": (
+        ["-m", "common.export", "{tmp}/nope.pt"],
+        r"nothing to write: pass --onnx PATH",
+        {},
+    ),
+    "export-missing-checkpoint": (
+        ["-m", "common.export", "{tmp}/nope.pt", "--onnx", "{tmp}/p.onnx"],
+        r"no checkpoint at",
+        {},
+    ),
     "population-unknown-algorithm": (["-m", "population", "--algo", "ppo_vecc"], r"ppo_vecc", {}),
-    "population-bad-size": (["-m", "population", "--algo", "ppo_vec", "--population", "0"], r"--population", {}),
-    "stock-backtest-no-checkpoint": (["{root}/bench/stock_backtest.py"], r"pass the checkpoint to backtest \(or --info\) — see", {}),
-    "stock-backtest-bad-csv": (["{root}/bench/stock_backtest.py", "--info"], r"notes.txt: empty CSV; expected a header", {"STOCK_TRADING_CSV": "{tmp}/notes.txt"}),
-    "sweep-unknown-field": (["{root}/bench/sweep.py", "dqn", "CartPole-v1", "--steps", "1000", "--threshold", "400",
-                             "--grid", "learning_rat=1e-3,3e-4"], r"no setting 'learning_rat'; did you mean 'learning_rate'\?", {}),
-    "peers-bad-flag": (["{root}/bench/peers.py", "--seedz", "3"], r"unrecognized arguments: --seedz — see", {}),
-    "diverged-run": (["{root}/algos/dqn.py", "--total-steps", "2000", "--learning-starts", "100", "--learning-rate", "1e9",
-                      "--eval-every", "0", "--quiet", "--no-tensorboard"],
-                     r"non-finite value \(NaN or Inf\) in the TD loss .*\(a lower --learning-rate helps", {}),
-    "sweep-unknown-algorithm": (["{root}/bench/sweep.py", "dqnn", "CartPole-v1", "--steps", "1000", "--threshold", "400"],
-                                r"no algorithm file algos/dqnn.py", {}),
-    "sweep-jobs-with-clock": (["{root}/bench/sweep.py", "dqn", "CartPole-v1", "--steps", "1000", "--threshold", "400",
-                               "--clock", "500", "--jobs", "2"], r"--jobs > 1 with --clock would time runs that share cores", {}),
+    "population-bad-size": (
+        ["-m", "population", "--algo", "ppo_vec", "--population", "0"],
+        r"--population",
+        {},
+    ),
+    "stock-backtest-no-checkpoint": (
+        ["{root}/bench/stock_backtest.py"],
+        r"pass the checkpoint to backtest \(or --info\) — see",
+        {},
+    ),
+    "stock-backtest-bad-csv": (
+        ["{root}/bench/stock_backtest.py", "--info"],
+        r"notes.txt: empty CSV; expected a header",
+        {"STOCK_TRADING_CSV": "{tmp}/notes.txt"},
+    ),
+    "sweep-unknown-field": (
+        [
+            "{root}/bench/sweep.py",
+            "dqn",
+            "CartPole-v1",
+            "--steps",
+            "1000",
+            "--threshold",
+            "400",
+            "--grid",
+            "learning_rat=1e-3,3e-4",
+        ],
+        r"no setting 'learning_rat'; did you mean 'learning_rate'\?",
+        {},
+    ),
+    "peers-bad-flag": (
+        ["{root}/bench/peers.py", "--seedz", "3"],
+        r"unrecognized arguments: --seedz — see",
+        {},
+    ),
+    "diverged-run": (
+        [
+            "{root}/algos/dqn.py",
+            "--total-steps",
+            "2000",
+            "--learning-starts",
+            "100",
+            "--learning-rate",
+            "1e9",
+            "--eval-every",
+            "0",
+            "--quiet",
+            "--no-tensorboard",
+        ],
+        r"non-finite value \(NaN or Inf\) in the TD loss .*\(a lower --learning-rate helps",
+        {},
+    ),
+    "sweep-unknown-algorithm": (
+        ["{root}/bench/sweep.py", "dqnn", "CartPole-v1", "--steps", "1000", "--threshold", "400"],
+        r"no algorithm file algos/dqnn.py",
+        {},
+    ),
+    "sweep-jobs-with-clock": (
+        [
+            "{root}/bench/sweep.py",
+            "dqn",
+            "CartPole-v1",
+            "--steps",
+            "1000",
+            "--threshold",
+            "400",
+            "--clock",
+            "500",
+            "--jobs",
+            "2",
+        ],
+        r"--jobs > 1 with --clock would time runs that share cores",
+        {},
+    ),
 }
 
 
@@ -141,37 +253,58 @@ def test_other_entry_points_end_a_user_error_in_one_line(case, tmp_path):
     _files(tmp_path)
     argv, msg, env = OTHER[case]
     sub = dict(root=ROOT, tmp=tmp_path, fake=os.pathsep.join([str(tmp_path / "fake"), str(ROOT)]))
-    out = _run([a.format(**sub) for a in argv], tmp_path, **{k: v.format(**sub) for k, v in env.items()})
+    out = _run(
+        [a.format(**sub) for a in argv], tmp_path, **{k: v.format(**sub) for k, v in env.items()}
+    )
     _assert_one_line(out, msg)
 
 
 @pytest.mark.slow
 def test_debug_shows_the_traceback(tmp_path):
-    out = _run([str(ROOT / "algos" / "dqn.py"), "--env", "CartPoel-v1"], tmp_path, PODRACER_DEBUG="1")
-    assert out.returncode == 1 and "Traceback" in out.stderr and "unknown env id 'CartPoel-v1'" in out.stderr
+    out = _run(
+        [str(ROOT / "algos" / "dqn.py"), "--env", "CartPoel-v1"], tmp_path, PODRACER_DEBUG="1"
+    )
+    assert (
+        out.returncode == 1
+        and "Traceback" in out.stderr
+        and "unknown env id 'CartPoel-v1'" in out.stderr
+    )
 
 
 @pytest.mark.slow
 def test_a_bug_keeps_its_traceback(tmp_path):
-    """A ValueError raised inside a library (not by a `raise` of ours) is a bug to report: full traceback."""
-    code = ("import sys; sys.path.insert(0, %r)\n"
-            "from common.cli import install_error_hook\n"
-            "install_error_hook()\n"
-            "import numpy\n"
-            "numpy.zeros(2).reshape(3)\n") % str(ROOT)
+    """A ValueError raised inside a library (not by a `raise` of ours) is a bug to report: full
+    traceback."""
+    code = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "from common.cli import install_error_hook\n"
+        "install_error_hook()\n"
+        "import numpy\n"
+        "numpy.zeros(2).reshape(3)\n"
+    ) % str(ROOT)
     out = _run(["-c", code], tmp_path)
     assert out.returncode == 1 and "Traceback" in out.stderr, out.stderr
 
 
 def test_the_class_decides_not_the_source_line():
-    """A `UserError` (and each of its kinds, still the built-in a caller would catch) is one line; a plain
-    `ValueError` raised by our own code is a bug like any other and keeps its traceback."""
+    """A `UserError` (and each of its kinds, still the built-in a caller would catch) is one line; a
+    plain `ValueError` raised by our own code is a bug like any other and keeps its traceback."""
     from common.cli import user_error_message
-    from common.errors import Diverged, MissingPackage, UserError, UserFileNotFoundError, UserTypeError
+    from common.errors import (
+        Diverged,
+        MissingPackage,
+        UserError,
+        UserFileNotFoundError,
+        UserTypeError,
+    )
 
-    for exc, base in [(UserError("x"), ValueError), (UserTypeError("x"), TypeError),
-                      (UserFileNotFoundError("x"), FileNotFoundError), (MissingPackage("x"), ImportError),
-                      (Diverged("x"), FloatingPointError)]:
+    for exc, base in [
+        (UserError("x"), ValueError),
+        (UserTypeError("x"), TypeError),
+        (UserFileNotFoundError("x"), FileNotFoundError),
+        (MissingPackage("x"), ImportError),
+        (Diverged("x"), FloatingPointError),
+    ]:
         assert isinstance(exc, base)
         assert user_error_message(type(exc), exc, None) == "error: x"
     try:
@@ -183,20 +316,38 @@ def test_the_class_decides_not_the_source_line():
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo_vec", "sac"])
 def test_ctrl_c_names_the_checkpoint_to_resume_from(algo, tmp_path):
-    """Ctrl-C anywhere in a run, the file's own loop body included, ends with one line naming the intact
-    checkpoint and the `--resume` that continues it, exit status 130, no traceback."""
+    """Ctrl-C anywhere in a run, the file's own loop body included, ends with one line naming the
+    intact checkpoint and the `--resume` that continues it, exit status 130, no traceback."""
     import signal
     import time
 
     env = {k: v for k, v in os.environ.items() if k != "PODRACER_DEBUG"}
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     task = "CartPole-v1" if algo == "ppo_vec" else "Pendulum-v1"
-    # the child gets SIGINT's default action back: a pytest-xdist worker ignores SIGINT, and an ignored signal is
-    # inherited across exec (Python then installs no KeyboardInterrupt handler)
-    proc = subprocess.Popen([sys.executable, str(ROOT / "algos" / f"{algo}.py"), "--env", task, "--save-every", "512",
-                             "--total-steps", "10000000", "--eval-every", "0", "--quiet", "--out-dir", str(tmp_path)],
-                            cwd=tmp_path, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # the child gets SIGINT's default action back: a pytest-xdist worker ignores SIGINT, and an
+    # ignored signal is inherited across exec (Python then installs no KeyboardInterrupt handler)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "algos" / f"{algo}.py"),
+            "--env",
+            task,
+            "--save-every",
+            "512",
+            "--total-steps",
+            "10000000",
+            "--eval-every",
+            "0",
+            "--quiet",
+            "--out-dir",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.time() + 120
         while not list(tmp_path.glob("*/checkpoint.pt")) and time.time() < deadline:

@@ -34,8 +34,12 @@ def test_gymnasium_fallback_autoreset_and_final_obs():
     env = envs.make("CartPole-v0", num_envs=3, seed=0, vectorization_mode="sync")
     assert type(env).__name__ == "GymnasiumVecEnv"
     assert env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
-    ref = gym.make_vec("CartPole-v0", num_envs=3, vectorization_mode="sync",
-                       vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+    ref = gym.make_vec(
+        "CartPole-v0",
+        num_envs=3,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+    )
     obs, _ = env.reset(seed=0)
     ref_obs, _ = ref.reset(seed=0)
     np.testing.assert_array_equal(obs.numpy(), ref_obs)
@@ -83,7 +87,7 @@ def test_async_fallback_matches_sync():
     a_env.close()
 
 
-# ---- bad input ------------------------------------------------------------------------------------
+# ---- bad input -----------------------------------------------------------------------------------
 def test_unknown_id_suggests():
     with pytest.raises(ValueError, match="unknown env id 'CartPol-v1'.*Did you mean 'CartPole-v1'"):
         envs.make("CartPol-v1")
@@ -116,8 +120,8 @@ def test_wrong_action_shape_dtype_device_type():
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
 def test_an_env_made_on_cpu_0_takes_cpu_tensors(env_id):
-    """A CPU tensor's device has no index, so an env made on "cpu:0" (found by tests/test_fuzz.py) must take the
-    tensors made on its own `env.device`."""
+    """A CPU tensor's device has no index, so an env made on "cpu:0" (found by tests/test_fuzz.py)
+    must take the tensors made on its own `env.device`."""
     env = envs.make(env_id, num_envs=2, device="cpu:0")
     env.reset(seed=0)
     assert env.device == torch.device("cpu")
@@ -150,8 +154,14 @@ def test_evaluate_runs_on_native_and_gymnasium_ids():
     assert native["returns"] == [500.0] * 3 and host["returns"] == [200.0] * 3
 
 
-# ---- torch.inference_mode: rsl_rl steps envs inside it; training code steps them outside ------------------
-INFERENCE_IDS = [*envs.NATIVE, *envs.VARIANTS, *envs.MULTI_AGENT, *envs.MUJOCO_IDS, "InvertedPendulum-v5"]
+# ---- torch.inference_mode: rsl_rl steps envs inside it; training code steps them outside ---------
+INFERENCE_IDS = [
+    *envs.NATIVE,
+    *envs.VARIANTS,
+    *envs.MULTI_AGENT,
+    *envs.MUJOCO_IDS,
+    "InvertedPendulum-v5",
+]
 
 
 def _tensors(obs) -> list:
@@ -165,9 +175,9 @@ def _random_actions(env):
 
 @pytest.mark.parametrize("env_id", INFERENCE_IDS)
 def test_stepping_inside_then_outside_inference_mode(env_id):
-    """Made, reset and stepped in `torch.inference_mode()`, then stepped, reset, checkpointed and used in
-    autograd outside it, then inside again: no `Inplace update to inference tensor` (the in-place
-    `elapsed += 1` used to raise it), and what the env returns is a normal tensor."""
+    """Made, reset and stepped in `torch.inference_mode()`, then stepped, reset, checkpointed and
+    used in autograd outside it, then inside again: no `Inplace update to inference tensor` (the
+    in-place `elapsed += 1` used to raise it), and what the env returns is a normal tensor."""
     from common.wrappers import wrap_env
 
     with torch.inference_mode():
@@ -183,9 +193,11 @@ def test_stepping_inside_then_outside_inference_mode(env_id):
     obs, _ = env.reset(seed=1)
     env.load_state_dict(env.state_dict())
     obs, reward, *_ = env.step(_random_actions(env))
-    obs = torch.cat([x.flatten(1) for x in _tensors(obs)], -1)  # the observation groups of envs.VARIANTS side by side
+    # the observation groups of envs.VARIANTS side by side
+    obs = torch.cat([x.flatten(1) for x in _tensors(obs)], -1)
     weight = torch.ones(obs[0].numel(), requires_grad=True)
-    (obs.flatten(1).float() @ weight).sum().backward()  # an inference tensor cannot be saved for backward
+    # an inference tensor cannot be saved for backward
+    (obs.flatten(1).float() @ weight).sum().backward()
     assert weight.grad is not None
     with torch.inference_mode():
         env.step(_random_actions(env))
@@ -210,7 +222,13 @@ def test_a_users_env_subclass_gets_the_same_guarantee():
         def step(self, actions):
             self.state += actions
             zeros = torch.zeros(self.num_envs, dtype=torch.bool)
-            return self.state.clone(), self.state[:, 0], zeros, zeros, {"final_obs": self.state.clone(), "_final_obs": zeros}
+            return (
+                self.state.clone(),
+                self.state[:, 0],
+                zeros,
+                zeros,
+                {"final_obs": self.state.clone(), "_final_obs": zeros},
+            )
 
     with torch.inference_mode():
         env = Counter()

@@ -5,8 +5,15 @@ import pytest
 import torch
 
 import envs
-from common.wrappers import (EpisodeStatistics, NormalizeObservation, NormalizeReward, RescaleAction,
-                             RunningMeanStd, find_wrapper, wrap_env)
+from common.wrappers import (
+    EpisodeStatistics,
+    NormalizeObservation,
+    NormalizeReward,
+    RescaleAction,
+    RunningMeanStd,
+    find_wrapper,
+    wrap_env,
+)
 
 
 def test_episode_statistics_match_manual_bookkeeping():
@@ -63,8 +70,9 @@ def test_normalize_observation_statistics_and_final_obs():
 
 
 def test_normalized_obs_and_final_obs_are_each_the_normalizers_output_bit_for_bit():
-    """`step` normalizes the observations and the final observations in one pass (one tensor, rows [:n] and [n:]):
-    each equals `rms.normalize` of its own raw tensor exactly, on an env whose episodes end (final_obs differs)."""
+    """`step` normalizes the observations and the final observations in one pass (one tensor, rows
+    [:n] and [n:]): each equals `rms.normalize` of its own raw tensor exactly, on an env whose
+    episodes end (final_obs differs)."""
     raw = envs.make("CartPole-v1", num_envs=16, seed=3)
     env = NormalizeObservation(raw)
     env.reset(seed=3)
@@ -95,8 +103,10 @@ def test_normalizer_state_round_trip():
     sd = env.state_dict()
     fresh = wrap_env(envs.make("Pendulum-v1", num_envs=4, seed=5), norm_obs=True, norm_reward=True)
     fresh.load_state_dict(sd)
-    for a, b in ((find_wrapper(env, NormalizeObservation), find_wrapper(fresh, NormalizeObservation)),
-                 (find_wrapper(env, NormalizeReward), find_wrapper(fresh, NormalizeReward))):
+    for a, b in (
+        (find_wrapper(env, NormalizeObservation), find_wrapper(fresh, NormalizeObservation)),
+        (find_wrapper(env, NormalizeReward), find_wrapper(fresh, NormalizeReward)),
+    ):
         assert torch.equal(a.rms.mean, b.rms.mean) and torch.equal(a.rms.var, b.rms.var)
     # identical continuation: same physical state, RNG, normalizers
     for _ in range(20):
@@ -123,7 +133,9 @@ def test_normalize_reward_scales_by_return_std():
 def test_rescale_action_maps_unit_box_to_bounds():
     raw = envs.make("Pendulum-v1", num_envs=3, dtype=torch.float64, seed=0)
     env = RescaleAction(raw)
-    assert env.single_action_space.low.tolist() == [-1.0] and env.single_action_space.high.tolist() == [1.0]
+    assert env.single_action_space.low.tolist() == [
+        -1.0
+    ] and env.single_action_space.high.tolist() == [1.0]
     env.reset(seed=0)
     state = raw.state.clone()
     env.step(torch.tensor([[-1.0], [0.5], [3.0]]))  # 3.0 is clipped to 1 -> torque 2
