@@ -47,6 +47,11 @@ def td_batch():
             yield self[perm[start : start + step]]
 
     TensorDictBase.minibatches = minibatches
+    flatten = TensorDictBase.flatten
+    # `Batch.flatten()`: the first two dimensions (TensorDict's: every batch dimension)
+    TensorDictBase.flatten = lambda self, *a, **k: (
+        flatten(self, *a, **k) if a or k else flatten(self, 0, 1)
+    )
 
     def zeros_like_lead(lead, x):
         if isinstance(x, (dict, TensorDictBase)):
@@ -55,7 +60,8 @@ def td_batch():
 
     class TD:
         def __new__(cls, source=None, **kw):
-            return TensorDict({**dict(source or {}), **kw}, batch_size=[]).auto_batch_size_()
+            data = {} if source is None else {k: source[k] for k in source.keys()}
+            return TensorDict({**data, **kw}, batch_size=[]).auto_batch_size_()
 
         @staticmethod
         def zeros(*lead, **examples):
@@ -110,7 +116,11 @@ def main() -> None:
         d, t = (statistics.median(r["sps"] for r in got[s]) for s in ("dict", "tensordict"))
         rows.append((row, algo, d, t, len(same) == 1))
         print(f"{row}: dict {d:,.0f} env-steps/s, TensorDict {t:,.0f} ({t / d:.2f}x)", flush=True)
-    host = f"{platform.processor() or platform.machine()}, torch {torch.__version__}"
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line),
+        platform.machine(),
+    )
+    host = f"{cpu}, torch {torch.__version__}"
     print(
         f"\n{datetime.date.today()}; {host}; tensordict {tensordict.__version__}; "
         f"CartPole-v1, {a.steps:,} steps, medians of {a.repeats}, one thread\n"
