@@ -4,8 +4,9 @@
         main(cli(Args, __doc__))                              # or, with per-env defaults:
         main(cli(Args, __doc__, defaults_for=default_args))
 
-tyro parses the flags (a misspelled flag: tyro names the right one and exits with status 2). After
-parsing, a user error ends the process with one line, `error: <message naming the fix>`, and exit
+tyro parses the flags; a command line it cannot take (a misspelled flag, with the right one named;
+a value of the wrong type) is refused in one line of our own, exit status 2. After parsing, a user
+error ends the process with one line, `error: <message naming the fix>`, and exit
 status 2, without a traceback: any `common.errors.UserError` (unknown env, wrong action kind,
 impossible sizes, foreign checkpoint, unwritable directory, a missing optional package, a run that
 diverged), and an allocation that does not fit in memory (sizes the user chose). Every other
@@ -55,7 +56,8 @@ class RunArgs:
     quiet: bool = False  # no console progress line
 
     def __post_init__(self):
-        check_ranges(self)
+        if not _DEFER_RANGES:
+            check_ranges(self)
 
 
 @dataclass(frozen=True)
@@ -193,13 +195,12 @@ def _flag(name: str, v) -> str:
     return f"{flag} {' '.join(map(str, v)) if isinstance(v, (tuple, list)) else v}"
 
 
-_BOX = "│╭╮╰╯─"
-
-
 def _parse(args_cls, **kwargs):
-    """`tyro.cli`, with a parse error (misspelled flag, bad value) condensed from tyro's framed
-    panel to one line, `error: <what> — <the fix>`, exit status 2 (`PODRACER_DEBUG=1`: tyro's own
-    panel)."""
+    """`tyro.cli` with one-line parse errors, `error: <what> — see PROG --help`, exit status 2:
+    the command line is checked first against the dataclass's own fields (an unknown flag, with
+    the closest known ones; a value its field's type cannot take; a value without a flag), then
+    tyro parses it and the ranges are checked on the result (`check_ranges`). A command line that
+    tyro still refuses gets a generic line; `PODRACER_DEBUG=1` shows tyro's own message."""
     import contextlib
     import io
 
@@ -207,51 +208,126 @@ def _parse(args_cls, **kwargs):
 
     if os.environ.get("PODRACER_DEBUG", "") not in ("", "0"):
         return tyro.cli(args_cls, **kwargs)
+    argv, prog = list(kwargs.get("args") or []), sys.argv[0]
+    help_asked = any(a in ("-h", "--help") for a in argv)
     buf = io.StringIO()
     try:
-        with contextlib.redirect_stderr(buf):
-            return tyro.cli(args_cls, **kwargs)
+        if not help_asked:
+            _check_command_line(args_cls, argv)
+        global _DEFER_RANGES
+        _DEFER_RANGES = True  # tyro builds the dataclass; its ranges are checked just below
+        try:
+            with contextlib.redirect_stderr(buf):
+                args = tyro.cli(args_cls, **kwargs)
+        finally:
+            _DEFER_RANGES = False
+        check_ranges(args)
+        return args
+    except UserError as e:
+        see = f" See {prog} --help" if str(e).endswith("?") else f" — see {prog} --help"
+        print(f"error: {e}{see}", file=sys.stderr, flush=True)
     except SystemExit as e:
-        if e.code in (0, None):
+        if e.code in (0, None):  # --help
             sys.stderr.write(buf.getvalue())
             raise
-        print(_condense(buf.getvalue()), file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
-
-
-def _condense(panel: str) -> str:
-    """tyro's error panel as one line: its message (the panel's first section), the flags it
-    suggests, where the help is."""
-    sections, cur = [], []
-    for ln in panel.splitlines():
-        ln = ln.strip()
-        if not ln.startswith("│"):  # the title and bottom bars
-            continue
-        body = ln.strip(_BOX).strip()
-        if body and not set(body) - set(_BOX):  # a separator inside the panel
-            sections.append(cur)
-            cur = []
-        elif body:
-            cur.append(body)
-    sections = [sec for sec in sections + [cur] if sec]
-    if not sections:  # not a panel (another tyro version): its first line as it is
-        first = next(
-            (ln.strip() for ln in panel.splitlines() if ln.strip()),
-            "could not parse the command line",
+        print(
+            f"error: could not parse {' '.join(argv)!r} — see {prog} --help "
+            "(PODRACER_DEBUG=1: the parser's own message)",
+            file=sys.stderr,
+            flush=True,
         )
-        return f"error: {first.removeprefix('error: ')} — see --help"
-    what, suggest, see = " ".join(sections[0]), [], ""
-    # a range check of RunArgs.__post_init__: its own message
-    what = what.removeprefix("Error parsing Args: ")
-    for sec in sections[1:]:
-        if sec[0].startswith("Perhaps you meant"):
-            suggest = [x.split()[0] for x in sec[1:] if x.startswith("--")][:3]
-        elif sec[0].startswith("For full helptext"):
-            see = sec[0].split(",", 1)[-1].replace("see ", "").replace("run ", "").strip()
-    fix = f"did you mean {' or '.join(suggest)}?" if suggest else ""
-    if see:
-        fix = f"{fix} See {see}" if fix else f"see {see}"
-    return f"error: {what}" + (f" — {fix}" if fix else "")
+    raise SystemExit(2) from None
+
+
+_DEFER_RANGES = False  # set while tyro builds an `Args` (`_parse` checks it after)
+
+
+def _check_command_line(args_cls, argv: list[str]) -> None:
+    """Refuse (`UserError`) an unknown flag, a value the flag's type cannot take, a flag without
+    its value, and a value without a flag: what tyro would refuse, said in one line of our own."""
+    import dataclasses
+    import difflib
+    import typing
+
+    hints = typing.get_type_hints(args_cls, include_extras=True)
+    fields = dataclasses.fields(args_cls)
+    # tyro.conf.Positional fields take values without a flag, in order
+    positional = sum(
+        "Positional" in repr(getattr(hints[f.name], "__metadata__", ())) for f in fields
+    )
+    kinds = {"--" + f.name.replace("_", "-"): _kind(hints[f.name]) for f in fields}
+    known = set(kinds) | {"--no-" + n[2:] for n, k in kinds.items() if k == "bool"}
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        i += 1
+        if not token.startswith("--"):
+            if positional:
+                positional -= 1
+                continue
+            raise UserError(f"{token!r} is a value without a flag")
+        name, eq, value = token.partition("=")
+        name = "--" + name[2:].replace("_", "-")
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            hint = f" — did you mean {close[0]}?" if close else ""
+            raise UserError(f"unrecognized option {name}{hint}")
+        kind = "bool" if name.startswith("--no-") and name not in kinds else kinds[name]
+        if kind == "bool":
+            if eq:
+                raise UserError(f"{name} takes no value (--no-{name[2:]} turns it off)")
+            continue
+        values = [value] if eq else []
+        while not eq and i < len(argv) and not argv[i].startswith("--"):
+            values.append(argv[i])
+            i += 1
+            if not isinstance(kind, tuple) or kind[0] != "many":
+                break
+        if not values:
+            raise UserError(f"{name} needs a value")
+        for v in values:
+            _check_value(name, v, kind)
+
+
+def _kind(t):
+    """What a field's type takes on the command line: "bool", "int", "float", "str", ("choice",
+    values), ("many", kind) for a tuple, ("optional", kind) for `X | None`, or None (unchecked)."""
+    import types
+    import typing
+
+    if typing.get_origin(t) is Annotated:
+        t = typing.get_args(t)[0]
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    if t in (bool, int, float, str):
+        return t.__name__
+    if origin is typing.Literal:
+        return ("choice", tuple(str(a) for a in args))
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return ("optional", _kind(rest[0])) if len(rest) == 1 else None
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return ("many", _kind(args[0]))
+    return None
+
+
+def _check_value(name: str, v: str, kind) -> None:
+    if isinstance(kind, tuple) and kind[0] == "optional":
+        if v == "None":
+            return
+        kind = kind[1]
+    if isinstance(kind, tuple) and kind[0] == "many":
+        kind = kind[1]
+    try:
+        if kind == "int":
+            int(v)
+        elif kind == "float":
+            float(v)
+    except ValueError:
+        raise UserError(
+            f"{name} {v}: not {'an integer' if kind == 'int' else 'a number'}"
+        ) from None
+    if isinstance(kind, tuple) and kind[0] == "choice" and v not in kind[1]:
+        raise UserError(f"{name} {v}: one of {', '.join(kind[1])}")
 
 
 class ArgumentParser(argparse.ArgumentParser):

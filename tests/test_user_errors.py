@@ -30,11 +30,11 @@ CLASSES = {
     "impossible-size": (lambda t, a: ["--num-envs", "0"], r"num_envs must be a positive integer"),
     "misspelled-flag": (
         lambda t, a: ["--num-env", "4"],
-        r"Unrecognized options: --num-env, 4 — did you mean --num-envs\?",
+        r"unrecognized option --num-env — did you mean --num-envs\?",
     ),
     "bad-value": (
         lambda t, a: ["--seed", "abc"],
-        r"Error parsing --seed: invalid literal for int\(\)",
+        r"--seed abc: not an integer",
     ),
     "missing-checkpoint": (
         lambda t, a: ["--resume", str(t / "nope.pt")],
