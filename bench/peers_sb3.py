@@ -113,7 +113,8 @@ def linear(x0: float):
 
 class Clock(BaseCallback):
     """Training clock (from the start of `learn`) and, with `eval_every`, a deterministic evaluation
-    after every update that completes `eval_every` more env steps, stopping at `threshold`."""
+    after every update that completes `eval_every` more env steps; with `threshold`, training stops
+    at the first evaluation at or above it."""
 
     def __init__(self, env_id, seed, episodes, eval_every=0, threshold=None):
         super().__init__()
@@ -168,7 +169,10 @@ def main():
         "--steps", type=int, default=None, help="training steps (default: the zoo's n_timesteps)"
     )
     p.add_argument("--eval-every", type=int, default=0, help="evaluate every this many env steps")
-    p.add_argument("--threshold", type=float, default=None, help="stop at the first eval >= this")
+    p.add_argument("--threshold", type=float, default=None, help="the task's solve threshold")
+    p.add_argument(
+        "--stop-at-hit", action="store_true", help="stop at the first evaluation >= --threshold"
+    )
     p.add_argument("--eval-episodes", type=int, default=10)
     a = p.parse_args()
     torch.set_num_threads(1)
@@ -185,9 +189,13 @@ def main():
     env = make_vec_env(z["env"], n_envs=z["n_envs"], seed=a.seed)
     cls = {"ppo": PPO, "dqn": DQN, "sac": SAC, "td3": TD3}[a.algo]
     model = cls("MlpPolicy", env, seed=a.seed, device="cpu", verbose=0, **kwargs)
-    clock = Clock(z["env"], a.seed, a.eval_episodes, a.eval_every, a.threshold)
+    clock = Clock(
+        z["env"], a.seed, a.eval_episodes, a.eval_every, a.threshold if a.stop_at_hit else None
+    )
     model.learn(total_timesteps=a.steps or z["n_timesteps"], callback=clock)
     train_seconds = clock.t_end - clock.t0
+    if a.eval_every and not clock.stop:
+        clock.evaluate()  # the final policy (evaluations run at the start of a rollout)
     out = dict(
         side="sb3",
         algo=a.algo,
@@ -196,6 +204,7 @@ def main():
         steps=int(model.num_timesteps),
         train_seconds=train_seconds,
         evals=clock.evals,
+        mode="first-hit" if a.stop_at_hit else "full",
     )
     if a.threshold is not None:
         hit = next((e for e in clock.evals if e["eval_return"] >= a.threshold), None)

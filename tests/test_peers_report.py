@@ -1,6 +1,8 @@
-"""bench/peers.py's table, from a log of runs (no SB3 needed): training seconds exclude the
-evaluations inside the clock, a seed that never reached counts as infinitely slow, DQN and PQN share
-SB3's DQN run, and our side gets no training flag (the files' defaults)."""
+"""bench/peers.py's measures and table, from a log of runs (no SB3 needed): the time to a stable
+solve (the first evaluation after which every one, the final policy's included, is at or above the
+threshold), training seconds that exclude the evaluations, a seed whose final policy is below the
+threshold counting as never, the first hit beside it, DQN and PQN sharing SB3's DQN run, and our
+side getting no training flag (the files' defaults)."""
 
 import json
 import subprocess
@@ -12,64 +14,87 @@ sys.path.insert(0, str(ROOT / "bench"))
 import peers  # noqa: E402
 
 
-def _run(side, algo, seed, step, seconds, evals, **kw):
+def _run(side, algo, seed, evals, mode="full", **kw):
     """a result line: evals = [(step, seconds at its end, eval seconds, return)]"""
     return dict(
         side=side,
         algo=algo,
         seed=seed,
         env="x",
-        reached=step is not None,
-        step=step,
-        seconds=seconds,
+        mode=mode,
         evals=[dict(step=s, seconds=t, eval_seconds=e, eval_return=r) for s, t, e, r in evals],
         **kw,
     )
 
 
+def test_the_stable_solve_and_the_first_hit():
+    # solves at the 2nd evaluation (a spike), falls, solves again at the 4th and stays
+    r = _run(
+        "ours",
+        "ppo",
+        1,
+        [(1, 1.0, 0.5, 100.0), (2, 2.0, 0.5, 500.0), (3, 3.0, 0.5, 300.0)]
+        + [(4, 4.0, 0.5, 480.0), (5, 5.0, 0.5, 475.0)],
+    )
+    assert peers.first_index(r) == 1 and peers.first_secs(r) == 2.0 - 1.0
+    assert peers.stable_index(r) == 3 and peers.stable_secs(r) == 4.0 - 2.0
+    assert (
+        peers.clock_secs(r, peers.stable_index) == 4.0 and peers.step_at(r, peers.stable_index) == 4
+    )
+    assert peers.final_return(r) == 475.0 and peers.after_first(r) == (2, 3)
+    # the final policy below the threshold: never stably solved, however early the first hit
+    late_fall = dict(r, evals=r["evals"][:2] + [dict(r["evals"][2], step=6)])
+    assert peers.stable_secs(late_fall) == float("inf") and peers.stable_index(late_fall) is None
+    assert peers.first_secs(late_fall) == 1.0 and peers.final_return(late_fall) == 300.0
+    # a run stopped at its first hit (--first-hit) has no stable solve and no final policy
+    stopped = dict(r, mode="first-hit", evals=r["evals"][:2])
+    assert peers.stable_secs(stopped) is None and peers.final_return(stopped) is None
+    assert peers.first_secs(stopped) == 1.0
+    # every evaluation at or above: stable from the first one
+    always = _run("ours", "sac", 1, [(1, 1.0, 0.25, -150.0), (2, 2.0, 0.25, -199.0)])
+    assert peers.stable_secs(always) == 0.75 and peers.after_first(always) == (1, 1)
+
+
 def test_report_from_log(tmp_path):
     rows = [
-        # PPO seed 1: SB3 10 s with 4 s of evals (6 s training); ours 1.5 s with 0.5 s of evals (1 s
-        # training)
+        # PPO seed 1: SB3 stable at its 2nd eval (10 s clock, 4 s of evals: 6 s of training); ours
+        # stable from its 1st (1.5 s clock, 0.5 s eval: 1 s)
         _run(
             "sb3",
             "ppo",
             1,
-            8192,
-            10.0,
-            [(4096, 5.0, 2.0, 100.0), (8192, 10.0, 2.0, 480.0)],
+            [(4096, 5.0, 2.0, 100.0), (8192, 10.0, 2.0, 480.0), (100000, 30.0, 2.0, 500.0)],
             versions=dict(sb3="2.9.2"),
         ),
-        _run("ours", "ppo", 1, 16384, 1.5, [(16384, 1.5, 0.5, 500.0)], budget=1_000_000),
-        # seed 2: ours never reached (its evals all below), SB3 did
-        _run("sb3", "ppo", 2, 4096, 4.0, [(4096, 4.0, 1.0, 475.0)]),
-        _run("ours", "ppo", 2, None, None, [(16384, 2.0, 0.5, 100.0)], budget=1_000_000),
-        # seed 3: both reached
-        _run("sb3", "ppo", 3, 4096, 5.0, [(4096, 5.0, 1.0, 490.0)]),
-        _run("ours", "ppo", 3, 16384, 1.0, [(16384, 1.0, 0.5, 500.0)], budget=1_000_000),
+        _run("ours", "ppo", 1, [(16384, 1.5, 0.5, 500.0), (300000, 9.0, 0.5, 500.0)]),
+        # seed 2: ours hits first but ends below the threshold (never stable); SB3 stable at 3 s
+        _run("sb3", "ppo", 2, [(4096, 4.0, 1.0, 475.0), (100000, 20.0, 1.0, 490.0)]),
+        _run("ours", "ppo", 2, [(16384, 2.0, 0.5, 500.0), (300000, 9.0, 0.5, 100.0)]),
+        # seed 3: both stable from their first evaluation
+        _run("sb3", "ppo", 3, [(4096, 5.0, 1.0, 490.0), (100000, 20.0, 1.0, 500.0)]),
+        _run("ours", "ppo", 3, [(16384, 1.0, 0.5, 500.0), (300000, 9.0, 0.5, 500.0)]),
         # one SB3 DQN run for the dqn and pqn rows
-        _run("sb3", "dqn", 1, 20480, 40.0, [(20480, 40.0, 2.0, 500.0)]),
-        _run("ours", "dqn", 1, 10240, 11.0, [(10240, 11.0, 1.0, 500.0)], budget=100_000),
-        _run("ours", "pqn", 1, 30720, 20.0, [(30720, 20.0, 1.0, 480.0)], budget=200_000),
+        _run("sb3", "dqn", 1, [(20480, 40.0, 2.0, 500.0), (50000, 60.0, 2.0, 500.0)]),
+        _run("ours", "dqn", 1, [(10240, 11.0, 1.0, 500.0), (100000, 50.0, 1.0, 480.0)]),
+        _run("ours", "pqn", 1, [(30720, 20.0, 1.0, 480.0), (200000, 50.0, 1.0, 480.0)]),
     ]
     log = tmp_path / "peers.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     results, profiles = peers.from_log(log)
     assert list(results) == ["ppo", "dqn", "pqn"] and not profiles
-    # training seconds: SB3 6, 3, 4 (median 4); ours 1, inf, 0.5 (median 1): ratio 4
+    # stable training seconds: SB3 6, 3, 4 (median 4); ours 1, inf, 0.5 (median 1): ratio 4
     assert peers.ratio_of(results["ppo"]) == 4.0
-    assert peers.ratio_of(results["ppo"], peers.clock_secs) == 5.0 / 1.5
-    assert (
-        peers.ratio_of(results["dqn"]) == 38.0 / 10.0
-        and peers.ratio_of(results["pqn"]) == 38.0 / 19.0
-    )
+    # first hits: SB3 6, 3, 4 (median 4); ours 1, 1.5, 0.5 (median 1)
+    assert peers.ratio_of(results["ppo"], peers.first_secs) == 4.0
+    assert peers.ratio_of(results["dqn"]) == 38.0 / 10.0
+    assert peers.ratio_of(results["pqn"]) == 38.0 / 19.0
     text = peers.report(results, profiles, peers.versions_of(results), None)
     ppo_row = next(line for line in text.splitlines() if line.startswith("| PPO CartPole-v1"))
-    assert "| 4.0x |" in ppo_row and ">= 10x (missed)" in ppo_row and "2/3 reached" in ppo_row, (
-        ppo_row
-    )
+    assert "| 4.0 | 1.0 | 4.0x | >= 5x (missed) |" in ppo_row, ppo_row
+    assert "| 3/3 (median 500.0) | 2/3 (median 500.0) |" in ppo_row, ppo_row
+    assert "| 100% of 3 | 67% of 3 | 4.0 | 1.0 | 4.0x |" in ppo_row, ppo_row
     assert (
-        "| 2 | 4,096 | 1 (1.00) | 3.00 | 4.00 | n/a | 1 (never) | n/a | n/a | n/a | n/a |" in text
+        "| 2 | 100,000 | 4,096: 3.00 (4.00) | 4,096: 3.00 (4.00) | 490.0 | 300,000 | never " in text
     )
     assert "PQN CartPole-v1 >= 475 (SB3 DQN)" in text and "share one SB3 DQN run" in text
     # our side: the env and the evaluation cadence, nothing else
@@ -79,12 +104,9 @@ def test_report_from_log(tmp_path):
 
 def test_from_log_is_a_command(tmp_path):
     log = tmp_path / "peers.jsonl"
-    log.write_text(
-        json.dumps(_run("sb3", "sac", 1, 6000, 60.0, [(6000, 60.0, 3.0, -150.0)]))
-        + "\n"
-        + json.dumps(_run("ours", "sac", 1, 3000, 6.0, [(3000, 6.0, 1.0, -180.0)], budget=40_000))
-        + "\n"
-    )
+    sb3 = _run("sb3", "sac", 1, [(6000, 60.0, 3.0, -150.0), (20000, 90.0, 3.0, -160.0)])
+    ours = _run("ours", "sac", 1, [(3000, 6.0, 1.0, -180.0), (20000, 12.0, 1.0, -170.0)])
+    log.write_text(json.dumps(sb3) + "\n" + json.dumps(ours) + "\n")
     out = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "peers.py"), "--from-log", str(log)],
         capture_output=True,
@@ -92,15 +114,15 @@ def test_from_log_is_a_command(tmp_path):
         cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr
-    assert "| SAC Pendulum-v1 >= -200 | 1 | 57.0 | 5.0 | 11.4x | >= 10x (met) |" in out.stdout, (
+    assert "| SAC Pendulum-v1 >= -200 | 1 | 57.0 | 5.0 | 11.4x | >= 5x (met) |" in out.stdout, (
         out.stdout
     )
 
 
-def test_our_worker_trains_the_file_and_stops_at_the_threshold():
+def test_our_worker_trains_the_file_and_stops_at_the_first_hit():
     """The worker process the benchmark starts for our side: the algorithm file with its defaults,
-    evaluated in gymnasium, stopped at the first evaluation >= the threshold (here any return: the
-    first one)."""
+    evaluated in gymnasium; with --first-hit it stops at the first evaluation >= the threshold
+    (here any return: the first one)."""
     out = subprocess.run(
         [
             sys.executable,
@@ -111,6 +133,7 @@ def test_our_worker_trains_the_file_and_stops_at_the_threshold():
             "1",
             "--threshold",
             "0",
+            "--first-hit",
             "--",
             *peers.our_flags("ppo"),
         ],
@@ -123,9 +146,6 @@ def test_our_worker_trains_the_file_and_stops_at_the_threshold():
     result = json.loads(
         next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))[7:]
     )
-    assert (
-        result["reached"]
-        and len(result["evals"]) == 1
-        and result["step"] == result["evals"][0]["step"] > 0
-    )
+    assert result["mode"] == "first-hit" and len(result["evals"]) == 1
+    assert result["reached"] and result["step"] == result["evals"][0]["step"] > 0
     assert 0 < result["evals"][0]["eval_seconds"] < result["seconds"]
