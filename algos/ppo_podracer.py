@@ -32,8 +32,8 @@ import torch
 import torch.nn as nn
 
 from common import distributed
-from common.cli import Clip, Count, Layers, NonNeg, Rate, RunArgs, Unit, cli
-from common.distributions import Categoricals, Normal, action_nvec
+from common.cli import Clip, Count, Layers, NonNeg, Rate, RunArgs, Unit, cli, rollout_shape
+from common.distributions import Categoricals, Normal
 from common.errors import UserError
 from common.optim import adapt_lr
 from common.policy import Policy
@@ -92,7 +92,8 @@ MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, num_minibatches=4, update_ep
                        learning_rate=3e-4, max_grad_norm=1.0, hidden=(256, 128, 64), norm_obs=True,
                        norm_reward=True, total_steps=50_000_000, eval_every=5_000_000,
                        save_every=5_000_000)
-# On a CPU (fewer than 1024 envs): the shape that ran the most env steps a second on one core
+# On a CPU (and below 1024 envs on a GPU): the hyper-parameters of the shape that ran the most
+# env steps a second on one core; the rollout then follows --num-envs (default_args)
 MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, num_envs=64, num_steps=64, num_minibatches=8,
                            total_steps=5_000_000, eval_every=250_000, save_every=1_000_000)
 # Per-task rows over those (`--env X --help` lists them); initial std 0.37, not 1, on the CPU
@@ -111,15 +112,16 @@ TASK_DEFAULTS = {
 
 
 def default_args(env_id: str, num_envs: int | None = None, device: str = "auto") -> Args:
-    """`Args()`; for a batched MuJoCo task, with `MUJOCO_DEFAULTS` at scale (`--num-envs` 1024 or
-    more, or none given and a GPU), else `MUJOCO_CPU_DEFAULTS`; then the task's own row."""
+    """`Args()`; for a batched MuJoCo task, with `MUJOCO_DEFAULTS` on a GPU at scale (`--num-envs`
+    1024 or more, or none given), else `MUJOCO_CPU_DEFAULTS` with a rollout that follows
+    `--num-envs` (about 4096 env steps, `rollout_shape`); then the task's own row."""
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
 
     task = envs.mujoco_id(env_id)
-    big = (
-        num_envs >= 1024 if num_envs is not None else device != "cpu" and torch.cuda.is_available()
-    )
-    scale = {} if task is None else MUJOCO_DEFAULTS if big else MUJOCO_CPU_DEFAULTS
+    gpu = device.startswith("cuda") or device == "auto" and torch.cuda.is_available()
+    big = gpu and (num_envs is None or num_envs >= 1024)
+    cpu = {**MUJOCO_CPU_DEFAULTS, **rollout_shape(num_envs or 64)}
+    scale = {} if task is None else MUJOCO_DEFAULTS if big else cpu
     return replace(Args(env=env_id), **{**scale, **TASK_DEFAULTS.get(task or env_id, {})})
 
 
@@ -157,7 +159,7 @@ class Agent(nn.Module):
     def __init__(self, obs_dim: int, action_space, hidden=(64, 64), init_log_std=0.0, critic_dim=0):
         super().__init__()
         self.critic_group = "critic" if critic_dim else "policy"
-        self.nvec = action_nvec(action_space)  # one categorical per discrete dimension, or None
+        self.nvec = Categoricals.nvec(action_space)  # one categorical a discrete dimension, or None
         self.discrete = self.nvec is not None
         self.multi = isinstance(action_space, gym.spaces.MultiDiscrete)
         out = sum(self.nvec) if self.discrete else int(np.prod(action_space.shape))

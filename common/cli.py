@@ -169,6 +169,28 @@ def task_defaults(args_cls, tasks: dict):
     return default_args
 
 
+def rollout_shape(
+    num_envs: int,
+    batch: int = 4096,
+    minibatch: int | None = 512,
+    horizon: tuple[int, int] = (16, 2048),
+    sequences: bool = False,
+) -> dict:
+    """The rollout of an on-policy file's CPU defaults at `num_envs` envs: a horizon within
+    `horizon` that keeps the batch near `batch` env steps, and minibatches of about `minibatch`
+    (with `sequences`, a count that divides `num_envs`: a recurrent file's minibatches are whole
+    sub-env sequences; None: one update a rollout, no minibatches). As N changes, the gradient
+    steps per env step stay about the same: at N = 64 a 64-step rollout in 8 minibatches, at 256
+    16 steps in 8, at 1024 16 steps in 32."""
+    steps = min(max(batch // num_envs, horizon[0]), horizon[1])
+    if minibatch is None:
+        return dict(num_envs=num_envs, num_steps=steps)
+    most = max(1, num_envs * steps // minibatch)
+    whole = num_envs if sequences else num_envs * steps
+    count = max(d for d in range(1, most + 1) if whole % d == 0)
+    return dict(num_envs=num_envs, num_steps=steps, num_minibatches=count)
+
+
 def task_defaults_note(args_cls, default) -> str:
     """The help's paragraph naming the defaults that the task's row (or its scale) sets over the
     dataclass's, in flag syntax, or saying that the task has none."""

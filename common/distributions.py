@@ -60,6 +60,9 @@ class Categoricals:
     allowed) or None. Actions are `[...]` long for one dimension (`multi=False`, a `Discrete` space)
     and `[..., D]` long for several; `log_prob` and `entropy` sum over the dimensions."""
 
+    # the `nvec` of an action space (`Categoricals.nvec(space)`): None for a continuous one
+    nvec = staticmethod(action_nvec)
+
     def __init__(
         self,
         logits: torch.Tensor,

@@ -106,6 +106,26 @@ print(json.dumps(out))
 """
 
 
+def evaluations(result: dict) -> list[tuple[int, float]]:
+    """(env step, evaluation return) of every evaluation a run logged (metrics.jsonl)."""
+    import json
+
+    rows = map(json.loads, open(pathlib.Path(result["run_dir"]) / "metrics.jsonl"))
+    return [(r["step"], r["eval_return"]) for r in rows if "eval_return" in r]
+
+
+def assert_solved_and_stays(result: dict, threshold: float, by: int | None = None) -> None:
+    """The run reached `threshold` (by env step `by`, if given) and every evaluation after that,
+    the final policy's included, stayed at or above it: the stable solve bench/peers.py measures."""
+    evals = evaluations(result)
+    first = next((i for i, (_, ret) in enumerate(evals) if ret >= threshold), None)
+    assert first is not None, f"never reached {threshold}: {evals}"
+    assert by is None or evals[first][0] <= by, f"reached {threshold} only after {by}: {evals}"
+    fell = [(step, ret) for step, ret in evals[first:] if ret < threshold]
+    assert not fell, f"below {threshold} after first reaching it at {evals[first][0]}: {evals}"
+    assert result["eval_return"] >= threshold and evals[-1][0] == result["steps"], evals
+
+
 def run_as_main(*commands, env: dict | None = None) -> list:
     """`subprocess.run` of each command (a list as `_RUN_AS_MAIN` describes) in one Python process;
     returns one `SimpleNamespace(returncode, stdout, stderr)` per command."""

@@ -17,7 +17,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from algos import dqn, ppo_vec, redq
+from algos import a2c, dqn, ppo_h, ppo_podracer, ppo_rnn, ppo_vec, redq
 from common.cli import cli
 from conftest import (
     ROOT,
@@ -156,11 +156,22 @@ def test_resume_takes_saved_settings_and_refuses_changed_ones(tmp_path, monkeypa
 
 
 def test_mujoco_defaults_follow_env_on_the_command_line():
-    big, cpu = ppo_vec.default_args("Ant", num_envs=4096), ppo_vec.default_args("Ant", device="cpu")
+    big = ppo_vec.default_args("Ant", num_envs=4096, device="cuda")
+    cpu = ppo_vec.default_args("Ant", device="cpu")
     assert (big.num_envs, big.num_steps, big.num_minibatches) == (4096, 16, 4) and big.norm_obs
     assert (cpu.num_envs, cpu.num_steps, cpu.num_minibatches) == (64, 64, 8) and cpu.norm_obs
-    # --num-envs decides
-    assert ppo_vec.default_args("Ant", num_envs=256, device="cuda").num_steps == 64
+    assert big.learning_rate == cpu.learning_rate and big.update_epochs == cpu.update_epochs
+    # on a CPU (and below 1024 envs on a GPU) the rollout follows --num-envs: about 4096 env steps
+    # in minibatches of 512, so that the gradient steps per env step stay the same
+    for device in ("cpu", "cuda"):
+        shapes = [ppo_vec.default_args("Ant", n, device) for n in (16, 64, 256)]
+        assert [(a.num_steps, a.num_minibatches) for a in shapes] == [(256, 8), (64, 8), (16, 8)]
+    on_cpu = [ppo_vec.default_args("Hopper", n, "cpu") for n in (1024, 4096)]
+    assert [(a.num_steps, a.num_minibatches) for a in on_cpu] == [(16, 32), (16, 128)]
+    for f in (a2c, ppo_h, ppo_podracer, ppo_rnn):  # the family follows alike
+        a = f.default_args("Ant", 256, "cpu")
+        assert (a.num_envs, a.num_steps) == (256, 16)
+        assert f is a2c or a.num_minibatches == 8
     assert ppo_vec.default_args("CartPole-v1") == replace(
         ppo_vec.Args(), **ppo_vec.TASK_DEFAULTS["CartPole-v1"]
     )
