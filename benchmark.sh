@@ -15,6 +15,8 @@
 #   hterm         H-term seed-variance study: PPO/SAC/TD3 vs their -H variants on Pendulum-v1, 8 seeds (~25 min)
 #   mujoco        Ant-v5 env-steps/s: batch backend (1 and all threads), MuJoCo Warp, gymnasium sync, N = 64/1024/4096
 #   mujoco-learn  PPO on Hopper-v5 with the CPU batch backend, 2M steps, evaluated on gymnasium's Hopper (~6 min)
+#   mujoco-num-envs  ppo_vec's CPU defaults at --num-envs 64, 256 and 1024 on Hopper-v5 and Ant-v5, 1M steps,
+#                 seeds 1-2, final policy on gymnasium's env: do the defaults follow N? (~40 min on 2 cores)
 #   marl          MAPPO, QMIX, VDN, MADDPG, MATD3 on MPE simple_spread, 3 seeds, curves PNG (~30 min)
 #   pipeline      SAC and TD3 on Pendulum-v1 with and without --pipeline: env-steps/s, ratio, overlap, returns
 #   compile       --compile on vs off: PPO (CartPole-v1) and SAC (Pendulum-v1) env-steps/s, one thread, warm-up excluded
@@ -48,8 +50,9 @@
 #   tensordict    the peers table's PPO and PQN rows with their storage as TensorDict instead of Batch (a dict):
 #                 env-steps/s, one thread (own venv bench/.venv-td: the project's venv plus tensordict; ~10 min)
 #   peers         Stable-Baselines3 (RL Zoo settings, own venv bench/.venv-peers) vs each file's defaults, 1 thread
-#                 each, seeds 1-5: training seconds to eval >= 475 on CartPole-v1 (PPO; DQN and PQN vs SB3's DQN)
-#                 and to >= -200 on Pendulum-v1 (SAC, TD3) (~30-40 min)
+#                 each, held-out seeds 11-15, each side its whole budget: training seconds to a stable solve (every
+#                 eval from there on, the final policy's included, >= 475 on CartPole-v1 (PPO; DQN and PQN vs SB3's
+#                 DQN), >= -200 on Pendulum-v1 (SAC, TD3)), the final policies, the first hits (~60-80 min)
 # Tables are printed and written to bench/results/ (GROUP.md and GROUP.log; quick, full and locomotion in their own
 # folders, asymmetric as asymmetric_critic.md); a run that fails leaves the committed ones as they were.
 # Interpreter: $PYTHON if set, else the project's .venv/bin/python (README's set-up), else python on PATH.
@@ -88,6 +91,7 @@ case "$group" in
   mujoco)    table mujoco bench/mujoco_throughput.py ;;
   mujoco-learn) table mujoco-learn bench/mujoco_learning.py --env Hopper-v5 --steps 2000000 --num-envs 64 \
                   --num-steps 64 --num-minibatches 16 --update-epochs 10 ;;
+  mujoco-num-envs) table mujoco_num_envs bench/mujoco_num_envs.py ;;
   marl)      table marl bench/marl.py ;;
   pipeline)  table pipeline bench/pipeline.py ;;
   population) table population bench/population.py ;;
@@ -129,6 +133,6 @@ case "$group" in
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, full, report, peers, tensordict, compile, envs, ppo, asymmetric, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile or gpu (bash benchmark.sh --help says what each runs)" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, full, report, peers, tensordict, compile, envs, ppo, asymmetric, ensemble, offpolicy, hterm, mujoco, mujoco-learn, mujoco-num-envs, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile or gpu (bash benchmark.sh --help says what each runs)" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"

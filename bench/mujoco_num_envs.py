@@ -65,6 +65,9 @@ def one(env: str, n: int, seed: int, steps: int) -> dict:
 
 def table(rows: list[dict], steps: int) -> str:
     out = [
+        "ppo_vec's MuJoCo defaults on a CPU at N envs (`python algos/ppo_vec.py --env TASK --num-envs "
+        "N`, nothing else but the budget and the seed)",
+        "",
         f"| task | N | rollout (steps x N, minibatches x epochs) | gymnasium return, final policy "
         f"(per seed) | mean | training s (mean) |",
         "|---|---:|---|---|---:|---:|",
@@ -107,7 +110,7 @@ def main() -> None:
     todo = [(e, n, s) for e in a.envs for n in a.num_envs for s in a.seeds]
     t0 = time.perf_counter()
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a") as f, ThreadPoolExecutor(a.jobs) as ex:
+    with open(log, "w") as f, ThreadPoolExecutor(a.jobs) as ex:
         rows = []
         for r in ex.map(lambda x: one(*x, a.steps), todo):
             print(json.dumps(r), flush=True)
