@@ -42,15 +42,15 @@ ref = gym_rollouts(ppo_vec.load_policy(res["checkpoint"]), args.env, 10, seed=ar
 print("RESULT " + json.dumps(dict(env=args.env, num_envs=args.num_envs, seed=args.seed,
       num_steps=args.num_steps, num_minibatches=args.num_minibatches,
       update_epochs=args.update_epochs, train_seconds=res["seconds"], wall=wall,
-      steps=res["steps"], gym=ref["eval_return"], gym_std=ref["eval_return_std"])))
+      steps=res["steps"], gym=ref["eval_return"], gym_std=ref["eval_return_std"], flags=argv[18:])))
 """
 
 
-def one(env: str, n: int, seed: int, steps: int) -> dict:
+def one(env: str, n: int, seed: int, steps: int, flags: list[str]) -> dict:
     argv = [
         "--env", env, "--num-envs", str(n), "--seed", str(seed), "--total-steps", str(steps),
         "--device", "cpu", "--quiet", "--no-plots", "--eval-every", "0", "--save-every", "0",
-        "--out-dir", str(OUT),
+        "--out-dir", str(OUT), *flags,
     ]  # fmt: skip
     env_vars = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", WANDB_MODE="disabled")
     code = WORKER.format(root=str(ROOT), argv=argv)
@@ -72,15 +72,13 @@ def table(rows: list[dict], steps: int) -> str:
         f"(per seed) | mean | training s (mean) |",
         "|---|---:|---|---|---:|---:|",
     ]
-    keys = sorted({(r["env"], r["num_envs"]) for r in rows})
-    for env, n in keys:
-        rs = sorted(
-            (r for r in rows if (r["env"], r["num_envs"]) == (env, n)), key=lambda r: r["seed"]
-        )
-        r0 = rs[0]
+    key = lambda r: (r["env"], r["num_envs"], " ".join(r.get("flags", [])))
+    for k in sorted({key(r) for r in rows}):
+        rs = sorted((r for r in rows if key(r) == k), key=lambda r: r["seed"])
+        r0, n = rs[0], k[1]
         out.append(
-            f"| {env} | {n} | {r0['num_steps']} x {n} = {r0['num_steps'] * n:,}, "
-            f"{r0['num_minibatches']} x {r0['update_epochs']} | "
+            f"| {k[0]} | {n}{' ' + k[2] if k[2] else ''} | {r0['num_steps']} x {n} = "
+            f"{r0['num_steps'] * n:,}, {r0['num_minibatches']} x {r0['update_epochs']} | "
             + ", ".join(f"{r['gym']:.0f} (seed {r['seed']})" for r in rs)
             + f" | {statistics.mean(r['gym'] for r in rs):.0f} "
             f"| {statistics.mean(r['train_seconds'] for r in rs):.0f} |"
@@ -100,6 +98,9 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     p.add_argument("--steps", type=int, default=1_000_000)
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2)")
+    p.add_argument(
+        "--flags", default="", help='more ppo_vec flags, one string: --flags="--num-steps 4"'
+    )
     p.add_argument("--log", default="bench/results/mujoco_num_envs.jsonl")
     p.add_argument("--from-log", action="store_true", help="no runs: the table of --log")
     a = p.parse_args()
@@ -112,7 +113,7 @@ def main() -> None:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as f, ThreadPoolExecutor(a.jobs) as ex:
         rows = []
-        for r in ex.map(lambda x: one(*x, a.steps), todo):
+        for r in ex.map(lambda x: one(*x, a.steps, a.flags.split()), todo):
             print(json.dumps(r), flush=True)
             f.write(json.dumps(r) + "\n")
             f.flush()

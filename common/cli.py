@@ -173,7 +173,7 @@ def rollout_shape(
     num_envs: int,
     batch: int = 4096,
     minibatch: int | None = 512,
-    horizon: tuple[int, int] = (16, 2048),
+    horizon: tuple[int, int] = (8, 2048),
     sequences: bool = False,
 ) -> dict:
     """The rollout of an on-policy file's CPU defaults at `num_envs` envs: a horizon within
@@ -181,7 +181,7 @@ def rollout_shape(
     (with `sequences`, a count that divides `num_envs`: a recurrent file's minibatches are whole
     sub-env sequences; None: one update a rollout, no minibatches). As N changes, the gradient
     steps per env step stay about the same: at N = 64 a 64-step rollout in 8 minibatches, at 256
-    16 steps in 8, at 1024 16 steps in 32."""
+    16 steps in 8, at 1024 8 steps in 16 (bench/README.md#a-stable-solve)."""
     steps = min(max(batch // num_envs, horizon[0]), horizon[1])
     if minibatch is None:
         return dict(num_envs=num_envs, num_steps=steps)

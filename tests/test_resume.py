@@ -167,7 +167,7 @@ def test_mujoco_defaults_follow_env_on_the_command_line():
         shapes = [ppo_vec.default_args("Ant", n, device) for n in (16, 64, 256)]
         assert [(a.num_steps, a.num_minibatches) for a in shapes] == [(256, 8), (64, 8), (16, 8)]
     on_cpu = [ppo_vec.default_args("Hopper", n, "cpu") for n in (1024, 4096)]
-    assert [(a.num_steps, a.num_minibatches) for a in on_cpu] == [(16, 32), (16, 128)]
+    assert [(a.num_steps, a.num_minibatches) for a in on_cpu] == [(8, 16), (8, 64)]
     for f in (a2c, ppo_h, ppo_podracer, ppo_rnn):  # the family follows alike
         a = f.default_args("Ant", 256, "cpu")
         assert (a.num_envs, a.num_steps) == (256, 16)
@@ -201,7 +201,7 @@ def test_mujoco_defaults_follow_env_on_the_command_line():
     args = cli(
         ppo_vec.Args, argv=["--env", "Ant", "--num-envs=2048"], defaults_for=ppo_vec.default_args
     )
-    assert (args.num_envs, args.num_steps) == (2048, 16)
+    assert (args.num_envs, args.num_steps) == (2048, 8)
     assert bad.returncode != 0 and "choose auto, batch or warp" in bad.stderr
 
 
