@@ -65,8 +65,8 @@ def one(env: str, n: int, seed: int, steps: int, flags: list[str]) -> dict:
 
 def table(rows: list[dict], steps: int) -> str:
     out = [
-        "ppo_vec's MuJoCo defaults on a CPU at N envs (`python algos/ppo_vec.py --env TASK --num-envs "
-        "N`, nothing else but the budget and the seed)",
+        "ppo_vec's MuJoCo defaults on a CPU at N envs (`python algos/ppo_vec.py --env TASK "
+        "--num-envs N`, nothing else but the budget and the seed)",
         "",
         f"| task | N | rollout (steps x N, minibatches x epochs) | gymnasium return, final policy "
         f"(per seed) | mean | training s (mean) |",

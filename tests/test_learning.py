@@ -18,8 +18,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("trained_fixtures")]
 
 
 def test_ppo_learns_cartpole(ppo_cartpole):
-    """`--env CartPole-v1` (the file's row): solved (10-episode eval >= 475) within 60k env steps, and
-    every evaluation from then on, the final policy's included, stays solved."""
+    """`--env CartPole-v1` (the file's row): solved (10-episode eval >= 475) within 60k env steps,
+    and every evaluation from then on, the final policy's included, stays solved."""
     print("PPO CartPole-v1:", ppo_cartpole, evaluations(ppo_cartpole))
     assert_solved_and_stays(ppo_cartpole, 475, by=60_000)
 
