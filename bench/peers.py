@@ -608,7 +608,12 @@ def report(results, profiles, versions, total_seconds) -> str:
         "| ours s | ratio |",
         "|---|---|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|",
     ]
-    rs = lambda x: fmt(x, ".1f") + ("x" if x is not None and x != float("inf") else "")
+    inf = float("inf")
+    rs = lambda x: (
+        "inf (SB3: never)" if x == inf else fmt(x, ".1f") + ("x" if x is not None else "")
+    )
+    # a median over seeds that did not solve on half of them or more
+    ms = lambda xs: "never" if median(xs) == inf else fmt(median(xs))
     detail = []
     for algo, rows in results.items():
         c = COMPARISONS[algo]
@@ -621,12 +626,12 @@ def report(results, profiles, versions, total_seconds) -> str:
             else f"{algo.upper()} {c['env']} >= {c['threshold']:g}"
         )
         out.append(
-            f"| {name} | {seeds} | {fmt(median([stable_secs(r[1]) for r in rows]))} "
-            f"| {fmt(median([stable_secs(r[2]) for r in rows]))} | {rs(ratio)} "
+            f"| {name} | {seeds} | {ms([stable_secs(r[1]) for r in rows])} "
+            f"| {ms([stable_secs(r[2]) for r in rows])} | {rs(ratio)} "
             f"| >= {c['target']:g}x ({met}) | {finals(rows, 1)} | {finals(rows, 2)} "
             f"| {afters(rows, 1)} | {afters(rows, 2)} "
-            f"| {fmt(median([first_secs(r[1]) for r in rows]))} "
-            f"| {fmt(median([first_secs(r[2]) for r in rows]))} | {rs(ratio_first)} |"
+            f"| {ms([first_secs(r[1]) for r in rows])} "
+            f"| {ms([first_secs(r[2]) for r in rows])} | {rs(ratio_first)} |"
         )
         detail += [
             "",

@@ -149,3 +149,18 @@ def test_our_worker_trains_the_file_and_stops_at_the_first_hit():
     assert result["mode"] == "first-hit" and len(result["evals"]) == 1
     assert result["reached"] and result["step"] == result["evals"][0]["step"] > 0
     assert 0 < result["evals"][0]["eval_seconds"] < result["seconds"]
+
+
+def test_a_side_that_never_solves_stably_reads_never(tmp_path):
+    # SB3's final policies fall below the threshold on both seeds; ours holds from its 2nd eval
+    rows = [
+        _run("sb3", "dqn", s, [(2048, 5.0, 1.0, 500.0), (50000, 50.0, 1.0, 200.0)]) for s in (1, 2)
+    ] + [_run("ours", "pqn", s, [(2048, 1.0, 0.5, 100.0), (4096, 2.0, 0.5, 500.0)]) for s in (1, 2)]
+    log = tmp_path / "peers.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    results, _ = peers.from_log(log)
+    assert peers.ratio_of(results["pqn"]) == float("inf")
+    text = peers.report(results, {}, {}, None)
+    row = next(line for line in text.splitlines() if line.startswith("| PQN CartPole-v1"))
+    assert "| never | 1.0 | inf (SB3: never) | >= 5x (met) |" in row, row
+    assert "| 0/2 (median 200.0) | 2/2 (median 500.0) |" in row, row
