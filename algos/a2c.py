@@ -76,8 +76,8 @@ MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16,
                        save_every=5_000_000)
 # On a CPU (and below 1024 envs on a GPU): ppo_vec's CPU shape (not tuned on MuJoCo either); the
 # rollout follows --num-envs (default_args)
-MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, num_envs=64, num_steps=64,
-                           total_steps=5_000_000, eval_every=250_000, save_every=1_000_000)
+MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, total_steps=5_000_000, eval_every=250_000,
+                           save_every=1_000_000)
 # Per-task rows over those (`--env X --help` lists them); initial std 0.37, not 1, on the CPU
 # defaults; classic control's from bench/sweep.py (bench/README.md#defaults-the-evidence)
 TASK_DEFAULTS = {
@@ -133,7 +133,7 @@ class Agent(nn.Module):
     def __init__(self, obs_dim: int, action_space, hidden=(64, 64), init_log_std=0.0, critic_dim=0):
         super().__init__()
         self.critic_group = "critic" if critic_dim else "policy"
-        self.nvec = Categoricals.nvec(action_space)  # one categorical a discrete dimension, or None
+        self.nvec = Categoricals.nvec(action_space)  # categories per discrete dimension, or None
         self.discrete = self.nvec is not None
         self.multi = isinstance(action_space, gym.spaces.MultiDiscrete)
         out = sum(self.nvec) if self.discrete else int(np.prod(action_space.shape))

@@ -93,10 +93,10 @@ MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, num_minibatches=4, update_ep
                        learning_rate=3e-4, max_grad_norm=1.0, hidden=(256, 128, 64), norm_obs=True,
                        norm_reward=True, total_steps=50_000_000, eval_every=5_000_000,
                        save_every=5_000_000)
-# On a CPU (and below 1024 envs on a GPU): the hyper-parameters of the shape that ran the most
-# env steps a second on one core; the rollout then follows --num-envs (default_args)
-MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, num_envs=64, num_steps=64, num_minibatches=8,
-                           total_steps=5_000_000, eval_every=250_000, save_every=1_000_000)
+# On a CPU (and below 1024 envs on a GPU): a rollout that follows --num-envs (default_args,
+# rollout_shape; at 64 envs the shape that ran the most env steps a second on one core)
+MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, total_steps=5_000_000, eval_every=250_000,
+                           save_every=1_000_000)
 # Per-task rows over those (`--env X --help` lists them); initial std 0.37, not 1, on the CPU
 # defaults; classic control's from bench/sweep.py (bench/README.md#defaults-the-evidence)
 TASK_DEFAULTS = {
@@ -160,7 +160,7 @@ class Agent(nn.Module):
     def __init__(self, obs_dim: int, action_space, hidden=(64, 64), init_log_std=0.0, critic_dim=0):
         super().__init__()
         self.critic_group = "critic" if critic_dim else "policy"
-        self.nvec = Categoricals.nvec(action_space)  # one categorical a discrete dimension, or None
+        self.nvec = Categoricals.nvec(action_space)  # categories per discrete dimension, or None
         self.discrete = self.nvec is not None
         self.multi = isinstance(action_space, gym.spaces.MultiDiscrete)
         out = sum(self.nvec) if self.discrete else int(np.prod(action_space.shape))
