@@ -25,38 +25,40 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "runs" / "num_envs"
 
-WORKER = """
-import json, sys, time
-sys.path.insert(0, {root!r})
-import torch
-torch.set_num_threads(1)
-from algos import ppo_vec
-from common.cli import cli
-from common.evaluate import gym_rollouts
-argv = {argv!r}
-args = cli(ppo_vec.Args, argv=argv, defaults_for=ppo_vec.default_args)
-t = time.perf_counter()
-res = ppo_vec.main(args)
-wall = time.perf_counter() - t
-ref = gym_rollouts(ppo_vec.load_policy(res["checkpoint"]), args.env, 10, seed=args.seed + 10_000)
-print("RESULT " + json.dumps(dict(env=args.env, num_envs=args.num_envs, seed=args.seed,
-      num_steps=args.num_steps, num_minibatches=args.num_minibatches,
-      update_epochs=args.update_epochs, train_seconds=res["seconds"], wall=wall,
-      steps=res["steps"], gym=ref["eval_return"], gym_std=ref["eval_return_std"], flags=argv[18:])))
-"""
+
+def worker(argv: list[str], flags: list[str]) -> dict:
+    """One run in this process (`--worker`): ppo_vec with `argv`, then its final policy on
+    gymnasium's env."""
+    import torch
+
+    from algos import ppo_vec
+    from common.cli import cli
+    from common.evaluate import gym_rollouts
+
+    torch.set_num_threads(1)
+    args = cli(ppo_vec.Args, argv=argv, defaults_for=ppo_vec.default_args)
+    t = time.perf_counter()
+    res = ppo_vec.main(args)
+    wall = time.perf_counter() - t
+    policy = ppo_vec.load_policy(res["checkpoint"])
+    ref = gym_rollouts(policy, args.env, 10, seed=args.seed + 10_000)
+    return dict(
+        env=args.env, num_envs=args.num_envs, seed=args.seed, num_steps=args.num_steps,
+        num_minibatches=args.num_minibatches, update_epochs=args.update_epochs,
+        train_seconds=res["seconds"], wall=wall, steps=res["steps"], gym=ref["eval_return"],
+        gym_std=ref["eval_return_std"], flags=flags,
+    )  # fmt: skip
 
 
 def one(env: str, n: int, seed: int, steps: int, flags: list[str]) -> dict:
     argv = [
         "--env", env, "--num-envs", str(n), "--seed", str(seed), "--total-steps", str(steps),
         "--device", "cpu", "--quiet", "--no-plots", "--eval-every", "0", "--save-every", "0",
-        "--out-dir", str(OUT), *flags,
+        "--out-dir", str(OUT),
     ]  # fmt: skip
     env_vars = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", WANDB_MODE="disabled")
-    code = WORKER.format(root=str(ROOT), argv=argv)
-    p = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env_vars, capture_output=True, text=True
-    )
+    cmd = [sys.executable, __file__, "--worker", json.dumps([argv, flags])]
+    p = subprocess.run(cmd, cwd=ROOT, env=env_vars, capture_output=True, text=True)
     line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
     if line is None:
         raise SystemExit(f"run failed: {env} N={n} seed {seed}\n{p.stderr[-3000:]}")
@@ -103,7 +105,12 @@ def main() -> None:
     )
     p.add_argument("--log", default="bench/results/mujoco_num_envs.jsonl")
     p.add_argument("--from-log", action="store_true", help="no runs: the table of --log")
+    p.add_argument("--worker", help=argparse.SUPPRESS)  # one run: JSON [ppo_vec argv, flags]
     a = p.parse_args()
+    if a.worker:
+        argv, flags = json.loads(a.worker)
+        print("RESULT " + json.dumps(worker(argv + flags, flags)), flush=True)
+        return
     log = ROOT / a.log
     if a.from_log:
         print(table([json.loads(l) for l in open(log)], a.steps))
