@@ -245,6 +245,7 @@ def worker(
         seed=seed,
         evals=state["evals"],
         budget=args.total_steps,
+        threshold=threshold,
         mode="first-hit" if stop_at_hit else "full",
     )
     hit = next((e for e in state["evals"] if e["eval_return"] >= threshold), None)
@@ -354,7 +355,7 @@ def _ok(r: dict) -> bool:
 
 
 def _solved(r: dict) -> list[bool]:
-    thr = COMPARISONS[r["algo"]]["threshold"]
+    thr = r["threshold"] if "threshold" in r else COMPARISONS[r["algo"]]["threshold"]
     return [e["eval_return"] >= thr for e in r["evals"]]
 
 
@@ -472,7 +473,8 @@ def main() -> None:
         "--from-log", metavar="JSONL", help="no runs: rebuild the table from a --log file"
     )
     # worker mode (our side, one run)
-    p.add_argument("--worker", choices=list(COMPARISONS), help=argparse.SUPPRESS)
+    # (a comparison, or any algorithm file: bench/stable.py)
+    p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--threshold", type=float, default=None, help=argparse.SUPPRESS)
     p.add_argument("flags", nargs="*", help=argparse.SUPPRESS)
