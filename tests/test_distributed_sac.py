@@ -43,11 +43,8 @@ def _torchrun_sac(tmp_path, **kw) -> tuple[list[dict], list[dict]]:
     """Run SAC on 2 gloo processes; returns both ranks' summaries and final actor and env states."""
     states = tmp_path / "states"
     states.mkdir()
-    args = {
-        **dict(env="Pendulum-v1", eval_every=0, save_every=0, quiet=True),
-        "out_dir": str(tmp_path / "runs"),
-        **kw,
-    }
+    run = dict(env="Pendulum-v1", eval_every=0, save_every=0, quiet=True)
+    args = {**run, "out_dir": str(tmp_path / "runs"), **kw}  # kw may set eval_every
     env = dict(os.environ, OMP_NUM_THREADS="1", STATES=str(states))
     out = subprocess.run(
         [

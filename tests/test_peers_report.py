@@ -164,3 +164,22 @@ def test_a_side_that_never_solves_stably_reads_never(tmp_path):
     row = next(line for line in text.splitlines() if line.startswith("| PQN CartPole-v1"))
     assert "| never | 1.0 | inf (SB3: never) | >= 5x (met) |" in row, row
     assert "| 0/2 (median 200.0) | 2/2 (median 500.0) |" in row, row
+
+
+def test_stable_table_of_a_file_beside_the_peers():
+    """bench/stable.py: a file outside the peers table is judged by the threshold its runs carry;
+    a seed whose final policy is below it is 'never' stable and counts against the finals."""
+    import stable
+
+    kw = dict(threshold=-200.0, budget=3)
+    held = _run("ours", "redq", 11, [(1, 1.0, 0.5, -300.0), (2, 2.0, 0.5, -150.0)], **kw)
+    late = [(1, 1.0, 0.5, -150.0), (2, 2.0, 0.5, -250.0), (3, 3.0, 0.5, -190.0)]
+    fell = _run("ours", "redq", 12, late, **kw)
+    last = _run("ours", "redq", 13, late[:2], **kw)
+    row = stable.row("redq", [last, fell, held])
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == "11, 12, 13"
+    assert cells[3] == "2/3 (-150.0, -190.0, -250.0)"
+    assert cells[4] == "2, 3, never"  # stable at (env steps), per seed
+    assert cells[6] == "33% of 3"  # after the first hit: 0/0, 1/2, 0/1
+    assert cells[7] == "2, 1, 1"
