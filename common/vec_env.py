@@ -563,9 +563,16 @@ def _check_obs(env_name: str, what: str, x, space: gym.Space, num_envs: int, dev
                 f"{sorted(x) if isinstance(x, dict) else type(x).__name__}"
             )
         for k, sub in space.spaces.items():
-            _check_tensor(env_name, f"{what}[{k!r}]", x[k], (num_envs, *sub.shape), device, float)
+            _check_tensor(
+                env_name, f"{what}[{k!r}]", x[k], (num_envs, *sub.shape), device, _kind(sub)
+            )
     else:
-        _check_tensor(env_name, what, x, (num_envs, *space.shape), device, float)
+        _check_tensor(env_name, what, x, (num_envs, *space.shape), device, _kind(space))
+
+
+def _kind(space: gym.Space):
+    """What an observation of `space` must be: uint8 for an image (a uint8 Box), else float."""
+    return torch.uint8 if getattr(space, "dtype", None) == np.uint8 else float
 
 
 def _check_tensor(env_name: str, what: str, x, shape: tuple, device, kind) -> None:
@@ -587,6 +594,10 @@ def _check_tensor(env_name: str, what: str, x, shape: tuple, device, kind) -> No
     if kind is float and not x.dtype.is_floating_point:
         raise UserTypeError(
             f"{env_name}.{what} has dtype {x.dtype}, expected a floating-point tensor"
+        )
+    if kind is torch.uint8 and x.dtype != torch.uint8:
+        raise UserTypeError(
+            f"{env_name}.{what} has dtype {x.dtype}, expected torch.uint8 (an image space)"
         )
     if kind is bool and x.dtype != torch.bool:
         raise UserTypeError(f"{env_name}.{what} has dtype {x.dtype}, expected torch.bool")

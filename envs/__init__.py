@@ -10,6 +10,8 @@ baseline. `StockTrading-v0` (`envs.stock_trading`, FinRL-style multi-stock tradi
 500 data or a CSV named by `STOCK_TRADING_CSV`) is native and takes `split`, `data`, `initial_cash`,
 ... The multi-agent MPE tasks in `MULTI_AGENT` (`simple_spread`, `simple_tag`,
 also under mpe2's names `simple_spread_v3`, `simple_tag_v3`) follow `common/ma_vec_env.py`.
+MinAtar's five games (`MINATAR`: `MinAtar/Breakout-v1`, ..., `Breakout-MinAtar`; envs/minatar.py)
+are batched torch ports with uint8 `(C, 10, 10)` image observations.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import torch
 from envs.chasing import Chasing
 from envs.classic_control import Acrobot, CartPole, MountainCar, MountainCarContinuous, Pendulum
 from envs.masked import GridReach, MaskedWalk, UnmaskedWalk
+from envs.minatar import IDS as MINATAR
 from envs.mpe import SimpleSpread, SimpleTag
 from envs.partial import CARTPOLE_NOISE as NOISE, factory as _partial
 
@@ -104,6 +107,7 @@ def register(env_id: str, factory) -> None:
         )
     if (
         env_id in NATIVE
+        or env_id in MINATAR
         or env_id in VARIANTS
         or env_id in EXTERNAL
         or env_id in MULTI_AGENT
@@ -233,9 +237,9 @@ def _make(env_id: str, num_envs: int, device, seed, **kwargs):
         return (VARIANTS.get(env_id) or EXTERNAL[env_id])(
             num_envs=num_envs, device=device, seed=seed, **kwargs
         )
-    if env_id in NATIVE or env_id in MULTI_AGENT:
+    if env_id in NATIVE or env_id in MULTI_AGENT or env_id in MINATAR:
         kwargs.pop("vectorization_mode", None)  # only meaningful for host (gymnasium) sub-envs
-        cls = NATIVE.get(env_id) or MULTI_AGENT[env_id]
+        cls = NATIVE.get(env_id) or MULTI_AGENT.get(env_id) or MINATAR[env_id]
         return cls(num_envs=num_envs, device=device, seed=seed, **kwargs)
     import gymnasium as gym
 
@@ -243,6 +247,7 @@ def _make(env_id: str, num_envs: int, device, seed, **kwargs):
         # phys2d/ and tabular/ are gymnasium's JAX-only functional envs: not offered here
         known = sorted(
             set(NATIVE)
+            | set(MINATAR)
             | set(VARIANTS)
             | set(EXTERNAL)
             | set(MULTI_AGENT)

@@ -157,6 +157,7 @@ def test_evaluate_runs_on_native_and_gymnasium_ids():
 # ---- torch.inference_mode: rsl_rl steps envs inside it; training code steps them outside ---------
 INFERENCE_IDS = [
     *envs.NATIVE,
+    *(f"MinAtar/{g}-v1" for g in ("Breakout", "Seaquest")),
     *envs.VARIANTS,
     *envs.MULTI_AGENT,
     *envs.MUJOCO_IDS,
