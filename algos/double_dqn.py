@@ -21,12 +21,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gymnasium as gym
-import numpy as np
 import torch
 import torch.nn as nn
 
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 from common.cli import Clip, Count, Count0, Frac, Layers, Rate, RunArgs, Unit, cli, task_defaults
+from common import encoders
 from common.errors import UserError
 from common.policy import Policy
 from common.run import Run
@@ -74,14 +74,24 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 
 # Per-task defaults over the ones above, from held-out sweeps (bench/sweep.py; bench/README.md,
 # "double_dqn"); `--env X --help` lists them
+# fmt: off
 TASK_DEFAULTS = {
     "CartPole-v1": dict(gradient_steps=4),
+    # pixels: the MinAtar paper's DQN (Young & Tian, 2019): one update per env step, batch 32,
+    # 100k replay, target every 1,000 updates, epsilon to 0.1 over the first 100k steps
+    **{f"MinAtar/{game}-v1": dict(num_envs=8, gradient_steps=8, batch_size=32,
+                                  learning_rate=2.5e-4, buffer_size=100_000, target_every=1_000,
+                                  end_e=0.1, exploration_fraction=0.02, learning_starts=5_000,
+                                  hidden=(128,), total_steps=5_000_000, eval_every=250_000,
+                                  save_every=1_000_000)
+       for game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")},
 }
+# fmt: on
 default_args = task_defaults(Args, TASK_DEFAULTS)
 
 
 def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.check_ranges)
-    check_single_agent(env, args.env, ALGO, masks=True, flat=True)
+    check_single_agent(env, args.env, ALGO, masks=True, flat=True, images=True)
     if not isinstance(env.single_action_space, gym.spaces.Discrete):
         raise UserError(f"{ALGO} needs a Discrete action space (Box: ppo_vec.py, sac.py, td3.py)")
     if args.buffer_size < args.num_envs:
@@ -94,9 +104,10 @@ MASKED_Q = -1e9  # a forbidden action's Q-value: never the greedy action nor the
 
 
 class QNetwork(nn.Module):
-    def __init__(self, obs_dim: int, n_actions: int, hidden=(128, 128)):
+    def __init__(self, obs_dim, n_actions: int, hidden=(128, 128)):
         super().__init__()
-        sizes, layers = [obs_dim, *hidden], []
+        layers, width = encoders.layers(obs_dim)  # an image space (obs_dim): a conv encoder first
+        sizes = [width, *hidden]
         for a, b in zip(sizes[:-1], sizes[1:]):
             layers += [nn.Linear(a, b), nn.ReLU()]
         layers.append(nn.Linear(sizes[-1], n_actions))
@@ -145,7 +156,9 @@ def main(args: Args) -> dict:
     env = make_env(args, device, args.seed)
     check_args(args, env)
     n_actions = int(env.single_action_space.n)
-    obs_dim = int(np.prod(env.single_observation_space["policy"].shape))
+    obs_dim = encoders.obs_input(
+        env.single_observation_space["policy"]
+    )  # a width, or an image space
     net = dict(obs_dim=obs_dim, n_actions=n_actions, hidden=args.hidden)
     q_net, target_net = QNetwork(**net).to(device), QNetwork(**net).to(device)
     target_net.load_state_dict(q_net.state_dict())

@@ -32,12 +32,13 @@ import torch.nn as nn
 from common.buffers import TrajectoryStore
 from common.cli import Clip, Count, Layers, NonNeg, Rate, RunArgs, Unit, cli, rollout_shape
 from common.distributions import Categoricals, Normal
+from common import encoders
 from common.errors import UserError
 from common.optim import adapt_lr
 from common.policy import Policy
 from common.run import Run
 from common.storage import Batch
-from common.vec_env import check_single_agent, group_dims
+from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
 ALGO = "ppo_h"
@@ -125,7 +126,7 @@ def default_args(env_id: str, num_envs: int | None = None, device: str = "auto")
 
 
 def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.check_ranges)
-    check_single_agent(env, args.env, ALGO, groups=True, masks=True, flat=True)
+    check_single_agent(env, args.env, ALGO, groups=True, masks=True, flat=True, images=True)
     if args.num_envs * args.num_steps % args.num_minibatches:
         raise UserError(
             f"num_envs x num_steps is not divisible by --num-minibatches {args.num_minibatches}"
@@ -157,22 +158,31 @@ class Agent(nn.Module):
     """Actor and critic over named observation groups: the actor reads `policy` (and
     `action_mask`), the critic `critic` (privileged state) where the env has it, else `policy`."""
 
-    def __init__(self, obs_dim: int, action_space, hidden=(64, 64), init_log_std=0.0, critic_dim=0):
+    def __init__(self, obs_dim, action_space, hidden=(64, 64), init_log_std=0.0, critic_dim=0):
         super().__init__()
         self.critic_group = "critic" if critic_dim else "policy"
         self.nvec = Categoricals.nvec(action_space)  # categories per discrete dimension, or None
         self.discrete = self.nvec is not None
         self.multi = isinstance(action_space, gym.spaces.MultiDiscrete)
         out = sum(self.nvec) if self.discrete else int(np.prod(action_space.shape))
-        self.critic = mlp([critic_dim or obs_dim, *hidden, 1], out_std=1.0)
-        self.actor = mlp([obs_dim, *hidden, out], out_std=0.01)
+        # an image `policy` group (obs_dim: its space): one conv encoder under both heads
+        layers, width = encoders.layers(obs_dim)
+        self.encoder, self.image = nn.Sequential(*layers), bool(layers)
+        self.critic = mlp([critic_dim or width, *hidden, 1], out_std=1.0)
+        self.actor = mlp([width, *hidden, out], out_std=0.01)
         if not self.discrete:
             self.log_std = nn.Parameter(torch.full((out,), float(init_log_std)))
 
-    def value(self, obs: dict) -> torch.Tensor:
+    def encode(self, obs: dict) -> dict:
+        """The groups as the heads read them: an image `policy` group as its conv features."""
+        return {**obs, "policy": self.encoder(obs["policy"])} if self.image else obs
+
+    def value(self, obs: dict, encoded: bool = False) -> torch.Tensor:
+        obs = obs if encoded else self.encode(obs)
         return self.critic(obs[self.critic_group]).squeeze(-1)
 
-    def dist(self, obs: dict):
+    def dist(self, obs: dict, encoded: bool = False):
+        obs = obs if encoded else self.encode(obs)
         out = self.actor(obs["policy"])
         if self.discrete:  # the env's action mask (if any): a forbidden action has probability 0
             return Categoricals(out, self.nvec, obs.get("action_mask"), self.multi)
@@ -180,20 +190,23 @@ class Agent(nn.Module):
 
     def act(self, obs: dict):
         """Sample actions; return (action, log_prob, value)."""
-        d = self.dist(obs)
+        obs = self.encode(obs)
+        d = self.dist(obs, encoded=True)
         # rsample: sample()'s numbers without its host sync on CUDA
         action = d.sample() if self.discrete else d.rsample()
         logp = d.log_prob(action) if self.discrete else d.log_prob(action).sum(-1)
-        return action, logp, self.value(obs)
+        return action, logp, self.value(obs, encoded=True)
 
     def evaluate_actions(self, obs: dict, action: torch.Tensor):
-        d = self.dist(obs)
+        obs = self.encode(obs)
+        d, value = self.dist(obs, encoded=True), self.value(obs, encoded=True)
         if self.discrete:
-            return d.log_prob(action.long()), d.entropy(), self.value(obs)
-        return d.log_prob(action).sum(-1), d.entropy().sum(-1), self.value(obs)
+            return d.log_prob(action.long()), d.entropy(), value
+        return d.log_prob(action).sum(-1), d.entropy().sum(-1), value
 
     def deterministic(self, obs: dict) -> torch.Tensor:
-        return self.dist(obs).mode() if self.discrete else self.actor(obs["policy"])
+        obs = self.encode(obs)
+        return self.dist(obs, encoded=True).mode() if self.discrete else self.actor(obs["policy"])
 
 
 def ppo_loss(agent: Agent, args: Args, mb: Batch):
@@ -260,7 +273,7 @@ def main(args: Args) -> dict:
     env = make_env(args, device, args.seed)
     check_args(args, env)
     act_space = env.single_action_space
-    obs_dim, critic_dim = group_dims(env.single_observation_space)  # 0: no `critic` group
+    obs_dim, critic_dim = encoders.group_dims(env.single_observation_space)  # 0: no `critic` group
     net = dict(obs_dim=obs_dim, action_space=act_space, hidden=args.hidden, critic_dim=critic_dim)
     agent = Agent(**net, init_log_std=args.init_log_std).to(device)
     # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer

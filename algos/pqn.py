@@ -32,11 +32,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gymnasium as gym
-import numpy as np
 import torch
 import torch.nn as nn
 
 from common.cli import Clip, Count, Count0, Layers, Rate, RunArgs, Unit, cli, task_defaults
+from common import encoders
 from common.errors import UserError
 from common.policy import Policy
 from common.run import Run
@@ -74,14 +74,23 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 
 # Per-task defaults over the ones above, from held-out sweeps (bench/sweep.py; bench/README.md,
 # "pqn defaults"); `--env X --help` lists them
+# fmt: off
 TASK_DEFAULTS = {
     "CartPole-v1": dict(exploration_fraction=0.05, learning_rate=2.5e-3, num_envs=32),
+    # the paper's MinAtar settings (its code's pqn_minatar config); the network: MinAtar's conv
+    # stack and one hidden layer of 128, as the MinAtar paper's DQN
+    **{f"MinAtar/{game}-v1": dict(num_envs=128, num_steps=32, num_minibatches=32, update_epochs=2,
+                                  learning_rate=5e-4, q_lambda=0.65, exploration_fraction=0.1,
+                                  hidden=(128,), total_steps=10_000_000, eval_every=250_000,
+                                  save_every=1_000_000)
+       for game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")},
 }
+# fmt: on
 default_args = task_defaults(Args, TASK_DEFAULTS)
 
 
 def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.check_ranges)
-    check_single_agent(env, args.env, ALGO, masks=True, flat=True)
+    check_single_agent(env, args.env, ALGO, masks=True, flat=True, images=True)
     if not isinstance(env.single_action_space, gym.spaces.Discrete):
         raise UserError(f"{ALGO} needs a Discrete action space (Box: ppo_vec.py, sac.py, td3.py)")
     if args.num_envs * args.num_steps % args.num_minibatches:
@@ -94,9 +103,11 @@ MASKED_Q = -1e9  # a forbidden action's Q-value: never the greedy action nor the
 
 
 class QNetwork(nn.Module):
-    def __init__(self, obs_dim: int, n_actions: int, hidden=(128, 128)):
+    def __init__(self, obs_dim, n_actions: int, hidden=(128, 128)):
         super().__init__()
-        sizes, layers = [obs_dim, *hidden], []
+        # an image space (obs_dim): a conv encoder first, LayerNorm after its layers too
+        layers, width = encoders.layers(obs_dim, norm=True)
+        sizes = [width, *hidden]
         for a, b in zip(sizes[:-1], sizes[1:]):
             # LayerNorm: what lets PQN drop the target network
             layers += [nn.Linear(a, b), nn.LayerNorm(b), nn.ReLU()]
@@ -148,7 +159,9 @@ def main(args: Args) -> dict:
     env = make_env(args, device, args.seed)
     check_args(args, env)
     n_actions = int(env.single_action_space.n)
-    obs_dim = int(np.prod(env.single_observation_space["policy"].shape))
+    obs_dim = encoders.obs_input(
+        env.single_observation_space["policy"]
+    )  # a width, or an image space
     net = dict(obs_dim=obs_dim, n_actions=n_actions, hidden=args.hidden)
     q_net = QNetwork(**net).to(device)
     # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer
@@ -200,7 +213,8 @@ def main(args: Args) -> dict:
                 next_obs, reward, terminated, truncated, info = env.step(actions)
                 # s_t+1 of step t: the final observation where the episode ended
                 done, final = terminated | truncated, info["final_obs"]
-                s_next = {k: torch.where(done[:, None], final[k], x) for k, x in next_obs.items()}
+                rows = lambda x: done.view(N, *(1,) * (x.dim() - 1))  # noqa: E731 (any group rank)
+                s_next = {k: torch.where(rows(x), final[k], x) for k, x in next_obs.items()}
                 store[t] = dict(next_obs=s_next, rewards=reward, terminated=terminated, dones=done)
                 obs.copy_(next_obs)
             next_max_q = q_fn(store["next_obs"].flatten()).max(-1).values.view(T, N)

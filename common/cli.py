@@ -164,9 +164,21 @@ def task_defaults(args_cls, tasks: dict):
     from dataclasses import replace
 
     def default_args(env_id: str, num_envs: int | None = None, device: str = "auto"):
-        return replace(args_cls(env=env_id), **tasks.get(env_id, {}))
+        return replace(args_cls(env=env_id), **tasks.get(task_id(env_id), {}))
 
     return default_args
+
+
+MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
+
+
+def task_id(env_id: str) -> str:
+    """The id a task's row is kept under: a MinAtar game's under `MinAtar/<Game>-v1` whichever of
+    its ids names it (`-v0`, its full action set; `<Game>-MinAtar`, gymnax's name)."""
+    for game in MINATAR_GAMES:
+        if env_id in (f"MinAtar/{game}-v0", f"{game}-MinAtar"):
+            return f"MinAtar/{game}-v1"
+    return env_id
 
 
 def rollout_shape(

@@ -162,9 +162,10 @@ def evaluate(
         mask = info.get("action_mask")  # a masked env: the policy takes the mask too
         act = policy(policy_obs(obs)) if mask is None else policy(policy_obs(obs), action_mask=mask)
         obs, reward, term, trunc, info = env.step(act)  # the policy group only
-        ret += reward * running
+        # the game's own score and episodes where the env reports them (Atari: unclipped, all lives)
+        ret += info.get("score", reward) * running
         length += running
-        running &= ~(term | trunc)
+        running &= ~info.get("episode_over", term | trunc)
         if t % 32 == 31 and not bool(running.any()):
             break
     env.close()

@@ -7,8 +7,9 @@
 What is exported is the checkpoint's deployable policy (`common/policy.py`), the module
 `load_policy` rebuilds from the checkpoint alone: observation normalization, the network and the
 action rescaling, in one graph. Input `obs`: raw observations, float32 `[batch, *obs_shape]` (any
-batch size). Output `action`: what the env takes, float32 `[batch, *action_shape]` within the action
-bounds, or int64 `[batch]` for a discrete action space. Every file written is checked before the
+batch size; uint8 for an image, which the graph scales). Output `action`: what the env takes,
+float32 `[batch, *action_shape]` within the action bounds, or int64 `[batch]` for a discrete action
+space. Every file written is checked before the
 command returns: its outputs on 1,000 random observations (spread like the ones seen in training
 where the checkpoint has normalization statistics) equal `load_policy`'s within 1e-5 (the ONNX file
 through onnxruntime when it is installed; otherwise the check says it was skipped).
@@ -126,8 +127,11 @@ def _names(module: Policy) -> tuple[list[str], list[str], dict]:
 
 def sample_observations(module: Policy, n: int = 1000, seed: int = 0) -> torch.Tensor:
     """`n` observations to compare outputs on: around the normalizer's mean, two of its standard
-    deviations wide, where the policy normalizes; standard normal otherwise."""
+    deviations wide, where the policy normalizes; standard normal otherwise; any bytes for an
+    image."""
     g = torch.Generator().manual_seed(seed)
+    if module.obs_dtype == "uint8":
+        return torch.randint(0, 256, (n, *module.obs_shape), generator=g, dtype=torch.uint8)
     x = torch.randn((n, *module.obs_shape), generator=g)
     if module.normalize:
         x = module.obs_mean.float().cpu() + 2.0 * module.obs_var.float().cpu().sqrt() * x

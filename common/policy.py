@@ -110,10 +110,12 @@ class Policy(nn.Module):
         mask_dim: int = 0,
         act: str = "forward",
         groups: bool = False,
+        obs_dtype: str = "float32",
     ):
         super().__init__()
         self.net, self.act, self.mask_dim, self.groups = net, act, int(mask_dim), groups
         self.obs_shape = tuple(int(n) for n in obs_shape)
+        self.obs_dtype = obs_dtype  # "uint8": an image, which the network scales itself
         self.normalize = obs_norm is not None and obs_norm is not False
         # a NormalizeObservation wrapper: its clip
         self.clip = float(getattr(obs_norm, "clip", clip))
@@ -147,6 +149,7 @@ class Policy(nn.Module):
         self.spec = {
             "net": {k: _plain(v) for k, v in net_kwargs.items()},
             "obs_shape": list(self.obs_shape),
+            "obs_dtype": obs_dtype,
             "action_space": describe_space(action_space),
             "normalize": self.normalize,
             "clip": self.clip,
@@ -166,15 +169,17 @@ class Policy(nn.Module):
         mask; named groups where `ObsGroups` wraps the env."""
         groups = find_wrapper(env, ObsGroups) is not None
         space = env.single_observation_space
+        space = space["policy"] if groups else space
         return cls(
             net,
             net_kwargs,
-            space["policy"].shape if groups else space.shape,
+            space.shape,
             env.unwrapped.single_action_space,
             obs_norm if obs_norm is not None else find_wrapper(env, NormalizeObservation),
             mask_dim=mask_columns(env) if groups else 0,
             act=act,
             groups=groups,
+            obs_dtype="uint8" if space.dtype == np.uint8 else "float32",
         )
 
     @staticmethod
@@ -257,6 +262,7 @@ def load(path: str, algo: str, net_cls: type, device="cpu") -> Policy:
         mask_dim=spec["mask_dim"],
         act=spec["act"],
         groups=spec.get("groups", False),
+        obs_dtype=spec.get("obs_dtype", "float32"),
     )
     policy.spec = spec
     policy.load_state_dict(ckpt["policy"])

@@ -547,13 +547,6 @@ def group_spaces(space: gym.Space) -> tuple[gym.Space, gym.Space]:
     return space, space
 
 
-def group_dims(space: gym.Space) -> tuple[int, int]:
-    """(policy width, critic width) of a flat observation space; the critic width is 0 when the
-    space has no `critic` group (the critic then reads the policy observation)."""
-    policy, critic = group_spaces(space)
-    return int(np.prod(policy.shape)), int(np.prod(critic.shape)) if critic is not policy else 0
-
-
 def _check_obs(env_name: str, what: str, x, space: gym.Space, num_envs: int, device) -> None:
     if isinstance(space, gym.spaces.Dict):
         if not isinstance(x, dict) or set(x) != set(space.spaces):
@@ -604,13 +597,20 @@ def _check_tensor(env_name: str, what: str, x, shape: tuple, device, kind) -> No
 
 
 def check_single_agent(
-    env, env_id: str, algo: str, groups: bool = False, masks: bool = False, flat: bool = False
+    env,
+    env_id: str,
+    algo: str,
+    groups: bool = False,
+    masks: bool = False,
+    flat: bool = False,
+    images: bool = False,
 ) -> None:
     """Refuse a multi-agent env (`common/ma_vec_env.py`, observations `[N, n_agents, ...]`) in a
     single-agent algorithm file, naming the files that train several agents; an env with observation
     groups in a file that has no asymmetric critic (`groups=False`); an env with action masks in a
     file that cannot apply them (`masks=False`); with `flat=True` (an MLP's input), an observation
-    group that is not a vector."""
+    group that is not a vector (nor, with `images=True`, a uint8 `(C, H, W)` image: a file whose
+    networks start with `common.encoders`)."""
     if getattr(env, "has_action_mask", False) and not masks:
         raise UserError(
             f"{env_id} masks its actions (info['action_mask']) and algos/{algo}.py cannot apply a "
@@ -637,7 +637,14 @@ def check_single_agent(
             "agent: use algos/mappo.py, algos/maddpg.py, algos/matd3.py, algos/qmix.py or "
             "algos/vdn.py"
         )
-    if flat and any(len(s.shape) != 1 for s in group_spaces(env.single_observation_space)):
+    spaces = group_spaces(env.single_observation_space)
+    if flat and any(len(s.shape) != 1 and not (images and _image(s)) for s in spaces):
         raise UserError(
-            f"{algo}'s MLP needs flat observations, {env_id} has {env.single_observation_space}"
+            f"{algo}'s MLP needs flat observations"
+            + (" or uint8 (C, H, W) images" if images else "")
+            + f", {env_id} has {env.single_observation_space}"
         )
+
+
+def _image(space: gym.Space) -> bool:
+    return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3

@@ -106,10 +106,13 @@ class EpisodeStatistics(VecEnvWrapper):
             state = [info[k] for k in ("state", "final_state") if k in info]
             self.guard.watch("observations", obs, info["final_obs"], *state)
             self.guard.watch("rewards", reward)
+        # an env that clips or shapes its training reward, or ends episodes early for learning
+        # (Atari: a lost life), reports its game's own: `info["score"]`, `info["episode_over"]`
+        score = info.get("score", reward)
         # new tensors (`info` keeps them) in the accumulators' dtypes, then the state in place below
-        ep_return = (self.ep_return + self._step_reward(reward)).to(self.ep_return.dtype)
+        ep_return = (self.ep_return + self._step_reward(score)).to(self.ep_return.dtype)
         ep_length = self.ep_length + 1
-        done = terminated | truncated
+        done = info.get("episode_over", terminated | truncated)
         d = done.to(self._acc.dtype)
         self._acc += torch.stack(((ep_return * d).sum(), (ep_length * d).sum(), d.sum()))
         info = dict(info)
@@ -363,6 +366,13 @@ def wrap_env(
     if rescale_actions and isinstance(env.single_action_space, gym.spaces.Box):
         env = RescaleAction(env)
     if norm_obs:
+        space = env.single_observation_space
+        space = space["policy"] if isinstance(space, gym.spaces.Dict) else space
+        if space.dtype == np.uint8:
+            raise UserError(
+                "--norm-obs keeps running statistics of flat observations; an image is scaled to "
+                "[0, 1] in the model: run without --norm-obs"
+            )
         env = NormalizeObservation(env, training=training)
     if norm_reward:
         env = NormalizeReward(env, gamma=gamma, training=training)

@@ -11,7 +11,8 @@ baseline. `StockTrading-v0` (`envs.stock_trading`, FinRL-style multi-stock tradi
 ... The multi-agent MPE tasks in `MULTI_AGENT` (`simple_spread`, `simple_tag`,
 also under mpe2's names `simple_spread_v3`, `simple_tag_v3`) follow `common/ma_vec_env.py`.
 MinAtar's five games (`MINATAR`: `MinAtar/Breakout-v1`, ..., `Breakout-MinAtar`; envs/minatar.py)
-are batched torch ports with uint8 `(C, 10, 10)` image observations.
+are batched torch ports with uint8 `(C, 10, 10)` image observations; Atari games (`ALE/<Game>-v5`)
+run in ale-py's C++ vector env with DQN's preprocessing (envs/atari.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from envs.minatar import IDS as MINATAR
 from envs.mpe import SimpleSpread, SimpleTag
 from envs.partial import CARTPOLE_NOISE as NOISE, factory as _partial
 
+from common.cli import task_id  # noqa: F401 (the id a task's row of defaults is kept under)
 from common.errors import UserError, UserTypeError
 
 
@@ -241,6 +243,11 @@ def _make(env_id: str, num_envs: int, device, seed, **kwargs):
         kwargs.pop("vectorization_mode", None)  # only meaningful for host (gymnasium) sub-envs
         cls = NATIVE.get(env_id) or MULTI_AGENT.get(env_id) or MINATAR[env_id]
         return cls(num_envs=num_envs, device=device, seed=seed, **kwargs)
+    if env_id.startswith("ALE/"):  # Atari: ale-py's C++ vector env, preprocessed (envs/atari.py)
+        from envs.atari import Atari
+
+        kwargs.pop("vectorization_mode", None)
+        return Atari(env_id, num_envs=num_envs, device=device, seed=seed, **kwargs)
     import gymnasium as gym
 
     if env_id not in gym.registry:

@@ -178,3 +178,20 @@ def test_the_deployable_policy_carries_its_normalizer_and_action_scaling_and_nee
 def test_every_single_agent_policy_loads_without_the_env_package(tmp_path):
     paths = [_train(name, tmp_path / name) for name in sorted(SMALL_RUNS)]
     assert _actions_without_envs(paths) == [_actions_here(p) for p in paths]
+
+
+@pytest.mark.parametrize("name", ["pqn", "ppo_vec"])
+def test_an_image_policy_exports_with_uint8_observations(name, tmp_path):
+    """A conv policy (MinAtar's uint8 (4, 10, 10) planes): the exported files take the env's uint8
+    observation and scale it themselves, and answer as load_policy does."""
+    from dataclasses import replace
+
+    module = importlib.import_module(f"algos.{name}")
+    args = module.default_args("Breakout-MinAtar")
+    steps = args.num_envs * args.num_steps  # one iteration
+    args = replace(args, total_steps=steps, eval_every=0, out_dir=str(tmp_path / "runs"))
+    ckpt = module.main(args)["checkpoint"]
+    _export_and_check(ckpt, tmp_path)
+    session = onnxruntime.InferenceSession(str(tmp_path / "policy.onnx"))
+    assert session.get_inputs()[0].type == "tensor(uint8)"
+    assert list(session.get_inputs()[0].shape[1:]) == [4, 10, 10]

@@ -79,11 +79,11 @@ LINEAGE = [
         "a2c",
         "A2C: one policy-gradient step per rollout, GAE",
         "ppo_vec",
-        125,
+        132,
         "discrete, multi-discrete, continuous",
     ),
     # (a2c: 125, was 120: its captured iteration has no --target-kl to turn capture off with, one
-    # line of its own)
+    # line of its own; 132: ppo_vec's MinAtar rows, the PQN paper's PPO baseline, which a2c lacks)
     ("ppo_h", "PPO + H-term", "ppo_vec", 80, "discrete, multi-discrete, continuous"),
     (
         "ppo_rnn",
@@ -95,12 +95,13 @@ LINEAGE = [
     ("dqn", "DQN: target network, epsilon-greedy, device replay buffer", None, None, "discrete"),
     ("double_dqn", "Double DQN (decoupled target action selection)", "dqn", 40, "discrete"),
     ("d3qn", "dueling + double DQN", "double_dqn", 40, "discrete"),
+    # (pqn: 160, was 150: each of the two files has a MinAtar row of its own paper's settings)
     (
         "pqn",
         "PQN: no replay, no target network; LayerNorm Q-network, Q(lambda) over "
         "the vectorized rollout",
         "dqn",
-        150,
+        160,
         "discrete",
     ),
     ("ddpg", "DDPG (Gaussian exploration noise)", None, None, "continuous"),

@@ -14,7 +14,8 @@ import torch
 
 import envs
 import envs.partial
-from common.vec_env import check_env, group_dims
+from common.encoders import group_dims
+from common.vec_env import check_env
 from conftest import ROOT
 from common.wrappers import NormalizeObservation, wrap_env
 

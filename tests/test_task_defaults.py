@@ -32,6 +32,7 @@ def known_env(env_id: str) -> bool:
     return (
         env_id in gym.registry
         or env_id in envs.NATIVE
+        or env_id in envs.MINATAR
         or env_id in envs.VARIANTS
         or envs.mujoco_id(env_id) is not None
     )

@@ -183,8 +183,8 @@ def test_stepping_inside_then_outside_inference_mode(env_id):
 
     with torch.inference_mode():
         env = envs.make(env_id, num_envs=3, seed=0)
-        if env_id not in envs.MULTI_AGENT:
-            env = wrap_env(env, norm_obs=True, norm_reward=True)
+        if env_id not in envs.MULTI_AGENT:  # (an image is not normalized: scaled in the model)
+            env = wrap_env(env, norm_obs=env_id not in envs.MINATAR, norm_reward=True)
         env.reset(seed=0)
         for _ in range(3):
             env.step(_random_actions(env))
