@@ -130,9 +130,11 @@ class MinAtar(TorchVecEnv):
 
     def _observe(self, state):
         s = self.layout.unpack(state)
-        img = torch.zeros(state.shape[0], len(self.channels) * 100, device=self.device)
-        self._render(s, img)
-        return (img > 0).to(torch.uint8).view(-1, len(self.channels), 10, 10)
+        img = torch.zeros(
+            state.shape[0], len(self.channels) * 100, dtype=torch.uint8, device=self.device
+        )
+        self._render(s, img)  # counts: two objects may share a cell
+        return img.clamp_(max=1).view(-1, len(self.channels), 10, 10)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         self.last_action.zero_()  # a reset of the whole batch starts afresh (the package keeps it)
@@ -150,12 +152,12 @@ class MinAtar(TorchVecEnv):
         c = self.channels.index(channel)
         idx = c * 100 + y.clamp(0, 9) * 10 + x.clamp(0, 9)
         idx = idx if idx.dim() == 2 else idx[:, None]
-        on = torch.ones(idx.shape, device=self.device) if mask is None else mask.view(idx.shape)
-        img.scatter_add_(1, idx, on.float())
+        on = torch.ones_like(idx, dtype=torch.uint8) if mask is None else mask.view(idx.shape)
+        img.scatter_add_(1, idx, on.to(torch.uint8))
 
     def _grid(self, img, channel, grid):
         c = self.channels.index(channel)
-        img[:, c * 100 : (c + 1) * 100] += grid.reshape(grid.shape[0], 100).float()
+        img[:, c * 100 : (c + 1) * 100] += grid.reshape(grid.shape[0], 100).to(torch.uint8)
 
     # ---- checkpointable state: the sticky action too ----------------------------------------
     def state_dict(self) -> dict:

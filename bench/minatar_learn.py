@@ -1,0 +1,136 @@
+"""Learning from pixels on MinAtar: each image-capable file with its MinAtar row (its paper's
+settings) on the five games (envs/minatar.py), a step budget, seeds; one run at a time, one torch
+thread. Writes every run's evaluations to a JSON-lines log, a table of the final and best-so-far
+evaluations, and curves against env steps and against seconds of training (evaluations left out).
+
+    python bench/minatar_learn.py                           # pqn, ppo_vec: 1M steps, seed 1
+    python bench/minatar_learn.py --files dqn --steps 250000 --seeds 1 2 3
+    python bench/minatar_learn.py --from-log bench/results/minatar_learn.jsonl   # table and plots
+
+The rows' own budgets (10M env steps for PQN and PPO, 5M for DQN, as their papers) are hours a run
+on a CPU; `--steps` cuts them, and the epsilon schedules (a fraction of the budget) shrink with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
+
+
+def run_one(file: str, game: str, seed: int, steps: int, every: int) -> dict:
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [sys.executable, f"algos/{file}.py", "--env", f"MinAtar/{game}-v1", "--seed",
+               str(seed), "--total-steps", str(steps), "--eval-every", str(every), "--out-dir",
+               out, "--quiet"]  # fmt: skip
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", WANDB_MODE="disabled")
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"run failed: {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+        (metrics,) = Path(out).rglob("metrics.jsonl")
+        rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    evals = [(r["step"], r["seconds"], r["eval_return"]) for r in rows if "eval_return" in r]
+    return dict(file=file, game=game, seed=seed, steps=steps, evals=evals,
+                wall=time.perf_counter() - t, load=os.getloadavg()[0])  # fmt: skip
+
+
+def table(runs: list[dict]) -> str:
+    files = sorted({r["file"] for r in runs})
+    lines = [
+        "| game | " + " | ".join(f"{f}: final (best), seconds" for f in files) + " |",
+        "|---|" + "---|" * len(files),
+    ]
+    for game in GAMES:
+        cells = []
+        for f in files:
+            mine = [r for r in runs if r["file"] == f and r["game"] == game]
+            if not mine:
+                cells.append("")
+                continue
+            finals = [r["evals"][-1][2] for r in mine]
+            bests = [max(e[2] for e in r["evals"]) for r in mine]
+            secs = [r["evals"][-1][1] for r in mine]
+            cells.append(
+                ", ".join(f"{a:.1f} ({b:.1f})" for a, b in zip(finals, bests))
+                + f"; {sum(secs) / len(secs):.0f} s"
+            )
+        lines.append(f"| {game} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(runs: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, len(GAMES), figsize=(4 * len(GAMES), 6.5))
+    colors = {"pqn": "tab:blue", "ppo_vec": "tab:orange", "dqn": "tab:green"}
+    for j, game in enumerate(GAMES):
+        for r in (r for r in runs if r["game"] == game):
+            steps, secs, ret = zip(*r["evals"])
+            kw = dict(color=colors.get(r["file"]), alpha=0.8, label=f"{r['file']} s{r['seed']}")
+            axes[0, j].plot(steps, ret, **kw)
+            axes[1, j].plot(secs, ret, **kw)
+        axes[0, j].set_title(game)
+        axes[0, j].set_xlabel("env steps")
+        axes[1, j].set_xlabel("seconds of training (one core)")
+    axes[0, 0].set_ylabel("evaluation return")
+    axes[1, 0].set_ylabel("evaluation return")
+    axes[0, -1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--files", nargs="+", default=["pqn", "ppo_vec"], choices=["pqn", "ppo_vec", "dqn"]
+    )
+    p.add_argument("--games", nargs="+", default=list(GAMES), choices=list(GAMES))
+    p.add_argument("--seeds", type=int, nargs="+", default=[1])
+    p.add_argument("--steps", type=int, default=1_000_000, help="env steps a run")
+    p.add_argument("--eval-every", type=int, default=100_000)
+    p.add_argument("--log", default="bench/results/minatar_learn.jsonl")
+    p.add_argument("--from-log", metavar="JSONL", help="no runs: the table and plots of a log")
+    a = p.parse_args()
+    if a.from_log:
+        runs = [json.loads(line) for line in Path(a.from_log).read_text().splitlines()]
+    else:
+        runs = []
+        with open(a.log, "a") as log:
+            for file in a.files:
+                for game in a.games:
+                    for seed in a.seeds:
+                        r = run_one(file, game, seed, a.steps, a.eval_every)
+                        log.write(json.dumps(r) + "\n")
+                        log.flush()
+                        print(file, game, seed, [round(e[2], 1) for e in r["evals"]], flush=True)
+                        runs.append(r)
+    out = Path(a.from_log or a.log).with_suffix("")
+    plot(runs, out.with_suffix(".png"))
+    when = datetime.datetime.now(datetime.UTC)
+    text = (
+        f"# MinAtar from pixels: {', '.join(sorted({r['file'] for r in runs}))}\n\n"
+        f"`python bench/minatar_learn.py {' '.join(sys.argv[1:])}`, {when:%Y-%m-%d %H:%M} UTC. "
+        "Each file's MinAtar row, the budget cut to the runs' steps; final evaluation (10 "
+        "deterministic episodes, sticky actions on) and the best one on the way, per seed; "
+        "seconds: training time to the end (evaluations left out). Curves: "
+        f"[{out.name}.png]({out.name}.png).\n\n" + table(runs) + "\n"
+    )
+    out.with_suffix(".md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
