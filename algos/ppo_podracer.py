@@ -176,7 +176,7 @@ class Agent(nn.Module):
 
     def encode(self, obs: dict) -> dict:
         """The groups as the heads read them: an image `policy` group as its conv features."""
-        return {**obs, "policy": self.encoder(obs["policy"])} if self.image else obs
+        return type(obs)({**obs, "policy": self.encoder(obs["policy"])}) if self.image else obs
 
     def value(self, obs: dict, encoded: bool = False) -> torch.Tensor:
         obs = obs if encoded else self.encode(obs)

@@ -2,23 +2,19 @@
 partially observed tasks (velocities not observed, noisy sensors, hidden goals) where a memoryless
 policy fails.
 
-The PPO-Clip + GAE of `algos/ppo_vec.py` (Schulman et al., 2017, arXiv:1707.06347), with each
-network reading the output of its own GRU (Cho et al., 2014, arXiv:1406.1078) instead of the
-observation:
+The PPO-Clip + GAE of `algos/ppo_vec.py` (Schulman et al., 2017, arXiv:1707.06347), each network
+reading the output of its own GRU (Cho et al., 2014, arXiv:1406.1078) instead of the observation:
 * the hidden state is carried through the rollout, one row per sub-env, and zeroed where an episode
   ends (the env has already reset that sub-env: the next observation is the new episode's first);
 * the update replays each sub-env's rollout as a sequence from the hidden state it started with
   (truncated backpropagation through time over `--num-steps`), zeroing it at the same episode
-  starts; minibatches are whole sub-env sequences (`--num-envs` / `--num-minibatches` sub-envs
-  each), never scattered steps;
+  starts; minibatches are whole sub-env sequences (`--num-envs` / `--num-minibatches` each);
 * the hidden state is in the checkpoint (exact resume), and `load_policy` returns a stateful policy
-  (`common.evaluate.RecurrentPolicyFn`): call `policy.reset()` before new episodes, or
-  `policy.reset(done)` with a vec env's `terminated | truncated` to forget the sub-envs that start
-  over.
-Why a GRU and not an LSTM: one state tensor instead of two (simpler to carry, reset and save), fewer
-parameters, and on par with the LSTM in Chung et al.'s comparison (2014, arXiv:1412.3555). The rest
-(truncation bootstrap, advantage normalization, value clipping, learning-rate schedules, action
-masks, the Gaussian's clipping) is ppo_vec's.
+  (`common.evaluate.RecurrentPolicyFn`): `policy.reset()` before new episodes, `policy.reset(done)`
+  to forget the sub-envs of a vec env that start over.
+A GRU, not an LSTM: one state tensor (simpler to carry, reset and save), on par with the LSTM in
+Chung et al. (2014, arXiv:1412.3555). The rest (truncation bootstrap, value clipping, schedules,
+action masks, an image group's conv encoder) is ppo_vec's.
 
     # CartPole without velocities (bench/README.md#defaults-the-evidence)
     python algos/ppo_rnn.py --env CartPoleNoVel-v0 --num-envs 64 --num-steps 32 \
@@ -132,7 +128,7 @@ def default_args(env_id: str, num_envs: int | None = None, device: str = "auto")
 
 
 def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.check_ranges)
-    check_single_agent(env, args.env, ALGO, groups=True, masks=True, flat=True)
+    check_single_agent(env, args.env, ALGO, groups=True, masks=True, flat=True, images=True)
     n, mb = args.num_envs, args.num_minibatches  # minibatches are whole sub-env sequences
     if n % mb:
         raise UserError(f"--num-envs {n} is not divisible by --num-minibatches {mb}")
@@ -168,10 +164,13 @@ class Agent(nn.Module):
         self.discrete = self.nvec is not None
         self.multi = isinstance(action_space, gym.spaces.MultiDiscrete)
         out = sum(self.nvec) if self.discrete else int(np.prod(action_space.shape))
+        # an image `policy` group (obs_dim: its space): one conv encoder under both GRUs
+        layers, width = encoders.layers(obs_dim)
+        self.encoder, self.image = nn.Sequential(*layers), bool(layers)
         # the hidden state h: [2, batch, rnn_hidden], the actor's GRU then the critic's
         self.rnn_hidden = rnn_hidden
-        self.actor_rnn = nn.GRUCell(obs_dim, rnn_hidden)
-        self.critic_rnn = nn.GRUCell(critic_dim or obs_dim, rnn_hidden)
+        self.actor_rnn = nn.GRUCell(width, rnn_hidden)
+        self.critic_rnn = nn.GRUCell(critic_dim or width, rnn_hidden)
         self.critic = mlp([rnn_hidden, *hidden, 1], out_std=1.0)
         self.actor = mlp([rnn_hidden, *hidden, out], out_std=0.01)
         if not self.discrete:
@@ -180,8 +179,11 @@ class Agent(nn.Module):
     def initial_state(self, n: int, device) -> torch.Tensor:
         return torch.zeros(2, n, self.rnn_hidden, device=device)
 
+    def encode(self, obs: dict) -> dict:  # an image `policy` group as its conv features
+        return type(obs)({**obs, "policy": self.encoder(obs["policy"])}) if self.image else obs
+
     def memory(self, obs: dict, h: torch.Tensor) -> torch.Tensor:
-        """One step of both GRUs: the hidden state after seeing `obs` (groups [B, ...])."""
+        """One step of both GRUs: the hidden state after seeing `obs` (encoded groups [B, ...])."""
         return torch.stack([self.actor_rnn(obs["policy"], h[0]), self.critic_memory(obs, h[1])])
 
     def critic_memory(self, obs: dict, hc: torch.Tensor) -> torch.Tensor:
@@ -189,7 +191,7 @@ class Agent(nn.Module):
 
     def value(self, obs: dict, h: torch.Tensor) -> torch.Tensor:
         """V(obs) from the critic's state before `obs` (the state itself is not advanced)."""
-        return self.critic(self.critic_memory(obs, h[1])).squeeze(-1)
+        return self.critic(self.critic_memory(self.encode(obs), h[1])).squeeze(-1)
 
     def dist(self, features: torch.Tensor, obs: dict):
         out = self.actor(features)
@@ -199,7 +201,7 @@ class Agent(nn.Module):
 
     def act(self, obs: dict, h: torch.Tensor):
         """Sample actions; return (action, log_prob, value, next hidden state)."""
-        h = self.memory(obs, h)
+        h = self.memory(self.encode(obs), h)
         d = self.dist(h[0], obs)
         # rsample: sample()'s numbers without its host sync on CUDA
         action = d.sample() if self.discrete else d.rsample()
@@ -207,9 +209,9 @@ class Agent(nn.Module):
         return action, logp, self.critic(h[1]).squeeze(-1), h
 
     def unroll(self, obs: Batch, starts: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        """Both GRUs over sequences `obs` (groups [T, B, ...]) from state `h`, zeroed where `starts`
-        [T, B] marks an episode's first step; the states after each step, [2, T, B, rnn_hidden]."""
-        out = []
+        """Both GRUs over sequences `obs` [T, B, ...] from state `h`, zeroed where `starts` [T, B]
+        marks an episode's first step; the states after each step [2, T, B, rnn_hidden]."""
+        out, obs = [], self.encode(obs)  # the whole sequence through the encoder at once
         for t in range(starts.shape[0]):
             h = self.memory(obs[t], h * (1.0 - starts[t]).unsqueeze(-1))
             out.append(h)
@@ -223,9 +225,8 @@ class Agent(nn.Module):
         return d.log_prob(action).sum(-1), d.entropy().sum(-1), value
 
     def deterministic(self, obs: dict, h_actor: torch.Tensor):
-        """The deployed policy: the actor's GRU and head only (its state [B, rnn_hidden]; no critic
-        at run time)."""
-        h_actor = self.actor_rnn(obs["policy"], h_actor)
+        """The deployed policy: the actor's GRU and head only (its state [B, rnn_hidden])."""
+        h_actor = self.actor_rnn(self.encode(obs)["policy"], h_actor)
         return (self.dist(h_actor, obs).mode() if self.discrete else self.actor(h_actor)), h_actor
 
 
@@ -345,7 +346,8 @@ def main(args: Args) -> dict:
             hidden.copy_(h)
             # bootstrap through time limits: r += gamma * V(final_obs) where truncated, V from the
             # critic's state after the step
-            hc = agent.critic_memory(store["final_obs"].flatten(), store["critic_h"].flatten(0, 1))
+            final = agent.encode(store["final_obs"].flatten())
+            hc = agent.critic_memory(final, store["critic_h"].flatten(0, 1))
             final_v = agent.critic(hc).view(T, N)
             store["rewards"].add_(args.gamma * final_v * store["trunc"])
             r, v, d = store["rewards"], store["values"], store["dones"]

@@ -127,11 +127,12 @@ def _names(module: Policy) -> tuple[list[str], list[str], dict]:
 
 def sample_observations(module: Policy, n: int = 1000, seed: int = 0) -> torch.Tensor:
     """`n` observations to compare outputs on: around the normalizer's mean, two of its standard
-    deviations wide, where the policy normalizes; standard normal otherwise; any bytes for an
-    image."""
+    deviations wide, where the policy normalizes; standard normal otherwise; for an image, pixels
+    uniform over its range."""
     g = torch.Generator().manual_seed(seed)
     if module.obs_dtype == "uint8":
-        return torch.randint(0, 256, (n, *module.obs_shape), generator=g, dtype=torch.uint8)
+        high = int(module.obs_high or 255) + 1
+        return torch.randint(0, high, (n, *module.obs_shape), generator=g, dtype=torch.uint8)
     x = torch.randn((n, *module.obs_shape), generator=g)
     if module.normalize:
         x = module.obs_mean.float().cpu() + 2.0 * module.obs_var.float().cpu().sqrt() * x

@@ -111,11 +111,13 @@ class Policy(nn.Module):
         act: str = "forward",
         groups: bool = False,
         obs_dtype: str = "float32",
+        obs_high: float | None = None,
     ):
         super().__init__()
         self.net, self.act, self.mask_dim, self.groups = net, act, int(mask_dim), groups
         self.obs_shape = tuple(int(n) for n in obs_shape)
         self.obs_dtype = obs_dtype  # "uint8": an image, which the network scales itself
+        self.obs_high = obs_high  # an image's largest value (255 for a camera frame, 1 for MinAtar)
         self.normalize = obs_norm is not None and obs_norm is not False
         # a NormalizeObservation wrapper: its clip
         self.clip = float(getattr(obs_norm, "clip", clip))
@@ -150,6 +152,7 @@ class Policy(nn.Module):
             "net": {k: _plain(v) for k, v in net_kwargs.items()},
             "obs_shape": list(self.obs_shape),
             "obs_dtype": obs_dtype,
+            "obs_high": obs_high,
             "action_space": describe_space(action_space),
             "normalize": self.normalize,
             "clip": self.clip,
@@ -180,6 +183,7 @@ class Policy(nn.Module):
             act=act,
             groups=groups,
             obs_dtype="uint8" if space.dtype == np.uint8 else "float32",
+            obs_high=float(np.max(space.high)) if space.dtype == np.uint8 else None,
         )
 
     @staticmethod
@@ -263,6 +267,7 @@ def load(path: str, algo: str, net_cls: type, device="cpu") -> Policy:
         act=spec["act"],
         groups=spec.get("groups", False),
         obs_dtype=spec.get("obs_dtype", "float32"),
+        obs_high=spec.get("obs_high"),
     )
     policy.spec = spec
     policy.load_state_dict(ckpt["policy"])

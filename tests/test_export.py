@@ -180,14 +180,17 @@ def test_every_single_agent_policy_loads_without_the_env_package(tmp_path):
     assert _actions_without_envs(paths) == [_actions_here(p) for p in paths]
 
 
-@pytest.mark.parametrize("name", ["pqn", "ppo_vec"])
+@pytest.mark.parametrize("name", ["pqn", "ppo_vec", "ppo_rnn"])
 def test_an_image_policy_exports_with_uint8_observations(name, tmp_path):
-    """A conv policy (MinAtar's uint8 (4, 10, 10) planes): the exported files take the env's uint8
-    observation and scale it themselves, and answer as load_policy does."""
+    """A conv policy (MinAtar's uint8 (4, 10, 10) planes; ppo_rnn's with its memory): the exported
+    files take the env's uint8 observation and scale it themselves, and answer as load_policy
+    does."""
     from dataclasses import replace
 
     module = importlib.import_module(f"algos.{name}")
     args = module.default_args("Breakout-MinAtar")
+    if name == "ppo_rnn":  # no MinAtar row: a small rollout
+        args = replace(args, num_envs=8, num_steps=8, num_minibatches=2)
     steps = args.num_envs * args.num_steps  # one iteration
     args = replace(args, total_steps=steps, eval_every=0, out_dir=str(tmp_path / "runs"))
     ckpt = module.main(args)["checkpoint"]
