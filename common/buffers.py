@@ -4,6 +4,10 @@
 transitions (one per sub-env) is written with one indexed copy per field, and sampling draws
 uniform indices with torch's RNG: no Python loop over transitions, no host sync. Write pointers
 are Python integers (they never depend on tensor values), so nothing waits for the device.
+
+Stacked camera frames (a uint8 `policy` group `[k, H, W]`, k >= 2, H and W >= 36: Atari's 4 x 84 x
+84) are kept once each (`FrameStore`): a transition holds the ids of its frames, and consecutive
+stacks share all but their newest one, so a transition costs about one frame instead of 2k.
 """
 
 from __future__ import annotations
@@ -24,6 +28,102 @@ class Batch(NamedTuple):
     terminated: torch.Tensor  # float {0, 1}: 1 cuts the bootstrap (truncation does not)
     indices: torch.Tensor  # rows sampled (for priority updates)
     weights: torch.Tensor  # importance-sampling weights (ones for uniform replay)
+
+
+class FrameStore:
+    """The frames of stacked image observations, each kept once, for a `ReplayBuffer` (module
+    docstring).
+
+    Frames live in a ring `frames` [F, H, W] under global ids (the ring row is id % F); each
+    transition row keeps the k ids of its observation and the k of its next one. A sub-env's
+    observation that equals its previous next observation (no reset between) reuses that one's
+    ids; a next observation that is the observation shifted by one frame (`next[:-1] == obs[1:]`,
+    what a frame stack does) adds one frame; anything else (a reset's first stack) adds its k
+    frames. All on the device, no host sync. F = capacity x 17/16 + 2k x sub-envs rows hold every
+    live transition's frames unless sub-envs reset more often than once every 16k steps on average;
+    should frames still in use be overwritten, the buffer says so at its next check (every 1,024
+    sampled batches) instead of training on wrong frames.
+    """
+
+    def __init__(self, capacity: int, example: torch.Tensor, device):
+        n, self.k, h, w = example.shape
+        self.rows = capacity + capacity // 16 + 2 * self.k * n
+        self.frames = torch.empty((self.rows + 1, h, w), dtype=torch.uint8, device=device)  # +spare
+        self.obs_ids = torch.empty((capacity, self.k), dtype=torch.long, device=device)
+        self.next_ids = torch.empty_like(self.obs_ids)
+        self.count = torch.zeros((), dtype=torch.long, device=device)  # frames written
+        self.overflow = torch.zeros((), dtype=torch.bool, device=device)
+        self.last = self.last_ids = None  # each sub-env's previous next observation, its ids
+        self.reads = 0
+
+    def _write(self, need: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+        """New ids for `frames` [n, m, H, W] where `need` [n], written to the ring; [n, m]."""
+        m = frames.shape[1]
+        counts = need.long() * m
+        first = self.count + counts.cumsum(0) - counts
+        ids = first[:, None] + torch.arange(m, device=frames.device)
+        rows = torch.where(need[:, None], ids % self.rows, self.rows)  # not needed: the spare row
+        self.frames.index_copy_(0, rows.flatten(), frames.flatten(0, 1))
+        self.count += counts.sum()
+        return ids
+
+    def add(self, idx: torch.Tensor, obs: torch.Tensor, nxt: torch.Tensor) -> None:
+        if self.last is None or self.last.shape != obs.shape:
+            same = torch.zeros(obs.shape[0], dtype=torch.bool, device=obs.device)
+        else:
+            same = (obs == self.last).flatten(1).all(1)
+        obs_ids = self._write(~same, obs)
+        if self.last_ids is not None and self.last_ids.shape == obs_ids.shape:
+            obs_ids = torch.where(same[:, None], self.last_ids, obs_ids)
+        shifted = (nxt[:, :-1] == obs[:, 1:]).flatten(1).all(1)
+        newest = self._write(shifted, nxt[:, -1:])
+        whole = self._write(~shifted, nxt)
+        next_ids = torch.where(shifted[:, None], torch.cat([obs_ids[:, 1:], newest], 1), whole)
+        self.obs_ids[idx], self.next_ids[idx] = obs_ids, next_ids
+        self.last, self.last_ids = nxt.clone(), next_ids
+
+    def check(self, oldest_row: int) -> None:
+        """Note (on the device) whether the oldest live transition's frames were overwritten."""
+        self.overflow |= self.obs_ids[oldest_row].min() < self.count - self.rows
+
+    def get(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.reads += 1
+        if self.reads % 1024 == 0 and bool(self.overflow):
+            raise UserError(
+                "the replay's frame store overwrote frames still in use: its observations are not "
+                "frame stacks that share frames (or resets are very frequent); store them whole "
+                "(a smaller --buffer-size) or report the env"
+            )
+        return self.frames[self.obs_ids[idx] % self.rows], self.frames[
+            self.next_ids[idx] % self.rows
+        ]
+
+    def state_dict(self, n: int) -> dict:
+        filled = int(min(int(self.count), self.rows))
+        return {
+            "frames": self.frames[:filled].clone(),
+            "obs_ids": self.obs_ids[:n].clone(),
+            "next_ids": self.next_ids[:n].clone(),
+            "count": self.count.clone(),
+            "overflow": self.overflow.clone(),
+            "last": None if self.last is None else self.last.clone(),
+            "last_ids": None if self.last_ids is None else self.last_ids.clone(),
+        }
+
+    def load_state_dict(self, sd: dict) -> None:
+        self.frames[: sd["frames"].shape[0]] = sd["frames"]
+        n = sd["obs_ids"].shape[0]
+        self.obs_ids[:n], self.next_ids[:n] = sd["obs_ids"], sd["next_ids"]
+        self.count.copy_(sd["count"])
+        self.overflow.copy_(sd["overflow"])
+        dev = self.frames.device
+        self.last = None if sd["last"] is None else sd["last"].to(dev)
+        self.last_ids = None if sd["last_ids"] is None else sd["last_ids"].to(dev)
+
+
+def _frame_stack(x: torch.Tensor) -> bool:
+    """An example batch of stacked camera frames: uint8 [n, k >= 2, H >= 36, W >= 36]."""
+    return x.dtype == torch.uint8 and x.dim() == 4 and x.shape[1] >= 2 and min(x.shape[2:]) >= 36
 
 
 class ReplayBuffer:
@@ -51,6 +151,10 @@ class ReplayBuffer:
         # not written in full up front (a million rows of joint observations would be zero-filled at
         # start-up for nothing; the pages are touched as transitions arrive)
         # named observation groups: {name: an example batch [n, ...]}
+        self.frames = None  # stacked camera frames of the `policy` group: kept once each
+        if isinstance(obs_shape, dict) and _frame_stack(obs_shape.get("policy", torch.empty(0))):
+            self.frames = FrameStore(capacity, obs_shape["policy"], self.device)
+            obs_shape = {k: x for k, x in obs_shape.items() if k != "policy"}
         if isinstance(obs_shape, dict):
             self.obs = Named(
                 {
@@ -84,6 +188,9 @@ class ReplayBuffer:
                 f"cannot add {n} transitions at once to a buffer of capacity {self.capacity}"
             )
         idx = (self.pos + torch.arange(n, device=self.device)) % self.capacity
+        if self.frames is not None:
+            self.frames.add(idx, obs["policy"], next_obs["policy"])
+            obs, next_obs = (Named({k: x[k] for k in self.obs}) for x in (obs, next_obs))
         if isinstance(self.obs, dict):  # each group into its own storage (in its dtype)
             self.obs[idx], self.next_obs[idx] = obs, next_obs
         else:
@@ -94,6 +201,8 @@ class ReplayBuffer:
         self.terminated[idx] = terminated.to(torch.float32)
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
+        if self.frames is not None:
+            self.frames.check(self.pos if self.size == self.capacity else 0)
         return idx
 
     def sample_indices(
@@ -108,11 +217,14 @@ class ReplayBuffer:
     def get(self, idx: torch.Tensor, weights: torch.Tensor | None = None) -> Batch:
         if weights is None:
             weights = torch.ones(idx.shape[0], device=self.device)
+        obs, next_obs = self.obs[idx], self.next_obs[idx]
+        if self.frames is not None:
+            obs["policy"], next_obs["policy"] = self.frames.get(idx)
         return Batch(
-            self.obs[idx],
+            obs,
             self.actions[idx],
             self.rewards[idx],
-            self.next_obs[idx],
+            next_obs,
             self.terminated[idx],
             idx,
             weights,
@@ -139,6 +251,7 @@ class ReplayBuffer:
             "actions": self.actions[:n].clone(),
             "rewards": self.rewards[:n].clone(),
             "terminated": self.terminated[:n].clone(),
+            **({} if self.frames is None else {"frames": self.frames.state_dict(n)}),
         }
 
     def load_state_dict(self, sd: dict) -> None:
@@ -158,6 +271,8 @@ class ReplayBuffer:
         n = sd["size"]
         for name in ("obs", "next_obs", "actions", "rewards", "terminated"):
             getattr(self, name)[:n] = sd[name]  # (copied to this buffer's device)
+        if self.frames is not None:
+            self.frames.load_state_dict(sd["frames"])
         self.pos, self.size = sd["pos"], n
 
 
