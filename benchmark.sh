@@ -53,6 +53,11 @@
 #                 each, held-out seeds 11-15, each side its whole budget: training seconds to a stable solve (every
 #                 eval from there on, the final policy's included, >= 475 on CartPole-v1 (PPO; DQN and PQN vs SB3's
 #                 DQN), >= -200 on Pendulum-v1 (SAC, TD3)), the final policies, the first hits (~60-80 min)
+#   minatar     MinAtar from pixels: env-steps/s of our batched port vs the minatar package (N = 1, 64, 4096),
+#                 then pqn and ppo_vec with their MinAtar rows on the five games, 1M steps, seed 1, curves vs env
+#                 steps and seconds (~45 min on 2 cores) -> bench/results/minatar.md, minatar_learn.{md,png}
+#   atari       pqn and ppo_vec on ALE Pong and Breakout (CleanRL's / the PQN paper's settings, 10M frames,
+#                 seed 1; hours a run on a CPU: meant for a GPU machine) -> bench/results/atari_learn.{md,png}
 # Tables are printed and written to bench/results/ (GROUP.md and GROUP.log; quick, full and locomotion in their own
 # folders, asymmetric as asymmetric_critic.md); a run that fails leaves the committed ones as they were.
 # Interpreter: $PYTHON if set, else the project's .venv/bin/python (README's set-up), else python on PATH.
@@ -98,6 +103,8 @@ case "$group" in
   compile)   table compile bench/compile_speed.py ;;
   gpu)       $PY bench/gpu.py ;;
   peers)     table peers bench/peers.py ;;
+  minatar)   $PY bench/minatar_speed.py && $PY bench/minatar_learn.py ;;  # write their own tables
+  atari)     $PY bench/minatar_learn.py --atari --steps 2500000 --eval-every 250000 ;;
   tensordict)  # tensordict is not a project dependency: its own venv, on top of the project's packages
              if [ ! -x bench/.venv-td/bin/python ]; then
                $PY -m venv bench/.venv-td

@@ -1,14 +1,19 @@
-"""Learning from pixels on MinAtar: each image-capable file with its MinAtar row (its paper's
-settings) on the five games (envs/minatar.py), a step budget, seeds; one run at a time, one torch
-thread. Writes every run's evaluations to a JSON-lines log, a table of the final and best-so-far
+"""Learning from pixels: each image-capable file on MinAtar's five games (envs/minatar.py) with
+its MinAtar row (its paper's settings), or with `--atari` on Pong and Breakout (envs/atari.py) with
+the settings of CleanRL's ppo_atari and the PQN paper's pqn_atari (`ATARI` below: no Atari rows in
+the files until such runs back them); a step budget, seeds; one run at a time, one torch thread.
+Writes every run's evaluations to a JSON-lines log, a table of the final and best-so-far
 evaluations, and curves against env steps and against seconds of training (evaluations left out).
 
     python bench/minatar_learn.py                           # pqn, ppo_vec: 1M steps, seed 1
     python bench/minatar_learn.py --files dqn --steps 250000 --seeds 1 2 3
+    python bench/minatar_learn.py --atari --steps 2500000   # 10M frames: hours a run on a CPU
     python bench/minatar_learn.py --from-log bench/results/minatar_learn.jsonl   # table and plots
 
 The rows' own budgets (10M env steps for PQN and PPO, 5M for DQN, as their papers) are hours a run
 on a CPU; `--steps` cuts them, and the epsilon schedules (a fraction of the budget) shrink with it.
+CleanRL's published Atari returns at 10M steps (40M frames): PPO Pong 20.4, Breakout ~400; the PQN
+paper's: Pong 20.5, Breakout 385 (`../shared/REFERENCES.md`).
 """
 
 from __future__ import annotations
@@ -25,13 +30,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
+ATARI_GAMES = ("Pong", "Breakout")
+# Atari settings as flags (the file's dataclass defaults under them): CleanRL's ppo_atari, the PQN
+# paper's pqn_atari, CleanRL's dqn_atari (one update per 4 env steps, target every 1,000)
+ATARI = {
+    "ppo_vec": "--num-envs 8 --num-steps 128 --num-minibatches 4 --update-epochs 4 "
+    "--learning-rate 2.5e-4 --clip-coef 0.1 --clip-vloss --ent-coef 0.01 --hidden 512",
+    "pqn": "--num-envs 128 --num-steps 32 --num-minibatches 32 --update-epochs 2 --learning-rate "
+    "2.5e-4 --no-anneal-lr --q-lambda 0.65 --end-e 0.001 --exploration-fraction 0.1 --hidden 512",
+    "dqn": "--num-envs 4 --gradient-steps 1 --batch-size 32 --learning-rate 1e-4 --buffer-size "
+    "1000000 --target-every 250 --end-e 0.01 --exploration-fraction 0.1 --learning-starts 80000 "
+    "--hidden 512",
+}
 
 
-def run_one(file: str, game: str, seed: int, steps: int, every: int) -> dict:
+def run_one(file: str, game: str, seed: int, steps: int, every: int, atari: bool) -> dict:
     with tempfile.TemporaryDirectory() as out:
-        cmd = [sys.executable, f"algos/{file}.py", "--env", f"MinAtar/{game}-v1", "--seed",
-               str(seed), "--total-steps", str(steps), "--eval-every", str(every), "--out-dir",
-               out, "--quiet"]  # fmt: skip
+        env_id = f"ALE/{game}-v5" if atari else f"MinAtar/{game}-v1"
+        cmd = [sys.executable, f"algos/{file}.py", "--env", env_id, "--seed", str(seed),
+               "--total-steps", str(steps), "--eval-every", str(every), "--out-dir", out,
+               "--quiet", *(ATARI[file].split() if atari else [])]  # fmt: skip
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", WANDB_MODE="disabled")
         t = time.perf_counter()
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -40,17 +58,18 @@ def run_one(file: str, game: str, seed: int, steps: int, every: int) -> dict:
         (metrics,) = Path(out).rglob("metrics.jsonl")
         rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     evals = [(r["step"], r["seconds"], r["eval_return"]) for r in rows if "eval_return" in r]
-    return dict(file=file, game=game, seed=seed, steps=steps, evals=evals,
+    return dict(file=file, game=game, seed=seed, steps=steps, evals=evals, env=env_id,
                 wall=time.perf_counter() - t, load=os.getloadavg()[0])  # fmt: skip
 
 
 def table(runs: list[dict]) -> str:
     files = sorted({r["file"] for r in runs})
+    games = [g for g in (*GAMES, *ATARI_GAMES) if any(r["game"] == g for r in runs)]
     lines = [
         "| game | " + " | ".join(f"{f}: final (best), seconds" for f in files) + " |",
         "|---|" + "---|" * len(files),
     ]
-    for game in GAMES:
+    for game in dict.fromkeys(games):
         cells = []
         for f in files:
             mine = [r for r in runs if r["file"] == f and r["game"] == game]
@@ -74,9 +93,10 @@ def plot(runs: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, len(GAMES), figsize=(4 * len(GAMES), 6.5))
+    games = list(dict.fromkeys(r["game"] for r in runs))
+    fig, axes = plt.subplots(2, len(games), figsize=(4 * len(games), 6.5), squeeze=False)
     colors = {"pqn": "tab:blue", "ppo_vec": "tab:orange", "dqn": "tab:green"}
-    for j, game in enumerate(GAMES):
+    for j, game in enumerate(games):
         for r in (r for r in runs if r["game"] == game):
             steps, secs, ret = zip(*r["evals"])
             kw = dict(color=colors.get(r["file"]), alpha=0.8, label=f"{r['file']} s{r['seed']}")
@@ -97,13 +117,17 @@ def main() -> None:
     p.add_argument(
         "--files", nargs="+", default=["pqn", "ppo_vec"], choices=["pqn", "ppo_vec", "dqn"]
     )
-    p.add_argument("--games", nargs="+", default=list(GAMES), choices=list(GAMES))
+    p.add_argument("--games", nargs="+", choices=[*GAMES, "Pong"])
+    p.add_argument("--atari", action="store_true", help="Pong and Breakout (ALE) instead")
     p.add_argument("--seeds", type=int, nargs="+", default=[1])
     p.add_argument("--steps", type=int, default=1_000_000, help="env steps a run")
     p.add_argument("--eval-every", type=int, default=100_000)
     p.add_argument("--log", default="bench/results/minatar_learn.jsonl")
     p.add_argument("--from-log", metavar="JSONL", help="no runs: the table and plots of a log")
     a = p.parse_args()
+    a.games = a.games or list(ATARI_GAMES if a.atari else GAMES)
+    if a.atari and a.log == p.get_default("log"):
+        a.log = "bench/results/atari_learn.jsonl"
     if a.from_log:
         runs = [json.loads(line) for line in Path(a.from_log).read_text().splitlines()]
     else:
@@ -112,7 +136,7 @@ def main() -> None:
             for file in a.files:
                 for game in a.games:
                     for seed in a.seeds:
-                        r = run_one(file, game, seed, a.steps, a.eval_every)
+                        r = run_one(file, game, seed, a.steps, a.eval_every, a.atari)
                         log.write(json.dumps(r) + "\n")
                         log.flush()
                         print(file, game, seed, [round(e[2], 1) for e in r["evals"]], flush=True)
@@ -121,10 +145,13 @@ def main() -> None:
     plot(runs, out.with_suffix(".png"))
     when = datetime.datetime.now(datetime.UTC)
     text = (
-        f"# MinAtar from pixels: {', '.join(sorted({r['file'] for r in runs}))}\n\n"
+        f"# {'Atari' if a.atari else 'MinAtar'} from pixels: "
+        f"{', '.join(sorted({r['file'] for r in runs}))}\n\n"
         f"`python bench/minatar_learn.py {' '.join(sys.argv[1:])}`, {when:%Y-%m-%d %H:%M} UTC. "
-        "Each file's MinAtar row, the budget cut to the runs' steps; final evaluation (10 "
-        "deterministic episodes, sticky actions on) and the best one on the way, per seed; "
+        + ("The settings in `ATARI`" if a.atari else "Each file's MinAtar row")
+        + ", the budget cut to the runs' steps; final evaluation (10 deterministic episodes; "
+        "MinAtar with sticky actions, Atari whole games, unclipped) and the best one on the way, "
+        "per seed; "
         "seconds: training time to the end (evaluations left out). Curves: "
         f"[{out.name}.png]({out.name}.png).\n\n" + table(runs) + "\n"
     )
