@@ -643,7 +643,12 @@ def check_single_agent(
             f"{algo}'s MLP needs flat observations"
             + (" or uint8 (C, H, W) images" if images else "")
             + f", {env_id} has {env.single_observation_space}"
+            + ("" if images or not any(map(_image, spaces)) else f" (images: {IMAGE_FILES})")
         )
+
+
+# the files whose networks start with a conv encoder for an image group (common/encoders.py)
+IMAGE_FILES = "dqn, double_dqn, d3qn, pqn, ppo_vec, a2c, ppo_h, ppo_rnn, ppo_podracer"
 
 
 def _image(space: gym.Space) -> bool:

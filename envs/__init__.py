@@ -24,7 +24,7 @@ import torch
 from envs.chasing import Chasing
 from envs.classic_control import Acrobot, CartPole, MountainCar, MountainCarContinuous, Pendulum
 from envs.masked import GridReach, MaskedWalk, UnmaskedWalk
-from envs.minatar import IDS as MINATAR
+from envs.minatar import GAMES, IDS as MINATAR
 from envs.mpe import SimpleSpread, SimpleTag
 from envs.partial import CARTPOLE_NOISE as NOISE, factory as _partial
 
@@ -267,6 +267,8 @@ def _make(env_id: str, num_envs: int, device, seed, **kwargs):
         raise UserError(
             f"unknown env id {env_id!r}.{hint} Torch-native ids: {', '.join(sorted(NATIVE))}; "
             f"batched MuJoCo: {', '.join(MUJOCO_IDS)} (or {', '.join(MUJOCO_ALIASES)}); "
+            f"MinAtar (images): MinAtar/<Game>-v1 (-v0: all 6 actions) or <Game>-MinAtar, for "
+            f"{', '.join(g for g in GAMES)}; Atari (images, ale-py): ALE/<Game>-v5; "
             f"multi-agent (MPE): {', '.join(MULTI_AGENT)}; partially observed: "
             f"{', '.join(VARIANTS)}; external simulators: {', '.join(EXTERNAL)}; any id registered "
             f"with gymnasium also works (see gymnasium.pprint_registry()), and a torch vec env of "

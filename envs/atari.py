@@ -28,6 +28,7 @@ starts new games.
 
 from __future__ import annotations
 
+import atexit
 import re
 
 import gymnasium as gym
@@ -85,6 +86,8 @@ class Atari(NormalTensors, gym.vector.VectorEnv):
             full_action_space=full_action_space,
             num_threads=num_threads,
         )
+        # let go of the C++ env before the interpreter's teardown (else nanobind reports a leak)
+        atexit.register(self.close_extras)
         self.env_id, self.num_envs, self.device = env_id, num_envs, canonical(device)
         self.clip_rewards = clip_rewards
         self.single_observation_space = self.env.single_observation_space
@@ -140,7 +143,9 @@ class Atari(NormalTensors, gym.vector.VectorEnv):
         pass
 
     def close_extras(self, **kwargs):
-        self.env.close()
+        if getattr(self, "env", None) is not None:
+            self.env.close()
+            self.env = None
 
     def __repr__(self) -> str:
         return f"Atari({self.env_id}, num_envs={self.num_envs}, device={self.device})"
