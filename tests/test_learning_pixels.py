@@ -39,10 +39,11 @@ def test_ppo_learns_breakout_minatar_from_pixels(tmp_path):
 
 def test_dqn_learns_breakout_minatar_from_pixels(tmp_path):
     """dqn's MinAtar row (the MinAtar paper's DQN) at half its replay ratio (4 updates per 8 env
-    steps) and with epsilon annealed over the first quarter of 60k env steps: >= 3 and stays."""
+    steps) and with epsilon annealed over the first quarter of 60k env steps: >= 4 and stays (above
+    the plateau near 2.7 it crosses on the way)."""
     from algos import dqn
 
     over = dict(total_steps=60_000, eval_every=15_000, exploration_fraction=0.25, gradient_steps=4)
     result = _run(dqn, tmp_path, seed=1, **over)
     print("DQN Breakout-MinAtar:", evaluations(result))
-    assert_solved_and_stays(result, 3.0, by=60_000)
+    assert_solved_and_stays(result, 4.0, by=60_000)
