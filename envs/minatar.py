@@ -115,7 +115,12 @@ class MinAtar(TorchVecEnv):
     def _sample_initial_state(self, n: int) -> torch.Tensor:
         u = torch.rand(n, self.n_reset_uniforms, generator=self.rng, device=self.device)
         self.last_reset_uniforms = u
-        return self.layout.pack(self._reset(n, u))
+        if self.n_reset_uniforms:
+            return self.layout.pack(self._reset(n, u))
+        # a game that starts the same way every time: its start, built once (read, never written)
+        if getattr(self, "_start", None) is None or self._start.shape[0] != n:
+            self._start = self.layout.pack(self._reset(n, u))
+        return self._start
 
     def _transition(self, state, action):
         n = state.shape[0]
