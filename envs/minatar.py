@@ -106,6 +106,7 @@ class MinAtar(TorchVecEnv):
             seed,
             validate_actions,
         )
+        self.state = self.state.clone()  # not the cached start (`_sample_initial_state`)
         self.action_set = torch.tensor(actions, device=self.device)
         # the package's `last_action`: sticky actions repeat it, across an episode's end too
         self.last_action = torch.zeros(num_envs, dtype=torch.long, device=self.device)
