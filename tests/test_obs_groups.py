@@ -194,3 +194,63 @@ def test_check_args_takes_the_env_as_made_or_as_the_file_wraps_it(name):
                 module.Args(env="CartPoleNoVel-Privileged-v0"),
                 envs.make("CartPoleNoVel-Privileged-v0"),
             )
+
+
+def _camera_with_state(num_envs, device, seed, **kw):
+    """MinAtar Breakout split as a robot task often is: the policy sees the camera (the uint8
+    planes), the critic the simulator's state (ball, trail and paddle coordinates, flat float)."""
+    import gymnasium as gym
+    import numpy as np
+
+    from common.vec_env import VecEnvWrapper
+    from envs.minatar import Breakout
+
+    keys = ("ball_x", "ball_y", "ball_dir", "pos", "last_x", "last_y")
+
+    class CameraWithState(VecEnvWrapper):
+        def __init__(self, env):
+            super().__init__(env)
+            critic = gym.spaces.Box(0.0, 1.0, (6,), np.float32)
+            self.single_observation_space = gym.spaces.Dict(
+                {"policy": env.single_observation_space, "critic": critic}
+            )
+            self.observation_space = gym.vector.utils.batch_space(
+                self.single_observation_space, env.num_envs
+            )
+
+        def _groups(self, image, state):
+            s = self.env.layout.unpack(state)
+            return {"policy": image, "critic": torch.stack([s[k] for k in keys], 1).float() / 9}
+
+        def reset(self, **kw):
+            obs, info = self.env.reset(**kw)
+            return self._groups(obs, self.env.state), info
+
+        def step(self, actions):
+            before = self.env.state.clone()
+            obs, r, term, trunc, info = self.env.step(actions)
+            # (the state before the last step stands in for the final one: enough for this test)
+            final = torch.where((term | trunc)[:, None], before, self.env.state)
+            info = {**info, "final_obs": self._groups(info["final_obs"], final)}
+            return self._groups(obs, self.env.state), r, term, trunc, info
+
+    return CameraWithState(Breakout(num_envs=num_envs, device=device, seed=seed))
+
+
+def test_a_camera_policy_group_beside_a_flat_critic_group(tmp_path):
+    """The policy's group is an image (its conv encoder), the critic's a flat vector (its own
+    MLP); the deployed policy takes the image alone."""
+    from algos import ppo_vec
+
+    envs.register("CameraBreakout-v0", _camera_with_state)  # fmt: skip
+    args = ppo_vec.Args(env="CameraBreakout-v0", num_envs=8, num_steps=16, num_minibatches=2,
+                        total_steps=256, eval_every=0, out_dir=str(tmp_path))  # fmt: skip
+    env = ppo_vec.make_env(args, torch.device("cpu"), 0)
+    assert group_dims(env.single_observation_space) == (env.single_observation_space["policy"], 6)
+    agent = ppo_vec.Agent(*group_dims(env.single_observation_space)[:1], env.single_action_space,
+                          critic_dim=6)  # fmt: skip
+    assert agent.image and agent.critic[0].in_features == 6
+    assert agent.actor[0].in_features == agent.encoder[0].out_dim
+    ckpt = ppo_vec.main(args)["checkpoint"]
+    policy = ppo_vec.load_policy(ckpt)
+    assert policy(torch.zeros(3, 4, 10, 10, dtype=torch.uint8)).shape == (3,)
