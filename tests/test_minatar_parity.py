@@ -148,7 +148,7 @@ def test_minatar_matches_the_package(game):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("game", sorted(GAMES))
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1])
 def test_minatar_matches_the_package_on_more_seeds(game, seed):
     pick, n, steps = QUICK.get(game, (None, 16, 1500))
     seen = _run(game, seed, num_envs=n, steps=steps, pick=pick)
