@@ -159,9 +159,7 @@ def main(args: Args) -> dict:
     env = make_env(args, device, args.seed)
     check_args(args, env)
     n_actions = int(env.single_action_space.n)
-    obs_dim = encoders.obs_input(
-        env.single_observation_space["policy"]
-    )  # a width, or an image space
+    obs_dim = encoders.obs_input(env.single_observation_space["policy"])  # width or image space
     net = dict(obs_dim=obs_dim, n_actions=n_actions, hidden=args.hidden)
     q_net = QNetwork(**net).to(device)
     # the learning rate is a tensor that annealing fills in place, so that a compiled optimizer
