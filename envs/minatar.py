@@ -113,8 +113,12 @@ class MinAtar(TorchVecEnv):
         self.last_uniforms = self.last_reset_uniforms = None
 
     # ---- TorchVecEnv's three functions ------------------------------------------------------
+    def _uniforms(self, n: int, k: int) -> torch.Tensor:
+        """The uniforms [n, k] a step or a reset draws (one place: tests draw them elsewhere)."""
+        return torch.rand(n, k, generator=self.rng, device=self.device)
+
     def _sample_initial_state(self, n: int) -> torch.Tensor:
-        u = torch.rand(n, self.n_reset_uniforms, generator=self.rng, device=self.device)
+        u = self._uniforms(n, self.n_reset_uniforms)
         self.last_reset_uniforms = u
         if self.n_reset_uniforms:
             return self.layout.pack(self._reset(n, u))
@@ -125,7 +129,7 @@ class MinAtar(TorchVecEnv):
 
     def _transition(self, state, action):
         n = state.shape[0]
-        u = torch.rand(n, 1 + self.n_step_uniforms, generator=self.rng, device=self.device)
+        u = self._uniforms(n, 1 + self.n_step_uniforms)
         self.last_uniforms = u
         a = self.action_set[action.long()]
         a = torch.where(u[:, 0] < self.sticky_action_prob, self.last_action, a)
