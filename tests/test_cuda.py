@@ -684,8 +684,9 @@ def test_population_members_train_on_the_gpu(tmp_path):
 @pytest.mark.parametrize("game", ["Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"])
 def test_minatar_on_cuda_equals_the_cpu_and_never_syncs(game):
     """Both devices draw their uniforms from one CPU generator each (same seed) and take the same
-    actions: observations, rewards and flags agree on every step; `step` on CUDA makes no host sync
-    (CUDA's detector)."""
+    actions: observations, rewards and flags agree on every step, resets included (a 200-step
+    limit). Then, drawing on the device as it does in training, `step` makes no host sync (CUDA's
+    detector)."""
     from envs.minatar import GAMES
 
     class FromCpu(GAMES[game]):
@@ -699,25 +700,25 @@ def test_minatar_on_cuda_equals_the_cpu_and_never_syncs(game):
         return env
 
     cpu, gpu = make("cpu"), make(CUDA)
-    o1, _ = cpu.reset(seed=0)
-    o2, _ = gpu.reset(seed=0)
-    assert torch.equal(o1, o2.cpu())
+    assert torch.equal(cpu.reset(seed=0)[0], gpu.reset(seed=0)[0].cpu())
     g = torch.Generator().manual_seed(1)
     acts = torch.randint(0, cpu.single_action_space.n, (300, 512), generator=g)
     ended = 0
     for t in range(300):
-        a = acts[t]
-        if t == 5:
-            torch.cuda.synchronize()
-            torch.cuda.set_sync_debug_mode("error")
-        try:
-            out_gpu = gpu.step(a.to(CUDA))
-        finally:
-            if t == 299:
-                torch.cuda.set_sync_debug_mode(0)
-        out_cpu = cpu.step(a)
+        out_cpu, out_gpu = cpu.step(acts[t]), gpu.step(acts[t].to(CUDA))
         for x, y in zip(out_cpu[:4], out_gpu[:4]):
             assert torch.equal(x, y.cpu()), (game, t)
         ended += int((out_cpu[2] | out_cpu[3]).sum())
-    torch.cuda.set_sync_debug_mode(0)
-    assert ended > 0  # resets on the device were compared too (Freeway: its 200-step limit)
+    assert ended > 0
+    env = GAMES[game](num_envs=512, device=CUDA, seed=0, max_episode_steps=50)
+    env.reset(seed=0)
+    acts = acts.to(CUDA)
+    for t in range(3):
+        env.step(acts[t])
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for t in range(100):
+            env.step(acts[t])
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
