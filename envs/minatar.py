@@ -150,6 +150,13 @@ class MinAtar(TorchVecEnv):
         self.last_action.zero_()  # a reset of the whole batch starts afresh (the package keeps it)
         return super().reset(seed=seed, options=options)
 
+    def _table(self, values: tuple) -> torch.Tensor:
+        """`values` as a tensor on the device, made once (a copy to a GPU each step waits for it)."""
+        tables = self.__dict__.setdefault("_tables", {})
+        if values not in tables:
+            tables[values] = torch.tensor(values, device=self.device)
+        return tables[values]
+
     # ---- for the games ----------------------------------------------------------------------
     def _zeros(self, n, *shape):
         return torch.zeros(n, *shape, dtype=torch.long, device=self.device)
@@ -232,7 +239,7 @@ class Breakout(MinAtar):
     _flip_x, _flip_y, _flip_paddle = (1, 0, 3, 2), (3, 2, 1, 0), (2, 3, 0, 1)
 
     def _act(self, s, a, u):
-        t = lambda v: torch.tensor(v, device=self.device)
+        t = self._table
         n = a.shape[0]
         pos = torch.where(a == LEFT, (s["pos"] - 1).clamp(min=0), s["pos"])
         pos = torch.where(a == RIGHT, (pos + 1).clamp(max=9), pos)
