@@ -151,7 +151,7 @@ class MinAtar(TorchVecEnv):
         return super().reset(seed=seed, options=options)
 
     def _table(self, values: tuple) -> torch.Tensor:
-        """`values` as a tensor on the device, made once (a copy to a GPU each step waits for it)."""
+        """`values` as a tensor on the device, made once (a copy to a GPU each step would wait)."""
         tables = self.__dict__.setdefault("_tables", {})
         if values not in tables:
             tables[values] = torch.tensor(values, device=self.device)
