@@ -278,6 +278,10 @@ FEATURES = {  # column: (what it means, test on (Args fields, source))
         "on CUDA each iteration replays as one CUDA graph (`--no-capture`: eager)",
         lambda a, s: "capture" in a and "run.capture(" in s,
     ),
+    "pixels": (
+        "uint8 image observations through a conv encoder (`common/encoders.py`)",
+        lambda a, s: "images=True" in s and "encoders.layers(" in s,
+    ),
 }
 
 
