@@ -72,6 +72,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from common.device import canonical
+from common.encoders import is_image
 from common.errors import UserError, UserTypeError
 
 __all__ = [
@@ -638,18 +639,14 @@ def check_single_agent(
             "algos/vdn.py"
         )
     spaces = group_spaces(env.single_observation_space)
-    if flat and any(len(s.shape) != 1 and not (images and _image(s)) for s in spaces):
+    if flat and any(len(s.shape) != 1 and not (images and is_image(s)) for s in spaces):
         raise UserError(
             f"{algo}'s MLP needs flat observations"
             + (" or uint8 (C, H, W) images" if images else "")
             + f", {env_id} has {env.single_observation_space}"
-            + ("" if images or not any(map(_image, spaces)) else f" (images: {IMAGE_FILES})")
+            + ("" if images or not any(map(is_image, spaces)) else f" (images: {IMAGE_FILES})")
         )
 
 
 # the files whose networks start with a conv encoder for an image group (common/encoders.py)
 IMAGE_FILES = "dqn, double_dqn, d3qn, pqn, ppo_vec, a2c, ppo_h, ppo_rnn, ppo_podracer"
-
-
-def _image(space: gym.Space) -> bool:
-    return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
