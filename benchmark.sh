@@ -41,6 +41,10 @@
 #   locomotion-profile  where the time goes, ppo_vec vs rsl_rl on Ant and Humanoid (cProfile buckets:
 #                 physics, env, policy, advantages, update; ~5 min) -> bench/results/locomotion/profile.md
 #   locomotion    every locomotion-* group above, then the report (about 13 hours)
+#   rllib         RLlib beside us (the seeds' peer): RLlib 2.60 PPO with the ray repository's MuJoCo settings
+#                 (own venv bench/.venv-rllib, gymnasium's env) and ppo_vec at the same budget on Hopper-v5,
+#                 Ant-v5 and Humanoid-v5 (1M steps), seeds 1-3, one core each (~3 h on 2 cores); also
+#                 rllib-hopper, rllib-ant, rllib-humanoid; -> the RLlib section of locomotion.md and its PNGs
 #   report locomotion   the locomotion table and PNGs from whatever tasks have run
 #   gpu           one CUDA GPU (bench/gpu.py): Ant/Humanoid env-steps/s on MuJoCo Warp at N = 1024/4096/16384
 #                 vs the CPU batch backend; ppo_vec end to end (Ant x4096 captured as CUDA graphs, eager and
@@ -131,6 +135,9 @@ case "$group" in
   locomotion-adaptive-hopper|locomotion-adaptive-halfcheetah)
              $PY bench/locomotion.py run "${group#locomotion-adaptive-}" --sides adaptive ;;
   locomotion-flagship) $PY bench/locomotion.py flagship ;;
+  rllib-hopper|rllib-ant|rllib-humanoid)
+             $PY bench/locomotion.py run "${group#rllib-}" --sides rllib ours_budget ;;
+  rllib)     for t in hopper ant humanoid; do bash "$0" "rllib-$t"; done ;;
   locomotion-profile) for t in Ant Humanoid; do $PY bench/locomotion_profile.py --task "$t"; done ;;
   locomotion) for t in hopper halfcheetah walker2d ant humanoid offpolicy-hopper offpolicy-halfcheetah offpolicy-ant flagship profile; do
                bash "$0" "locomotion-$t"; done ;;
@@ -140,6 +147,6 @@ case "$group" in
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, full, report, peers, tensordict, compile, envs, ppo, asymmetric, ensemble, offpolicy, hterm, mujoco, mujoco-learn, mujoco-num-envs, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile or gpu (bash benchmark.sh --help says what each runs)" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, full, report, peers, tensordict, compile, envs, ppo, asymmetric, ensemble, offpolicy, hterm, mujoco, mujoco-learn, mujoco-num-envs, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile, rllib, rllib-TASK or gpu (bash benchmark.sh --help says what each runs)" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"

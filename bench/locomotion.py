@@ -96,9 +96,29 @@ SIDES = {
     "fast_td3": "fast_td3 (ours)",
     "sac": "sac (ours)",
     "adaptive": "ppo_vec, adaptive lr",
+    "rllib": "RLlib PPO (mujoco_ppo.py)",
+    "ours_budget": "ppo_vec (ours), RLlib's budget",
 }
-ALGO_OF = {"ours": "ppo_vec", "fast_td3": "fast_td3", "sac": "sac", "adaptive": "ppo_vec"}
+ALGO_OF = {
+    "ours": "ppo_vec",
+    "fast_td3": "fast_td3",
+    "sac": "sac",
+    "adaptive": "ppo_vec",
+    "ours_budget": "ppo_vec",
+}
 SIDE_OF = {"ppo_vec": "ours", "fast_td3": "fast_td3", "sac": "sac"}
+# RLlib beside us (issue 60; `--sides rllib ours_budget`): RLlib's PPO with the ray repository's
+# MuJoCo settings in its own venv (bench/locomotion_rllib.py), and ppo_vec with its file defaults at
+# the same budget. RLlib runs 1.6k (Hopper) to under 600 (Ant) env-steps/s on one core here, so its
+# budgets are smaller than TASKS' (a task's group, 3 seeds of both sides, in 20-70 min on 2 cores);
+# our longer runs stay and are read off their curves at the same steps and seconds.
+RLLIB = {
+    "Hopper": dict(steps=1_000_000, num_envs=64, eval_every=131_072),
+    "Ant": dict(steps=1_000_000, num_envs=64, eval_every=131_072),
+    "Humanoid": dict(steps=1_000_000, num_envs=64, eval_every=131_072),
+}
+VENV_RLLIB = ROOT / "bench" / ".venv-rllib"
+PINS_RLLIB = {"torch": "2.13.0", "ray": "2.60.0", "gymnasium": "1.2.2", "mujoco": "4.0.0"}
 # the flagship command on this CPU: 4096 envs, the GPU-sized defaults, all cores
 FLAGSHIP = dict(steps=10_000_000, eval_every=1_048_576)
 # CleanRL's published PPO scores at 1M steps (MuJoCo v4, 3 seeds, training-episode returns;
@@ -153,6 +173,44 @@ def ensure_venv() -> Path:
     ).stdout.strip()
     if got != want:
         raise RuntimeError(f"{VENV} has {got}, wanted {want}")
+    return py
+
+
+def ensure_venv_rllib() -> Path:
+    """RLlib's own venv (every ray[rllib] release from 2.54 pins a gymnasium older than ours)."""
+    py = VENV_RLLIB / "bin" / "python"
+    probe = (
+        "import torch, ray, gymnasium, mujoco; "
+        "print(torch.__version__.split('+')[0], ray.__version__, gymnasium.__version__, "
+        "mujoco.__version__)"
+    )
+    want = " ".join(PINS_RLLIB.values())
+    if py.exists():
+        got = subprocess.run([str(py), "-c", probe], capture_output=True, text=True).stdout
+        if got.strip() == want:
+            return py
+    print(f"creating {VENV_RLLIB.relative_to(ROOT)} ({want})", flush=True)
+    if not py.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VENV_RLLIB)], check=True)
+    pins = PINS_RLLIB
+    subprocess.run(
+        [
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            f"torch=={pins['torch']}",
+            f"ray[rllib]=={pins['ray']}",
+            f"gymnasium[mujoco]=={pins['gymnasium']}",
+            f"mujoco=={pins['mujoco']}",
+        ],
+        check=True,
+    )
+    got = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, check=True)
+    if got.stdout.strip() != want:
+        raise RuntimeError(f"{VENV_RLLIB} has {got.stdout.strip()}, wanted {want}")
     return py
 
 
@@ -240,104 +298,146 @@ def run(
     num_envs: int | None,
     eval_every: int | None,
     sides: list[str],
+    rllib_runners: int = 0,
 ) -> None:
     """Runs go two at a time, one core each (a seed's two sides; with one side, two seeds), cores
-    swapped from one pair to the next."""
+    swapped from one pair to the next; with RLlib, from a queue (RLlib's runs first)."""
     py_rsl = ensure_venv() if "rsl_rl" in sides else None
+    py_rllib = ensure_venv_rllib() if "rllib" in sides else None
     tid, name = task_id(task), short(task)
     logs = RESULTS / name / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    # two at a time: a seed's two sides, or two seeds
+
+    def start(seed: int, side: str, core: str) -> subprocess.Popen:
+        cfg = (
+            OFFPOLICY[name]
+            if side in OFFPOLICY_FLAGS
+            else RLLIB[name]
+            if side in ("rllib", "ours_budget")
+            else TASKS[name]
+        )
+        n, s, e = (
+            num_envs or cfg["num_envs"],
+            steps or cfg["steps"],
+            eval_every or cfg["eval_every"],
+        )
+        out = RESULTS / name / f"{side}_seed{seed}.json"
+        if side == "rllib":
+            cmd = [
+                str(py_rllib),
+                str(ROOT / "bench" / "locomotion_rllib.py"),
+                "--task",
+                tid,
+                "--seed",
+                str(seed),
+                "--steps",
+                str(s),
+                "--num-envs",
+                str(n),
+                "--eval-every",
+                str(e),
+                "--env-runners",
+                str(rllib_runners),
+                "--gym-seed",
+                str(GYM_SEED),
+                "--out",
+                str(out),
+            ]
+        elif side == "rsl_rl":
+            cmd = [
+                str(py_rsl),
+                str(ROOT / "bench" / "locomotion_rslrl.py"),
+                "--task",
+                tid,
+                "--seed",
+                str(seed),
+                "--steps",
+                str(s),
+                "--num-envs",
+                str(n),
+                "--eval-every",
+                str(e),
+                "--gym-seed",
+                str(GYM_SEED),
+                "--out",
+                str(out),
+            ]
+        else:
+            flags = [
+                "--env",
+                name,
+                "--num-envs",
+                str(n),
+                "--total-steps",
+                str(s),
+                "--seed",
+                str(seed),
+                "--eval-every",
+                str(e),
+                "--save-every",
+                "0",
+                "--quiet",
+                "--out-dir",
+                str(ROOT / "bench" / "runs" / "locomotion"),
+                *SIDE_FLAGS.get(side, []),
+            ]
+            cmd = [
+                sys.executable,
+                __file__,
+                "worker-ours",
+                "--algo",
+                ALGO_OF[side],
+                "--side",
+                side,
+                "--out",
+                str(out),
+                "--",
+                *flags,
+            ]
+        log = open(logs / f"{side}_seed{seed}.log", "w")
+        print(f"[{name} seed {seed}] {side} on core {core}: {' '.join(cmd[1:])}", flush=True)
+        return subprocess.Popen(
+            ["taskset", "-c", core, *cmd],
+            cwd=ROOT,
+            env=thread_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def finish(seed: int, side: str, p: subprocess.Popen) -> None:
+        if p.wait() != 0:
+            raise SystemExit(
+                f"{name} seed {seed} {side} failed (exit {p.returncode}); see "
+                f"{logs}/{side}_seed{seed}.log"
+            )
+        r = json.loads((RESULTS / name / f"{side}_seed{seed}.json").read_text())
+        print(
+            f"[{name} seed {seed}] {side}: gym {r['gym_return']:.0f}, ours-env "
+            f"{r['eval_return']:.0f}, {r['sps']:,.0f} env-steps/s, {r['train_seconds']:.0f} s",
+            flush=True,
+        )
+
     jobs = [(seed, side) for seed in seeds for side in sides]
-    for i, pair in enumerate(jobs[k : k + 2] for k in range(0, len(jobs), 2)):
-        procs = []
-        for j, (seed, side) in enumerate(pair):
-            core = str((i + j) % 2)
-            cfg = OFFPOLICY[name] if side in OFFPOLICY_FLAGS else TASKS[name]
-            n, s, e = (
-                num_envs or cfg["num_envs"],
-                steps or cfg["steps"],
-                eval_every or cfg["eval_every"],
-            )
-            out = RESULTS / name / f"{side}_seed{seed}.json"
-            if side == "rsl_rl":
-                cmd = [
-                    str(py_rsl),
-                    str(ROOT / "bench" / "locomotion_rslrl.py"),
-                    "--task",
-                    tid,
-                    "--seed",
-                    str(seed),
-                    "--steps",
-                    str(s),
-                    "--num-envs",
-                    str(n),
-                    "--eval-every",
-                    str(e),
-                    "--gym-seed",
-                    str(GYM_SEED),
-                    "--out",
-                    str(out),
-                ]
-            else:
-                flags = [
-                    "--env",
-                    name,
-                    "--num-envs",
-                    str(n),
-                    "--total-steps",
-                    str(s),
-                    "--seed",
-                    str(seed),
-                    "--eval-every",
-                    str(e),
-                    "--save-every",
-                    "0",
-                    "--quiet",
-                    "--out-dir",
-                    str(ROOT / "bench" / "runs" / "locomotion"),
-                    *SIDE_FLAGS.get(side, []),
-                ]
-                cmd = [
-                    sys.executable,
-                    __file__,
-                    "worker-ours",
-                    "--algo",
-                    ALGO_OF[side],
-                    "--side",
-                    side,
-                    "--out",
-                    str(out),
-                    "--",
-                    *flags,
-                ]
-            log = open(logs / f"{side}_seed{seed}.log", "w")
-            print(f"[{name} seed {seed}] {side} on core {core}: {' '.join(cmd[1:])}", flush=True)
-            procs.append(
-                (
-                    (seed, side),
-                    subprocess.Popen(
-                        ["taskset", "-c", core, *cmd],
-                        cwd=ROOT,
-                        env=thread_env(),
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                    ),
-                )
-            )
-        for (seed, side), p in procs:
-            if p.wait() != 0:
-                raise SystemExit(
-                    f"{name} seed {seed} {side} failed (exit {p.returncode}); see "
-                    f"{logs}/{side}_seed{seed}.log"
-                )
-            r = json.loads((RESULTS / name / f"{side}_seed{seed}.json").read_text())
-            print(
-                f"[{name} seed {seed}] {side}: gym {r['gym_return']:.0f}, ours-env "
-                f"{r['eval_return']:.0f}, {r['sps']:,.0f} env-steps/s, {r['train_seconds']:.0f} s",
-                flush=True,
-            )
+    if "rllib" not in sides:  # two at a time: a seed's two sides, or two seeds
+        for i, pair in enumerate(jobs[k : k + 2] for k in range(0, len(jobs), 2)):
+            procs = [
+                (sd, sde, start(sd, sde, str((i + j) % 2))) for j, (sd, sde) in enumerate(pair)
+            ]
+            for sd, sde, p in procs:
+                finish(sd, sde, p)
+    else:  # RLlib's runs are several times longer: a queue, each core taking the next job when free
+        queue, running = sorted(jobs, key=lambda j: j[1] != "rllib"), {}
+        while queue or running:
+            for core in ("0", "1"):
+                if core not in running and queue:
+                    sd, sde = queue.pop(0)
+                    running[core] = (sd, sde, start(sd, sde, core))
+            done = [c for c, (_, _, p) in running.items() if p.poll() is not None]
+            for c in done:
+                finish(*running.pop(c))
+            if not done:
+                time.sleep(2)
     meta = {
         "task": tid,
         "seeds": seeds,
@@ -443,7 +543,12 @@ def load(name: str) -> dict:
     return out
 
 
-def plot(name: str, data: dict, path: Path) -> None:
+def plot(
+    name: str, data: dict, path: Path, sides=None, xmax: tuple | None = None, title: str = ""
+) -> None:
+    """Mean eval return over seeds (band: min..max) against env steps and training seconds, one line
+    a side (`sides`: those, in that order; default every side but RLlib's pair, which has its own
+    plot); `xmax` (steps, seconds) crops both panels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -451,12 +556,23 @@ def plot(name: str, data: dict, path: Path) -> None:
     import numpy as np
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for side, color in zip(SIDES, ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")):
+    colors = (
+        "tab:blue",
+        "tab:orange",
+        "tab:green",
+        "tab:red",
+        "tab:purple",
+        "tab:brown",
+        "tab:cyan",
+    )
+    color_of = dict(zip(SIDES, colors))
+    for side in sides or [s for s in SIDES if s not in ("rllib", "ours_budget")]:
         if side not in data:
             continue
-        runs = data[side]
-        for ax, key in zip(axes, ("step", "train_seconds")):
+        runs, color = data[side], color_of[side]
+        for i, (ax, key) in enumerate(zip(axes, ("step", "train_seconds"))):
             end = min(r["curve"][-1][key] for r in runs)
+            end = min(end, xmax[i]) if xmax else end
             xs = np.linspace(0, end, 200)
             ys = np.array([[interp(r["curve"], key, x) for x in xs] for r in runs])
             ok = ~np.isnan(ys).any(axis=0)
@@ -469,7 +585,7 @@ def plot(name: str, data: dict, path: Path) -> None:
         ax.set_ylabel("eval return (deterministic, 10 episodes)")
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right")
-    fig.suptitle(f"{name}-v5: mean over seeds, band = min..max")
+    fig.suptitle(title or f"{name}-v5: mean over seeds, band = min..max")
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
@@ -532,6 +648,89 @@ def flagship_report() -> list[str]:
         "",
         "Curve: locomotion_ant_4096.png (beside the 64-env runs above, which use one core each).",
     ]
+    return out
+
+
+def rllib_report() -> list[str]:
+    """RLlib beside us (issue 60): per task, RLlib and ppo_vec at RLlib's budget, with our and
+    rsl_rl's longer runs read off their curves at the same env steps and seconds."""
+    import numpy as np
+
+    out = []
+    for name in RLLIB:
+        data = load(name)
+        if "rllib" not in data:
+            continue
+        budget = min(r["steps"] for r in data["rllib"])
+        t_rllib = float(np.mean([r["train_seconds"] for r in data["rllib"]]))
+        png = RESULTS / f"locomotion_{name.lower()}_rllib.png"
+        plot(
+            name,
+            data,
+            png,
+            sides=["ours_budget", "ours", "rsl_rl", "rllib"],
+            xmax=(budget, max(r["train_seconds"] for r in data["rllib"])),
+            title=f"{name}-v5 to RLlib's budget: mean over seeds, band = min..max",
+        )
+        t_ours = (
+            float(np.mean([r["train_seconds"] for r in data["ours_budget"]]))
+            if "ours_budget" in data
+            else None
+        )
+        if not out:
+            out = [
+                "",
+                "## RLlib beside us (issue 60)",
+                "",
+                "RLlib's PPO with the ray repository's `rllib/examples/algorithms/ppo/mujoco_ppo.py`"
+                " settings on gymnasium's env (bench/locomotion_rllib.py), ppo_vec with its file "
+                "defaults at the same budget, and the longer ppo_vec and rsl_rl runs above read off "
+                'their curves. One core and one torch thread each, two runs at a time. "at our '
+                'time": each curve at the mean training time of ppo_vec\'s run at the budget; "at '
+                "RLlib's time\": at the mean training time of RLlib's (a run that ended earlier: "
+                "its last evaluation).",
+                "",
+                "| task | side | seeds | env steps | final gymnasium return | per seed | at the "
+                "budget (curve) | train time | env-steps/s | at our time | at RLlib's time |",
+                "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+            ]
+        sps = {}
+        for side in ("rllib", "ours_budget", "ours", "rsl_rl"):
+            runs = data.get(side)
+            if not runs:
+                continue
+            longer = runs[0]["steps"] > budget * 1.1
+
+            def at(key, x, runs=runs):
+                v = [interp(r["curve"], key, min(x, r["curve"][-1][key])) for r in runs]
+                return "—" if np.isnan(v).any() else f"{np.mean(v):.0f}"
+
+            g = np.array([r["gym_return"] for r in runs])
+            sps[side] = float(np.mean([r["sps"] for r in runs]))
+            final = "(longer run)" if longer else f"{g.mean():.0f} ± {g.std():.0f}"
+            per = "" if longer else ", ".join(f"{x:.0f}" for x in g)
+            out.append(
+                f"| {name} | {SIDES[side]} | {len(runs)} | {runs[0]['steps'] / 1e6:.2f}M | "
+                f"{final} | {per} | {at('step', budget)} | "
+                f"{np.mean([r['train_seconds'] for r in runs]):.0f} s | {sps[side]:,.0f} | "
+                f"{at('train_seconds', t_ours) if t_ours else '—'} | "
+                f"{at('train_seconds', t_rllib)} |"
+            )
+        if "ours_budget" in sps:
+            out.append(
+                f"| {name} | env-steps/s, ours / RLlib | | | | | | | "
+                f"{sps['ours_budget'] / sps['rllib']:.1f}x | | |"
+            )
+    if out:
+        r0 = next(r for n in RLLIB for r in load(n).get("rllib", []))
+        v = r0.get("versions", {})
+        out += [
+            "",
+            f"RLlib side: ray {v.get('ray')}, gymnasium {v.get('gymnasium')}, torch "
+            f"{v.get('torch')} (own venv bench/.venv-rllib), {r0['num_envs']} envs, "
+            f"{r0.get('env_runners')} remote env runners; config source: "
+            f"{r0.get('config_source')}.",
+        ]
     return out
 
 
@@ -621,6 +820,7 @@ def report() -> str:
         "",
     ] + notes
     lines += flagship_report()
+    lines += rllib_report()
     out = "\n".join(lines) + "\n"
     (RESULTS / "locomotion.md").write_text(out)
     print(out)
@@ -662,9 +862,17 @@ def main() -> None:
     r.add_argument(
         "--sides",
         nargs="+",
-        choices=list(ALGO_OF) + ["rsl_rl"],
+        choices=list(ALGO_OF) + ["rsl_rl", "rllib"],
         default=["ours", "rsl_rl"],
-        help="what runs, two at a time: ours (ppo_vec), rsl_rl, fast_td3, sac",
+        help="what runs, two at a time: ours (ppo_vec), rsl_rl, fast_td3, sac, adaptive; rllib "
+        "and ours_budget (ppo_vec at RLlib's budget, RLLIB)",
+    )
+    r.add_argument(
+        "--rllib-runners",
+        type=int,
+        default=0,
+        choices=(0, 1),
+        help="RLlib's env runners: 0 samples in the driver (all-local), 1 in one remote runner",
     )
     f = sub.add_parser(
         "flagship", help="python algos/ppo_vec.py --env Ant --num-envs 4096 on every core"
@@ -685,7 +893,11 @@ def main() -> None:
             f"off-policy sides run on {', '.join(OFFPOLICY)} only (OFFPOLICY in "
             f"{Path(__file__).name})"
         )
-    run(a.task, a.seeds, a.steps, a.num_envs, a.eval_every, a.sides)
+    if a.task not in RLLIB and set(a.sides) & {"rllib", "ours_budget"}:
+        raise SystemExit(
+            f"RLlib's sides run on {', '.join(RLLIB)} only (RLLIB in {Path(__file__).name})"
+        )
+    run(a.task, a.seeds, a.steps, a.num_envs, a.eval_every, a.sides, a.rllib_runners)
     report()
 
 

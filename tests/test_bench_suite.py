@@ -149,6 +149,30 @@ def test_locomotion_report_compares_at_equal_steps_and_equal_time(tmp_path, monk
     assert "flagship" not in text  # none run yet
 
 
+def test_locomotion_report_puts_rllib_beside_us_at_equal_steps_and_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(locomotion, "RESULTS", tmp_path)
+    # RLlib and ours at RLlib's budget (200 steps); our longer run (400 steps) read off its curve
+    _loco_run(tmp_path, "rllib", 1, [(100, 50, 300), (200, 100, 900)], gym=1000)
+    _loco_run(tmp_path, "ours_budget", 1, [(100, 5, 800), (200, 10, 1500)], gym=1600)
+    _loco_run(tmp_path, "ours", 1, [(200, 10, 1400), (400, 20, 3000)], gym=3100)
+    text = locomotion.report()
+    section = text[text.index("## RLlib beside us") :]
+    rows = {
+        line.split("|")[2].strip(): [c.strip() for c in line.split("|")[1:-1]]
+        for line in section.splitlines()
+        if line.startswith("| Hopper")
+    }
+    rllib, budget = rows["RLlib PPO (mujoco_ppo.py)"], rows["ppo_vec (ours), RLlib's budget"]
+    longer = rows["ppo_vec (ours)"]
+    assert rllib[4] == "1000 ± 0" and budget[4] == "1600 ± 0" and longer[4] == "(longer run)"
+    assert rllib[6] == "900" and budget[6] == "1500" and longer[6] == "1400"  # at 200 env steps
+    # at our time (10 s) RLlib has no evaluation yet; at RLlib's (100 s) every run of ours has ended
+    assert rllib[9] == "—" and budget[9] == "1500" and longer[9] == "1400"
+    assert rllib[10] == "900" and budget[10] == "1500" and longer[10] == "3000"
+    assert rows["env-steps/s, ours / RLlib"][8] == "10.0x"
+    assert (tmp_path / "locomotion_hopper.png").stat().st_size > 10_000
+
+
 def test_locomotion_report_shows_the_flagship_run(tmp_path, monkeypatch):
     monkeypatch.setattr(locomotion, "RESULTS", tmp_path)
     curve = [

@@ -1,0 +1,283 @@
+"""RLlib's side of `bench/locomotion.py` (issue 60): RLlib's PPO with its own MuJoCo settings on
+gymnasium's env, evaluated the way the other sides are. Runs in RLlib's own venv
+(`bench/.venv-rllib`, made by `bench/locomotion.py`: ray[rllib] pins a gymnasium older than the
+project's); imports nothing from the project; writes one JSON file.
+
+    bench/.venv-rllib/bin/python bench/locomotion_rllib.py --task Hopper-v5 --seed 1 \
+        --steps 1000000 --eval-every 262144 --out result.json [--env-runners 1]
+
+Settings: the ray repository's `rllib/examples/algorithms/ppo/mujoco_ppo.py` (the new API stack's
+MuJoCo PPO example; the wheel ships no tuned examples), as written there: MeanStdFilter on
+observations, 2048 env steps per iteration in rollout fragments of 32, minibatch 512, 10 epochs,
+lr 3e-4, entropy 0.01 annealed to 0 over 2M steps, KL coefficient 0.5, clip 0.2, value clip 10,
+value-loss coefficient 1, global-norm clipping 50, separate 256x256 tanh actor and critic with
+orthogonal init and a 256 head, free log-std, gamma 0.99, lambda 0.95. One change of resources: the
+example spreads its 64 envs over 4 env runners (16 each); here the 64 envs run on one core, either
+all in the driver (`--env-runners 0`, all-local) or in one remote env runner (`--env-runners 1`).
+
+Counting: RLlib's own counter includes the reset step gymnasium's vector env takes after each
+episode end (the action ignored), 2-5% over the real steps on these tasks; each sub-env here is
+wrapped in a counter of real `step` calls, and every budget, curve and rate uses that count.
+
+Clock: starts after the algorithm (env runners, learner, modules) is built; evaluations are timed
+and left out (`train_seconds`), as for the other sides. Evaluation: deterministic (the
+distribution's mode), observations through the trained filter without updating it, the action
+unsquashed to the env's bounds as RLlib's own env-to-module path does, on gymnasium's env
+(episode seeds 10000 + seed + i during training; the final 10 on seeds 20000 + i as every side).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+
+class CountSteps(gym.Wrapper):
+    """Counts the env's real `step` calls (RLlib's counter also counts vector-env reset steps)."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.real_steps = 0
+
+    def step(self, action):
+        self.real_steps += 1
+        return self.env.step(action)
+
+
+def make_counted(ctx) -> gym.Env:
+    return CountSteps(gym.make(ctx["task"]))
+
+
+def runner_steps(env_runner) -> int:
+    return sum(e.get_wrapper_attr("real_steps") for e in env_runner.env.unwrapped.envs)
+
+
+def rllib_config(task: str, seed: int, num_envs: int, env_runners: int):
+    """mujoco_ppo.py's PPOConfig (see the module docstring), on `num_envs` envs."""
+    import locomotion_rllib as me  # by reference, so that a remote env runner imports it
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.connectors.env_to_module.mean_std_filter import MeanStdFilter
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+    from ray.tune.registry import register_env
+    from torch.nn.init import orthogonal_
+
+    register_env("counted-mujoco", me.make_counted)
+    return (
+        PPOConfig()
+        .environment(env="counted-mujoco", env_config={"task": task})
+        .env_runners(
+            num_env_runners=env_runners,
+            num_envs_per_env_runner=num_envs,
+            rollout_fragment_length=32,
+            env_to_module_connector=lambda env, spaces, device: MeanStdFilter(),
+        )
+        .learners(num_learners=0)
+        .training(
+            train_batch_size_per_learner=2048,
+            minibatch_size=512,
+            num_epochs=10,
+            lr=0.0003,
+            vf_loss_coeff=1.0,
+            entropy_coeff=[[0, 0.01], [2_000_000, 0.0]],
+            gamma=0.99,
+            lambda_=0.95,
+            kl_coeff=0.5,
+            clip_param=0.2,
+            vf_clip_param=10.0,
+            grad_clip=50.0,
+            grad_clip_by="global_norm",
+        )
+        .rl_module(
+            model_config=DefaultModelConfig(
+                vf_share_layers=False,
+                fcnet_hiddens=[256, 256],
+                fcnet_kernel_initializer=orthogonal_,
+                fcnet_activation="tanh",
+                head_fcnet_hiddens=[256],
+                head_fcnet_activation=None,
+                free_log_std=True,
+            )
+        )
+        .debugging(seed=seed)
+    )
+
+
+def make_policy(algo, env_runners: int):
+    """The trained module's deterministic action on a raw gymnasium observation, through a frozen
+    copy of the env runner's MeanStdFilter and RLlib's unsquashing to the action bounds."""
+    import torch
+    from ray.rllib.connectors.env_to_module.mean_std_filter import MeanStdFilter
+    from ray.rllib.core.columns import Columns
+    from ray.rllib.utils.spaces.space_utils import unsquash_action
+
+    def state_of(er):
+        return er._env_to_module.get_state()
+
+    if env_runners == 0:
+        states = [state_of(algo.env_runner)]
+    else:
+        states = algo.env_runner_group.foreach_env_runner(state_of, local_env_runner=False)
+    (filt,) = [s for s in states[0].values() if isinstance(s, dict) and None in s]
+    stats = MeanStdFilter(update_stats=False)
+    space = algo.env_runner.env.single_observation_space if env_runners == 0 else None
+    if space is None:
+        space = gym.make(algo.config.env_config["task"]).observation_space
+    stats.input_observation_space = space
+    stats.set_state(filt)
+    module = algo.get_module()
+    dist_cls = module.get_inference_action_dist_cls()
+    act_space = gym.make(algo.config.env_config["task"]).action_space
+
+    @torch.no_grad()
+    def policy(obs: np.ndarray) -> np.ndarray:
+        x = stats._filters[None](obs[None], update=False).astype(np.float32)
+        out = module.forward_inference({Columns.OBS: torch.from_numpy(x)})
+        dist = dist_cls.from_logits(out[Columns.ACTION_DIST_INPUTS])
+        a = dist.to_deterministic().sample()[0].numpy()
+        return unsquash_action(a, act_space)
+
+    return policy
+
+
+def rollouts(policy, task: str, episodes: int, seed: int) -> dict:
+    env = gym.make(task)
+    returns = []
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=seed + ep)
+        done, total = False, 0.0
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(policy(obs))
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    env.close()
+    r = np.asarray(returns)
+    return {"eval_return": float(r.mean()), "eval_return_std": float(r.std()), "returns": returns}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--task", default="Hopper-v5")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--steps", type=int, default=1_000_000)
+    p.add_argument("--num-envs", type=int, default=64)
+    p.add_argument("--env-runners", type=int, default=0, choices=(0, 1))
+    p.add_argument("--eval-every", type=int, default=262_144)
+    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--gym-episodes", type=int, default=10)
+    p.add_argument("--gym-seed", type=int, default=20_000)
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    if not a.task.endswith("-v5"):
+        p.error(f"--task {a.task}: give gymnasium's id, e.g. {a.task}-v5")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")]
+    )
+    import ray
+    import ray.rllib
+    import torch
+
+    torch.set_num_threads(1)
+    # one core (the caller's taskset): the driver and, with --env-runners 1, one env runner
+    ray.init(num_cpus=1 + a.env_runners, include_dashboard=False, log_to_driver=False)
+    config = rllib_config(a.task, a.seed, a.num_envs, a.env_runners)
+    algo = config.build_algo()
+
+    def real_steps() -> int:
+        if a.env_runners == 0:
+            return runner_steps(algo.env_runner)
+        return sum(algo.env_runner_group.foreach_env_runner(runner_steps, local_env_runner=False))
+
+    rows, eval_total, next_eval, iters = [], 0.0, a.eval_every, 0
+    t0 = time.perf_counter()
+    while True:
+        result = algo.train()
+        iters += 1
+        steps = real_steps()
+        last = steps >= a.steps
+        if steps < next_eval and not last:
+            continue
+        next_eval += a.eval_every
+        te = time.perf_counter()
+        res = rollouts(make_policy(algo, a.env_runners), a.task, a.eval_episodes, 10_000 + a.seed)
+        eval_total += time.perf_counter() - te
+        seconds = time.perf_counter() - t0
+        rows.append(
+            {
+                "step": steps,
+                "seconds": seconds,
+                "train_seconds": seconds - eval_total,
+                "eval_return": res["eval_return"],
+                "eval_return_std": res["eval_return_std"],
+                "iterations": iters,
+                # RLlib's own mean over recent training episodes (stochastic actions), a check on
+                # the evaluation above
+                "train_episode_return": result["env_runners"].get("episode_return_mean"),
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+        if last:
+            break
+    ref = rollouts(make_policy(algo, a.env_runners), a.task, a.gym_episodes, a.gym_seed)
+    out = {
+        "side": "rllib",
+        "task": a.task,
+        "seed": a.seed,
+        "num_envs": a.num_envs,
+        "env_runners": a.env_runners,
+        "steps": rows[-1]["step"],
+        "threads": 1,
+        "versions": {
+            "ray": ray.__version__,
+            "gymnasium": gym.__version__,
+            "torch": torch.__version__,
+        },
+        "config_source": "ray-project/ray rllib/examples/algorithms/ppo/mujoco_ppo.py",
+        "config": {
+            k: v
+            for k, v in algo.config.to_dict().items()
+            if k.lstrip("_")
+            in (
+                "train_batch_size_per_learner",
+                "minibatch_size",
+                "num_epochs",
+                "lr",
+                "entropy_coeff",
+                "kl_coeff",
+                "clip_param",
+                "vf_clip_param",
+                "vf_loss_coeff",
+                "grad_clip",
+                "gamma",
+                "lambda",
+                "rollout_fragment_length",
+                "num_envs_per_env_runner",
+                "num_env_runners",
+            )
+        },
+        "curve": rows,
+        "train_seconds": rows[-1]["train_seconds"],
+        "sps": rows[-1]["step"] / rows[-1]["train_seconds"],
+        "eval_return": rows[-1]["eval_return"],
+        "gym_return": ref["eval_return"],
+        "gym_return_std": ref["eval_return_std"],
+        "gym_returns": ref["returns"],
+    }
+    algo.stop()
+    ray.shutdown()
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(out, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
