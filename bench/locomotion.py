@@ -6,6 +6,7 @@ env.
     python bench/locomotion.py run Hopper  # seeds 1-3, the task's budget (TASKS below)
     python bench/locomotion.py run Ant --seeds 1 --steps 2000000 --sides ours
     python bench/locomotion.py run Hopper --sides fast_td3 sac  # off-policy at scale, same env
+    python bench/locomotion.py run Ant --sides rllib ours_budget  # RLlib beside us (issue 60)
     python bench/locomotion.py flagship    # --env Ant --num-envs 4096, every core, 10M steps
     python bench/locomotion.py report      # table + one PNG per task from what has run
 
@@ -27,6 +28,10 @@ and seed.
 * final: 10 episodes on `gymnasium.make(TASK)` with the same episode seeds for both sides.
 * off-policy sides (`fast_td3`, `sac`; Hopper, HalfCheetah, Ant): the same worker running that file
   with the flags in OFFPOLICY_FLAGS, budgets in OFFPOLICY, drawn on the same plots.
+* RLlib (`--sides rllib ours_budget`; Hopper, Ant, Humanoid): `bench/locomotion_rllib.py` in RLlib's
+  own venv `bench/.venv-rllib` on gymnasium's env, and ours at the same budget (RLLIB), run from a
+  queue (each core takes the next run when free); the report's RLlib section and
+  `locomotion_<task>_rllib.png` put them beside our and rsl_rl's longer runs.
 
 Results: `bench/results/locomotion/<task>/<side>_seed<K>.json`; `report` writes
 `bench/results/locomotion/locomotion.md` and `locomotion_<task>.png`.

@@ -59,8 +59,9 @@ def runner_steps(env_runner) -> int:
     return sum(e.get_wrapper_attr("real_steps") for e in env_runner.env.unwrapped.envs)
 
 
-def rllib_config(task: str, seed: int, num_envs: int, env_runners: int):
-    """mujoco_ppo.py's PPOConfig (see the module docstring), on `num_envs` envs."""
+def rllib_config(task: str, seed: int, num_envs: int, env_runners: int, vf_clip: float = 10.0):
+    """mujoco_ppo.py's PPOConfig (see the module docstring), on `num_envs` envs; `vf_clip` is the
+    example's `vf_clip_param` (RLlib clamps each sample's squared value error at it)."""
     import locomotion_rllib as me  # by reference, so that a remote env runner imports it
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.connectors.env_to_module.mean_std_filter import MeanStdFilter
@@ -90,7 +91,7 @@ def rllib_config(task: str, seed: int, num_envs: int, env_runners: int):
             lambda_=0.95,
             kl_coeff=0.5,
             clip_param=0.2,
-            vf_clip_param=10.0,
+            vf_clip_param=vf_clip,
             grad_clip=50.0,
             grad_clip_by="global_norm",
         )
@@ -175,6 +176,14 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--gym-episodes", type=int, default=10)
     p.add_argument("--gym-seed", type=int, default=20_000)
+    p.add_argument(
+        "--vf-clip",
+        type=float,
+        default=10.0,
+        help="vf_clip_param (default: the example's 10; RLlib clamps each sample's squared value "
+        "error at it, so with unnormalized MuJoCo returns most samples give the critic no "
+        "gradient: a diagnostic, not the benchmark's setting)",
+    )
     p.add_argument("--out", required=True)
     a = p.parse_args()
     if not a.task.endswith("-v5"):
@@ -190,7 +199,7 @@ def main() -> None:
     torch.set_num_threads(1)
     # one core (the caller's taskset): the driver and, with --env-runners 1, one env runner
     ray.init(num_cpus=1 + a.env_runners, include_dashboard=False, log_to_driver=False)
-    config = rllib_config(a.task, a.seed, a.num_envs, a.env_runners)
+    config = rllib_config(a.task, a.seed, a.num_envs, a.env_runners, a.vf_clip)
     algo = config.build_algo()
 
     def real_steps() -> int:
