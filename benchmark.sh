@@ -43,7 +43,7 @@
 #   locomotion    every locomotion-* group above, then the report (about 13 hours)
 #   rllib         RLlib beside us (the seeds' peer): RLlib 2.60 PPO with the ray repository's MuJoCo settings
 #                 (own venv bench/.venv-rllib, gymnasium's env) and ppo_vec at the same budget on Hopper-v5,
-#                 Ant-v5 and Humanoid-v5 (1M steps), seeds 1-3, one core each (~3 h on 2 cores); also
+#                 Ant-v5 and Humanoid-v5 (1M steps), seeds 1-3, one core each (~1.5 h on 2 cores); also
 #                 rllib-hopper, rllib-ant, rllib-humanoid; -> the RLlib section of locomotion.md and its PNGs
 #   report locomotion   the locomotion table and PNGs from whatever tasks have run
 #   gpu           one CUDA GPU (bench/gpu.py): Ant/Humanoid env-steps/s on MuJoCo Warp at N = 1024/4096/16384

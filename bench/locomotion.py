@@ -114,8 +114,8 @@ ALGO_OF = {
 SIDE_OF = {"ppo_vec": "ours", "fast_td3": "fast_td3", "sac": "sac"}
 # RLlib beside us (issue 60; `--sides rllib ours_budget`): RLlib's PPO with the ray repository's
 # MuJoCo settings in its own venv (bench/locomotion_rllib.py), and ppo_vec with its file defaults at
-# the same budget. RLlib runs 1.6k (Hopper) to under 600 (Ant) env-steps/s on one core here, so its
-# budgets are smaller than TASKS' (a task's group, 3 seeds of both sides, in 20-70 min on 2 cores);
+# the same budget. RLlib runs 1.0k-1.6k env-steps/s on one core here, so its budgets are smaller
+# than TASKS' (a task's group, 3 seeds of both sides, in 21-41 min on 2 cores);
 # our longer runs stay and are read off their curves at the same steps and seconds.
 RLLIB = {
     "Hopper": dict(steps=1_000_000, num_envs=64, eval_every=131_072),
