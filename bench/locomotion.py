@@ -687,9 +687,10 @@ def rllib_report() -> list[str]:
                 "",
                 "## RLlib beside us (issue 60)",
                 "",
-                "RLlib's PPO with the ray repository's `rllib/examples/algorithms/ppo/mujoco_ppo.py`"
-                " settings on gymnasium's env (bench/locomotion_rllib.py), ppo_vec with its file "
-                "defaults at the same budget, and the longer ppo_vec and rsl_rl runs above read off "
+                "RLlib's PPO with the ray repository's "
+                "`rllib/examples/algorithms/ppo/mujoco_ppo.py` settings on gymnasium's env "
+                "(bench/locomotion_rllib.py), ppo_vec with its file defaults at the same budget, "
+                "and the longer ppo_vec and rsl_rl runs above read off "
                 'their curves. One core and one torch thread each, two runs at a time. "at our '
                 'time": each curve at the mean training time of ppo_vec\'s run at the budget; "at '
                 "RLlib's time\": at the mean training time of RLlib's (a run that ended earlier: "
