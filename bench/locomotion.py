@@ -137,33 +137,30 @@ def thread_env() -> dict:
     return dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", WANDB_MODE="disabled")
 
 
-def ensure_venv() -> Path:
-    py = VENV / "bin" / "python"
-    probe = (
-        "import torch, rsl_rl, gymnasium, mujoco, tyro; from importlib.metadata import version; "
-        "print(torch.__version__.split('+')[0], version('rsl-rl-lib'), gymnasium.__version__)"
-    )
-    want = f"{PINS['torch']} {PINS['rsl-rl-lib']} {PINS['gymnasium']}"
-    if (
-        py.exists()
-        and subprocess.run([str(py), "-c", probe], capture_output=True, text=True).stdout.strip()
-        == want
-    ):
-        return py
-    print(
-        f"creating {VENV.relative_to(ROOT)} ({', '.join(f'{k}=={v}' for k, v in PINS.items())})",
-        flush=True,
-    )
+def peer_venv(venv: Path, packages: list[str], probe: str, want: str) -> Path:
+    """A peer's own venv: made (or completed) with `packages` unless `probe`, run in it, already
+    prints `want`; the peer is never a project dependency."""
+    py = venv / "bin" / "python"
+    if py.exists():
+        got = subprocess.run([str(py), "-c", probe], capture_output=True, text=True).stdout
+        if got.strip() == want:
+            return py
+    print(f"creating {venv.relative_to(ROOT)} ({', '.join(packages)})", flush=True)
     if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    subprocess.run(
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run(pip + packages, check=True)
+    got = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, check=True)
+    if got.stdout.strip() != want:
+        raise RuntimeError(f"{venv} has {got.stdout.strip()}, wanted {want}")
+    return py
+
+
+def ensure_venv() -> Path:
+    """rsl_rl's own venv."""
+    return peer_venv(
+        VENV,
         [
-            str(py),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--disable-pip-version-check",
             f"torch=={PINS['torch']}",
             f"rsl-rl-lib=={PINS['rsl-rl-lib']}",
             f"gymnasium[mujoco]=={PINS['gymnasium']}",
@@ -171,52 +168,28 @@ def ensure_venv() -> Path:
             "numpy>=1.26",
             "tyro>=0.9",
         ],
-        check=True,
+        "import torch, rsl_rl, gymnasium, mujoco, tyro; from importlib.metadata import version; "
+        "print(torch.__version__.split('+')[0], version('rsl-rl-lib'), gymnasium.__version__)",
+        f"{PINS['torch']} {PINS['rsl-rl-lib']} {PINS['gymnasium']}",
     )
-    got = subprocess.run(
-        [str(py), "-c", probe], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    if got != want:
-        raise RuntimeError(f"{VENV} has {got}, wanted {want}")
-    return py
 
 
 def ensure_venv_rllib() -> Path:
     """RLlib's own venv (every ray[rllib] release from 2.54 pins a gymnasium older than ours)."""
-    py = VENV_RLLIB / "bin" / "python"
-    probe = (
-        "import torch, ray, gymnasium, mujoco; "
-        "print(torch.__version__.split('+')[0], ray.__version__, gymnasium.__version__, "
-        "mujoco.__version__)"
-    )
-    want = " ".join(PINS_RLLIB.values())
-    if py.exists():
-        got = subprocess.run([str(py), "-c", probe], capture_output=True, text=True).stdout
-        if got.strip() == want:
-            return py
-    print(f"creating {VENV_RLLIB.relative_to(ROOT)} ({want})", flush=True)
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV_RLLIB)], check=True)
     pins = PINS_RLLIB
-    subprocess.run(
+    return peer_venv(
+        VENV_RLLIB,
         [
-            str(py),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--disable-pip-version-check",
             f"torch=={pins['torch']}",
             f"ray[rllib]=={pins['ray']}",
             f"gymnasium[mujoco]=={pins['gymnasium']}",
             f"mujoco=={pins['mujoco']}",
         ],
-        check=True,
+        "import torch, ray, gymnasium, mujoco; "
+        "print(torch.__version__.split('+')[0], ray.__version__, gymnasium.__version__, "
+        "mujoco.__version__)",
+        " ".join(pins.values()),
     )
-    got = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, check=True)
-    if got.stdout.strip() != want:
-        raise RuntimeError(f"{VENV_RLLIB} has {got.stdout.strip()}, wanted {want}")
-    return py
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,10 +301,15 @@ def run(
             eval_every or cfg["eval_every"],
         )
         out = RESULTS / name / f"{side}_seed{seed}.json"
-        if side == "rllib":
+        if side in ("rllib", "rsl_rl"):  # a peer's script in its own venv, the same flags
+            script, py, extra = (
+                ("locomotion_rllib.py", py_rllib, ["--env-runners", str(rllib_runners)])
+                if side == "rllib"
+                else ("locomotion_rslrl.py", py_rsl, [])
+            )
             cmd = [
-                str(py_rllib),
-                str(ROOT / "bench" / "locomotion_rllib.py"),
+                str(py),
+                str(ROOT / "bench" / script),
                 "--task",
                 tid,
                 "--seed",
@@ -342,27 +320,7 @@ def run(
                 str(n),
                 "--eval-every",
                 str(e),
-                "--env-runners",
-                str(rllib_runners),
-                "--gym-seed",
-                str(GYM_SEED),
-                "--out",
-                str(out),
-            ]
-        elif side == "rsl_rl":
-            cmd = [
-                str(py_rsl),
-                str(ROOT / "bench" / "locomotion_rslrl.py"),
-                "--task",
-                tid,
-                "--seed",
-                str(seed),
-                "--steps",
-                str(s),
-                "--num-envs",
-                str(n),
-                "--eval-every",
-                str(e),
+                *extra,
                 "--gym-seed",
                 str(GYM_SEED),
                 "--out",

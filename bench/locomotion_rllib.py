@@ -126,15 +126,14 @@ def make_policy(algo, env_runners: int):
     else:
         states = algo.env_runner_group.foreach_env_runner(state_of, local_env_runner=False)
     (filt,) = [s for s in states[0].values() if isinstance(s, dict) and None in s]
+    env = gym.make(algo.config.env_config["task"])  # its spaces
     stats = MeanStdFilter(update_stats=False)
-    space = algo.env_runner.env.single_observation_space if env_runners == 0 else None
-    if space is None:
-        space = gym.make(algo.config.env_config["task"]).observation_space
-    stats.input_observation_space = space
+    stats.input_observation_space = env.observation_space
     stats.set_state(filt)
     module = algo.get_module()
     dist_cls = module.get_inference_action_dist_cls()
-    act_space = gym.make(algo.config.env_config["task"]).action_space
+    act_space = env.action_space
+    env.close()
 
     @torch.no_grad()
     def policy(obs: np.ndarray) -> np.ndarray:
@@ -193,7 +192,6 @@ def main() -> None:
         [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")]
     )
     import ray
-    import ray.rllib
     import torch
 
     torch.set_num_threads(1)
