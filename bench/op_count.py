@@ -3,8 +3,8 @@
 fourth lease: the GPU busy 37% of an iteration, ~9,500 `cudaLaunchKernel` per iteration), and that
 count does not need a GPU to measure.
 
-    python bench/op_count.py [NUM_ENVS] [--mode eager|capture|both]  # NUM_ENVS: default 64
-                                                                     # (no effect on the count)
+    python bench/op_count.py [NUM_ENVS] [--mode eager|capture|both] [--algo ppo_vec|fast_td3]
+    # NUM_ENVS: default 64 (no effect on the count)
 
 Runs ppo_vec with its Ant GPU defaults (16 steps x 4 minibatches x 5 epochs) on the MuJoCo Warp
 backend on Warp's CPU device, and counts every torch op that would launch a kernel (views and
@@ -16,12 +16,17 @@ a GPU run uses). The set-up iterations and the evaluation are left out.
 (ppo_vec's default on CUDA, common/graphs.py): the capture's check runs as on a GPU, each replay
 counts one launch ("graph"), and the ops outside it (the learning-rate fill, the guard's check)
 count as before. `both` (the default) runs the two in turn.
+
+`--algo fast_td3` counts a vectorized step of fast_td3 on the same env once it learns (its Ant
+defaults: 4 updates a step): the step, its exploration, and the updates, eager or captured as one
+graph (fast_td3's default on CUDA).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +35,6 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import algos.ppo_vec as ppo  # noqa: E402
 import envs  # noqa: E402
 from common.graphs import Captured  # noqa: E402
 from common.guard import NumericGuard  # noqa: E402
@@ -80,11 +84,15 @@ def in_phase(fn, phase, after=None):
     return wrapped
 
 
-def count(num_envs: int, capture: bool) -> int:
-    """Print the launches per iteration of ppo_vec on Warp Ant (eager, or with the iteration
-    captured); return it."""
+@contextlib.contextmanager
+def hooks(capture: bool, counted: range):
+    """The run's hooks while counting: each replay of a captured function counts one launch (as
+    on a GPU), the env's step its own phase, the NaN guard on its accelerator branch, the
+    evaluations left out; `COUNT.phase` is "rollout" on the iterations in `counted` (1-based)
+    and None (not counted) on the others."""
+    import common.run
+
     COUNT.ops.clear()
-    skip = 2 if capture else 1
     Captured.simulate = capture
     stand_in = Captured._stand_in
 
@@ -97,8 +105,8 @@ def count(num_envs: int, capture: bool) -> int:
         if phase:
             COUNT.ops[("graph", "replay")] += 1
 
-    Captured._stand_in = replay
     make, guard_init, burn_in = envs.make, NumericGuard.__init__, Logger.burn_in
+    evaluate = common.run.evaluate
 
     def counted_make(*a, **k):
         env = make(*a, **k)
@@ -111,61 +119,100 @@ def count(num_envs: int, capture: bool) -> int:
 
     iterations = [0]
 
-    def next_iteration(self, step, learned=True):  # called once per PPO iteration
+    def next_iteration(self, step, learned=True):  # called once per iteration
         iterations[0] += 1
-        COUNT.phase = "rollout" if skip <= iterations[0] < skip + COUNTED else None
+        COUNT.phase = "rollout" if iterations[0] + 1 in counted else None
         return burn_in(self, step, learned)
 
-    import common.run
+    Captured._stand_in, envs.make, NumericGuard.__init__ = replay, counted_make, accelerator_guard
+    Logger.burn_in, common.run.evaluate = next_iteration, in_phase(evaluate, None)
+    try:
+        with COUNT:
+            yield
+    finally:
+        envs.make, NumericGuard.__init__, Logger.burn_in = make, guard_init, burn_in
+        common.run.evaluate, Captured._stand_in, Captured.simulate = evaluate, stand_in, False
 
-    gae, evaluate = ppo.compute_gae, common.run.evaluate
-    envs.make, NumericGuard.__init__, Logger.burn_in = (
-        counted_make,
-        accelerator_guard,
-        next_iteration,
+
+def report(what: str, capture: bool) -> int:
+    """Print the launches per counted iteration, by phase and by op; return the total."""
+    phases = collections.Counter()
+    for (phase, _), c in COUNT.ops.items():
+        phases[phase] += c
+    n = COUNTED
+    total = round(sum(phases.values()) / n)
+    print(
+        f"{'captured' if capture else 'eager'}: kernel launches per {what}; {n} counted): "
+        f"{total:,}, of which " + ", ".join(f"{p} {round(c / n):,}" for p, c in phases.items())
     )
-    ppo.compute_gae = in_phase(ppo.compute_gae, "gae", after="update")
-    common.run.evaluate = in_phase(common.run.evaluate, None)
-    args = ppo.default_args("Ant", 4096, "cuda")
-    args = replace(
+    for (phase, name), c in COUNT.ops.most_common(30 if not capture else 10):
+        print(f"{c / n:8.0f}  {phase:10s} {name}")
+    return total
+
+
+def run_args(algo, num_envs: int, **kw):
+    """The file's Ant defaults for a GPU run, on the MuJoCo Warp backend on Warp's CPU device."""
+    args = algo.default_args("Ant", 4096, "cuda")
+    return replace(
         args,
         env="Ant",
         device="cpu",
         mujoco_backend="warp",
         num_envs=num_envs,
         seed=1,
-        total_steps=num_envs * args.num_steps * (skip + COUNTED + 1),
         eval_every=0,
         save_every=0,
         quiet=True,
-        capture=capture,
         out_dir=str(Path(__file__).resolve().parent / "runs" / "op_count"),
+        **kw,
     )
+
+
+def count(num_envs: int, capture: bool) -> int:
+    """Print the launches per iteration of ppo_vec on Warp Ant (eager, or with the iteration
+    captured); return it."""
+    import algos.ppo_vec as ppo
+
+    skip = 2 if capture else 1  # the set-up iterations (capture: the eager and the checked one)
+    args = ppo.default_args("Ant", 4096, "cuda")
+    total_steps = num_envs * args.num_steps * (skip + COUNTED + 1)
+    args = run_args(ppo, num_envs, total_steps=total_steps, capture=capture)
+    gae = ppo.compute_gae
+    ppo.compute_gae = in_phase(gae, "gae", after="update")
     try:
-        with COUNT:
+        with hooks(capture, range(skip + 1, skip + COUNTED + 1)):
             ppo.main(args)
     finally:
-        envs.make, NumericGuard.__init__, Logger.burn_in = make, guard_init, burn_in
-        ppo.compute_gae, common.run.evaluate, Captured._stand_in, Captured.simulate = (
-            gae,
-            evaluate,
-            stand_in,
-            False,
-        )
-    n = COUNTED
-    phases = collections.Counter()
-    for (phase, _), c in COUNT.ops.items():
-        phases[phase] += c
-    total = round(sum(phases.values()) / n)
-    print(
-        f"{'captured' if capture else 'eager'}: kernel launches per PPO "
-        f"iteration ({args.num_steps} steps x {args.num_minibatches} "
-        f"minibatches x {args.update_epochs} epochs; {n} iterations counted): "
-        f"{total:,}, of which " + ", ".join(f"{p} {round(c / n):,}" for p, c in phases.items())
-    )
-    for (phase, name), c in COUNT.ops.most_common(30 if not capture else 10):
-        print(f"{c / n:8.0f}  {phase:10s} {name}")
-    return total
+        ppo.compute_gae = gae
+    shape = f"{args.num_steps} steps x {args.num_minibatches} minibatches x {args.update_epochs}"
+    return report(f"PPO iteration ({shape} epochs", capture)
+
+
+def count_fast_td3(num_envs: int, capture: bool) -> int:
+    """Print the launches per vectorized step of fast_td3 on Warp Ant once it learns (the step,
+    its exploration, its `gradient_steps` updates: eager, or the updates captured); return it."""
+    import algos.fast_td3 as td3
+    import common.run
+
+    # learning from the third step (the n-step window's first rows); its first two update calls
+    # run eagerly (capture: the eager and the checked one), the counted ones after
+    first = 5
+    total_steps = num_envs * (first + COUNTED + 1)
+    args = run_args(td3, num_envs, total_steps=total_steps, capture=capture)
+    args = replace(args, learning_starts=args.n_step * num_envs)
+    capture_fn = common.run.Run.capture
+
+    def updates_phase(self, fn, *a, **k):  # the updates: their own phase
+        return capture_fn(self, in_phase(fn, "update", after="rollout"), *a, **k)
+
+    common.run.Run.capture = updates_phase
+    try:
+        with hooks(capture, range(first, first + COUNTED)):
+            td3.main(args)
+    finally:
+        common.run.Run.capture = capture_fn
+    what = f"vectorized step ({args.gradient_steps} updates of {args.batch_size}"
+    return report(what, capture)
 
 
 def main() -> None:
@@ -179,9 +226,16 @@ def main() -> None:
         default="both",
         help="count the eager iteration, the captured one, or both (default)",
     )
+    p.add_argument(
+        "--algo",
+        choices=("ppo_vec", "fast_td3"),
+        default="ppo_vec",
+        help="ppo_vec: a PPO iteration (default); fast_td3: a vectorized step and its updates",
+    )
     a = p.parse_args()
+    fn = count if a.algo == "ppo_vec" else count_fast_td3
     for capture in {"eager": [False], "capture": [True], "both": [False, True]}[a.mode]:
-        count(a.num_envs, capture)
+        fn(a.num_envs, capture)
 
 
 if __name__ == "__main__":

@@ -176,6 +176,12 @@ class ReplayBuffer:
         self.terminated = torch.empty(capacity, dtype=torch.float32, device=self.device)
         self.pos = 0  # next write index
         self.size = 0  # number of valid rows
+        # `size` on the device, which a CUDA graph's replay reads (sample_indices)
+        self.filled = torch.zeros(
+            (),
+            dtype=torch.float32 if self.device.type == "mps" else torch.float64,
+            device=self.device,
+        )
 
     def __len__(self) -> int:
         return self.size
@@ -201,6 +207,7 @@ class ReplayBuffer:
         self.terminated[idx] = terminated.to(torch.float32)
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
+        self.filled.fill_(self.size)
         if self.frames is not None:
             self.frames.check(self.pos if self.size == self.capacity else 0)
         return idx
@@ -212,6 +219,11 @@ class ReplayBuffer:
             raise RuntimeError(
                 "sampling from an empty replay buffer: fill it first (raise learning_starts)"
             )
+        if self.device.type == "cuda":
+            # the bound read on the device, not baked in as a Python number: an update loop replayed
+            # as a CUDA graph (common/graphs.py) samples the rows added since its capture too
+            u = torch.rand(batch_size, dtype=torch.float64, device=self.device, generator=generator)
+            return u.mul_(self.filled).long()
         return torch.randint(0, self.size, (batch_size,), device=self.device, generator=generator)
 
     def get(self, idx: torch.Tensor, weights: torch.Tensor | None = None) -> Batch:
@@ -274,6 +286,7 @@ class ReplayBuffer:
         if self.frames is not None:
             self.frames.load_state_dict(sd["frames"])
         self.pos, self.size = sd["pos"], n
+        self.filled.fill_(n)
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):

@@ -356,12 +356,12 @@ class Meter:
 
     def __init__(self, device, *names: str):
         self.names = list(names)
-        # the sums, then how many times `add` got every name at once: counted on the device, so that
-        # a loop captured as a CUDA graph (common.graphs), whose Python code runs once, counts each
-        # replay
+        # the sums, then how many times `add` got every name at once, and how many times it got
+        # each name alone: counted on the device, so that a loop captured as a CUDA graph
+        # (common.graphs), whose Python code runs once, counts each replay
         self.sums = torch.zeros(len(names) + 1, device=device)
+        self.hits = torch.zeros(len(names), device=device)
         self._one = torch.ones((), device=device)
-        self.counts = [0] * len(names)
 
     def add(self, **values: torch.Tensor) -> None:
         # every name, in order (PPO's five): one stack and one add for all of them
@@ -370,16 +370,20 @@ class Meter:
             return
         for name, v in values.items():
             i = self.names.index(name)
-            # in place on the view: one kernel (`+=` on an item adds a copy back)
+            # in place on the views: one kernel each (`+=` on an item adds a copy back)
             self.sums[i].add_(v.detach())
-            self.counts[i] += 1
+            self.hits[i].add_(1)
 
     def pop(self) -> dict[str, float]:
-        *sums, every = self.sums.tolist()
-        counts = [k + int(every) for k in self.counts]
-        out = {n: s / k if k else float("nan") for n, s, k in zip(self.names, sums, counts)}
+        n = len(self.names)
+        values = torch.cat([self.sums, self.hits]).tolist()  # one host read
+        sums, every, hits = values[:n], values[n], values[n + 1 :]
+        out = {
+            name: s / (k + every) if k + every else float("nan")
+            for name, s, k in zip(self.names, sums, hits)
+        }
         self.sums.zero_()
-        self.counts = [0] * len(self.names)
+        self.hits.zero_()
         return out
 
 

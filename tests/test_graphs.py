@@ -3,10 +3,11 @@
 On a CPU: the check that guards capture finds state that is rebound, Python numbers that change and
 host traffic (and stays eager with one warning naming them); ppo_vec's iteration passes it on the
 envs a GPU run captures (classic control, normalized observations and rewards, MuJoCo Warp), as
-every PPO file's does; and `bench/op_count.py` counts at most 100 launches per captured PPO
-iteration on Warp Ant (thousands eager). On CUDA (`pytest -m cuda`): the captured loop is the eager
-loop (same parameters), it replays on MuJoCo Warp, a numpy env trains eagerly with a warning, and
-the NaN guard still stops a captured run.
+every PPO file's does, as do fast_td3's updates; and `bench/op_count.py` counts at most 100
+launches per captured PPO iteration on Warp Ant (thousands eager) and one for fast_td3's updates.
+On CUDA (`pytest -m cuda`): the captured loop is the eager loop (same parameters), it replays on
+MuJoCo Warp, a numpy env trains eagerly with a warning, the NaN guard still stops a captured run,
+and a captured sample reaches the replay rows added after its capture.
 """
 
 from __future__ import annotations
@@ -146,6 +147,42 @@ def test_the_rest_of_the_ppo_family_passes_the_check(name, monkeypatch, tmp_path
     assert made[0].why_eager is None and made[0].replays == 3, (made[0].why_eager, made[0].replays)
 
 
+TD3 = dict(
+    env="Pendulum-v1",
+    num_envs=4,
+    hidden=(16, 16),
+    batch_size=32,
+    learning_starts=4 * 3,
+    total_steps=4 * 12,
+)
+
+
+def test_the_fast_td3_updates_pass_the_capture_check(monkeypatch, tmp_path):
+    """The updates of a vectorized step (sampling, both losses, the Adam steps, the delayed actor
+    and targets, the meter's per-name counts and the guard) write in place: the check passes, the
+    later steps take the replay path (eagerly here), and the result is the eager run's."""
+    td3 = importlib.import_module("algos.fast_td3")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        made, simulated = _ppo_run(monkeypatch, tmp_path / "simulated", True, algo=td3, **TD3)
+    # learning from the third of 12 vectorized steps: the eager call, the checked one, 8 replays
+    assert made[0].why_eager is None and made[0].replays == 8, (made[0].why_eager, made[0].replays)
+    made, eager = _ppo_run(monkeypatch, tmp_path / "eager", False, algo=td3, **TD3)
+    assert made[0].why_eager == "not on CUDA" and made[0].replays == 0
+    a, b = checkpoint_params(simulated["checkpoint"]), checkpoint_params(eager["checkpoint"])
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("flags", [dict(per=True), dict(gradient_steps=3), dict(capture=False)])
+def test_fast_td3_updates_that_differ_between_calls_stay_eager(flags, monkeypatch, tmp_path):
+    """Prioritized replay (its beta moves each step) and an update count that is not a multiple
+    of the policy delay (the actor's turn moves) are not captured; nor is anything with
+    --no-capture."""
+    td3 = importlib.import_module("algos.fast_td3")
+    made, out = _ppo_run(monkeypatch, tmp_path, True, algo=td3, **TD3, **flags)
+    assert made[0].why_eager == "turned off" and made[0].replays == 0 and out["steps"] == 48
+
+
 def test_an_env_that_keeps_python_state_stays_eager_with_one_warning(monkeypatch, tmp_path):
     make = envs.make
 
@@ -177,6 +214,22 @@ def test_op_count_of_a_captured_ppo_iteration_on_warp_ant_is_at_most_100():
 
     eager, captured = op_count.count(8, capture=False), op_count.count(8, capture=True)
     assert captured <= 100 < eager, (captured, eager)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_WARP, reason="needs mujoco_warp")
+def test_op_count_of_fast_td3_with_its_updates_captured_is_one_launch_for_the_updates():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import op_count
+
+    eager = op_count.count_fast_td3(8, capture=False)
+    launches = dict(op_count.COUNT.ops)
+    captured = op_count.count_fast_td3(8, capture=True)
+    assert sum(c for (phase, _), c in op_count.COUNT.ops.items() if phase == "update") == 0
+    assert op_count.COUNT.ops[("graph", "replay")] == op_count.COUNTED
+    # the step outside the graph is the eager one's
+    outside = sum(c for (phase, _), c in launches.items() if phase != "update")
+    assert captured == round(outside / op_count.COUNTED) + 1 < eager, (captured, eager)
 
 
 # ---- on a GPU (pytest -m cuda) -------------------------------------------------------------------
@@ -258,3 +311,45 @@ def test_a_numpy_env_on_cuda_trains_eagerly_with_one_warning(monkeypatch, tmp_pa
     with pytest.warns(UserWarning, match="a host tensor"):
         made, out = _ppo_run(monkeypatch, tmp_path, False, **kw)
     assert not made[0].captured and out["steps"] == 4 * 8 * 5
+
+
+@pytest.mark.cuda
+def test_captured_fast_td3_updates_match_the_eager_ones_on_cuda(monkeypatch, tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    td3 = importlib.import_module("algos.fast_td3")
+    kw = dict(TD3, device="cuda")
+    made, captured = _ppo_run(monkeypatch, tmp_path / "captured", False, algo=td3, **kw)
+    assert made[0].captured and made[0].replays == 8, made[0].why_eager
+    made, eager = _ppo_run(monkeypatch, tmp_path / "eager", False, algo=td3, capture=False, **kw)
+    assert not made[0].captured
+    a, b = checkpoint_params(captured["checkpoint"]), checkpoint_params(eager["checkpoint"])
+    worst = max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
+    assert worst < 1e-4, f"captured vs eager parameters differ by up to {worst}"
+
+
+@pytest.mark.cuda
+def test_a_captured_sample_reaches_the_rows_added_after_the_capture():
+    """The buffer's fill is read on the device: a graph recorded when 8 rows were filled samples
+    all 1000 once they are."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    from common.buffers import ReplayBuffer
+
+    rb = ReplayBuffer(1000, (1,), (), device="cuda")
+    rows = torch.arange(1000.0, device="cuda")[:, None]
+
+    def add(lo, hi):
+        rb.add(rows[lo:hi], rows[lo:hi, 0], rows[lo:hi, 0], rows[lo:hi], rows[lo:hi, 0] * 0)
+
+    add(0, 8)
+    out = torch.zeros(4096, dtype=torch.long, device="cuda")
+    rb.sample_indices(4096)  # the kernels load before the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out.copy_(rb.sample_indices(4096))
+    graph.replay()
+    assert int(out.max()) < 8
+    add(8, 1000)
+    graph.replay()
+    assert int(out.max()) >= 900 and int(out.min()) >= 0, (int(out.min()), int(out.max()))
