@@ -60,13 +60,19 @@ PPO = {
     "ppo-ant-16k": ("Ant", 16384, [], "captured"),
     "ppo-humanoid": ("Humanoid", 4096, [], "captured"),
 }
+# fast_td3's parts, the same shape (issue 59: its updates captured as one graph a step, or eager);
+# its file defaults otherwise (4 updates of 1024 a step)
+FAST_TD3 = {
+    "td3-ant": ("Ant", 4096, [], "captured"),
+    "td3-ant-eager": ("Ant", 4096, ["--no-capture"], "eager"),
+}
 # the rsl_rl parts: (task, envs), each beside the ppo_vec part of the same shape
 RSL_RL = {
     "rsl_rl": ("Ant-v5", 4096, "ppo-ant"),
     "rsl_rl-16k": ("Ant-v5", 16384, "ppo-ant-16k"),
     "rsl_rl-humanoid": ("Humanoid-v5", 4096, "ppo-humanoid"),
 }
-PARTS = ("env", *PPO, "cartpole", *RSL_RL, "profile")
+PARTS = ("env", *PPO, "cartpole", *RSL_RL, "profile", *FAST_TD3)
 
 
 def have_cuda() -> bool:
@@ -166,8 +172,14 @@ def _capped_result(command: str, steps: int, train: float, curve: list[dict]) ->
     }
 
 
-def _train(algo_flags: list[str], out: Path, log: Path, max_seconds: float | None = None) -> dict:
-    """`bench/locomotion.py worker-ours` (ppo_vec on these flags, every core for the host side),
+def _train(
+    algo_flags: list[str],
+    out: Path,
+    log: Path,
+    max_seconds: float | None = None,
+    algo: str = "ppo_vec",
+) -> dict:
+    """`bench/locomotion.py worker-ours` (`algo` on these flags, every core for the host side),
     stopped after `max_seconds` if given (then what its metrics.jsonl holds, without the final
     gymnasium score)."""
     threads = os.cpu_count() or 1
@@ -177,7 +189,7 @@ def _train(algo_flags: list[str], out: Path, log: Path, max_seconds: float | Non
         str(ROOT / "bench" / "locomotion.py"),
         "worker-ours",
         "--algo",
-        "ppo_vec",
+        algo,
         "--threads",
         str(threads),
         "--out",
@@ -196,7 +208,7 @@ def _train(algo_flags: list[str], out: Path, log: Path, max_seconds: float | Non
     seed = algo_flags[algo_flags.index("--seed") + 1]
     if _run_capped(cmd, log, max_seconds, env) == "capped":
         return _partial(
-            f"{env_id}__ppo_vec__s{seed}__*", "python algos/ppo_vec.py " + " ".join(algo_flags)
+            f"{env_id}__{algo}__s{seed}__*", f"python algos/{algo}.py " + " ".join(algo_flags)
         )
     return json.loads(out.read_text())
 
@@ -223,7 +235,9 @@ def _summary(r: dict, level: float) -> dict:
 
 
 def part_ppo(part: str, steps: int, max_seconds: float | None = None) -> None:
-    task, num_envs, extra, name = PPO[part]
+    """A ppo_vec part, or a fast_td3 one."""
+    algo = "fast_td3" if part in FAST_TD3 else "ppo_vec"
+    task, num_envs, extra, name = PPO.get(part) or FAST_TD3[part]
     level = HUMANOID_TARGET if task == "Humanoid" else ANT_TARGET
     flags = [
         "--env",
@@ -240,10 +254,10 @@ def part_ppo(part: str, steps: int, max_seconds: float | None = None) -> None:
     ]
     tag = part.replace("-", "_")
     r = _summary(
-        _train(flags, RUNS / f"{tag}.json", OUT / "logs" / f"{tag}.log", max_seconds), level
+        _train(flags, RUNS / f"{tag}.json", OUT / "logs" / f"{tag}.log", max_seconds, algo), level
     )
     print(
-        f"ppo_vec {task} x{num_envs} {name}: {r['sps']:,.0f} env-steps/s, gym {_score(r, False)}, "
+        f"{algo} {task} x{num_envs} {name}: {r['sps']:,.0f} env-steps/s, gym {_score(r, False)}, "
         f"eval >= {level:.0f} at {_secs(r['reached_seconds'])}",
         flush=True,
     )
@@ -522,7 +536,7 @@ def report() -> str:
             )
         lines.append("")
     runs = []
-    for part in (*PPO, *RSL_RL, "cartpole"):
+    for part in (*PPO, *RSL_RL, "cartpole", *FAST_TD3):
         for name, r in (parts[part] or {}).items():
             if isinstance(r, dict) and "sps" in r:
                 runs.append((part, name, r, parts[part]))
@@ -573,6 +587,12 @@ def report() -> str:
                     )
                     + f"; gymnasium return {_score(ours, False)} vs {_score(peer, False)}"
                 )
+    captured, eager = (next(iter((parts[p] or {}).values()), None) for p in FAST_TD3)
+    if all(isinstance(r, dict) and "sps" in r for r in (captured, eager)):
+        lines.append(
+            f"- fast_td3 Ant x{FAST_TD3['td3-ant'][1]}, its updates captured / eager env-steps/s: "
+            f"{captured['sps'] / eager['sps']:.2f}x"
+        )
     prof = parts["profile"]
     if prof:
         lines += [
@@ -644,7 +664,7 @@ def main() -> None:
     for part in todo:
         if part == "env":
             part_env(a.seconds)
-        elif part in PPO:
+        elif part in PPO or part in FAST_TD3:
             part_ppo(part, a.steps or ANT["steps"], max_seconds=a.max_seconds)
         elif part == "cartpole":
             part_cartpole(a.steps or CARTPOLE["steps"], a.max_seconds)

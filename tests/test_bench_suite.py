@@ -284,6 +284,13 @@ def test_gpu_report_tables_the_saved_parts(tmp_path, monkeypatch):
         "and 20.0M steps) (same lease); gymnasium return 3300 vs 1100"
     ) in text
     assert (tmp_path / "bench" / "results" / "gpu.md").read_text() == text
+    # fast_td3 with its updates captured and eager: rows and their ratio
+    td3 = "python algos/fast_td3.py --env Ant"
+    gpu.save("td3-ant", {"captured": _gpu_run(90_000.0, curve, 2000.0, command=td3)})
+    gpu.save("td3-ant-eager", {"eager": _gpu_run(30_000.0, curve, 2000.0, command=td3)})
+    text = gpu.report()
+    assert re.search(rf"\| td3-ant-eager eager \| {gpu_date} \| 20M \| 30,000 \|", text)
+    assert "fast_td3 Ant x4096, its updates captured / eager env-steps/s: 3.00x" in text
     # the peer measured on another machine
     monkeypatch.setattr(gpu, "machine", lambda: "OtherGPU, 16 CPU cores")
     gpu.save(
