@@ -356,34 +356,35 @@ class Meter:
 
     def __init__(self, device, *names: str):
         self.names = list(names)
-        # the sums, then how many times `add` got every name at once, and how many times it got
+        # the sums, then how many times `add` got every name at once, then how many times it got
         # each name alone: counted on the device, so that a loop captured as a CUDA graph
         # (common.graphs), whose Python code runs once, counts each replay
-        self.sums = torch.zeros(len(names) + 1, device=device)
-        self.hits = torch.zeros(len(names), device=device)
+        self.sums = torch.zeros(2 * len(names) + 1, device=device)
         self._one = torch.ones((), device=device)
 
     def add(self, **values: torch.Tensor) -> None:
+        n = len(self.names)
         # every name, in order (PPO's five): one stack and one add for all of them
         if list(values) == self.names:
-            self.sums.add_(torch.stack([*(v.detach() for v in values.values()), self._one]))
+            self.sums[: n + 1].add_(
+                torch.stack([*(v.detach() for v in values.values()), self._one])
+            )
             return
         for name, v in values.items():
             i = self.names.index(name)
             # in place on the views: one kernel each (`+=` on an item adds a copy back)
             self.sums[i].add_(v.detach())
-            self.hits[i].add_(1)
+            self.sums[n + 1 + i].add_(1)
 
     def pop(self) -> dict[str, float]:
         n = len(self.names)
-        values = torch.cat([self.sums, self.hits]).tolist()  # one host read
-        sums, every, hits = values[:n], values[n], values[n + 1 :]
+        values = self.sums.tolist()  # one host read
+        sums, every, alone = values[:n], values[n], values[n + 1 :]
         out = {
             name: s / (k + every) if k + every else float("nan")
-            for name, s, k in zip(self.names, sums, hits)
+            for name, s, k in zip(self.names, sums, alone)
         }
         self.sums.zero_()
-        self.hits.zero_()
         return out
 
 
