@@ -48,9 +48,10 @@
 #   report locomotion   the locomotion table and PNGs from whatever tasks have run
 #   gpu           one CUDA GPU (bench/gpu.py): Ant/Humanoid env-steps/s on MuJoCo Warp at N = 1024/4096/16384
 #                 vs the CPU batch backend; ppo_vec end to end (Ant x4096 captured as CUDA graphs, eager and
-#                 compiled; Ant x16384; Humanoid x4096), time to eval >= 3000 / 5000; rsl_rl on the same Warp envs
-#                 and shapes; PPO CartPole at 65536 envs; a torch.profiler look at ppo_vec's Ant iteration (GPU busy,
-#                 launches) (~70 min on an H200; without a GPU it says so and exits 0); table in bench/results/gpu.md
+#                 compiled; Ant x16384; Humanoid x4096 captured and eager, x16384), time to eval >= 3000 / 5000;
+#                 rsl_rl on the same Warp envs and shapes; PPO CartPole at 65536 envs; a torch.profiler look at
+#                 ppo_vec's Ant iteration (GPU busy, launches); fast_td3 on Ant x4096, its updates captured and eager
+#                 (~90 min on an H200; without a GPU it says so and exits 0); table in bench/results/gpu.md
 #   tensordict    the peers table's PPO and PQN rows with their storage as TensorDict instead of Batch (a dict):
 #                 env-steps/s, one thread (own venv bench/.venv-td: the project's venv plus tensordict; ~10 min)
 #   peers         Stable-Baselines3 (RL Zoo settings, own venv bench/.venv-peers) vs each file's defaults, 1 thread

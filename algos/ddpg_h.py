@@ -53,6 +53,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     eval_every: Count0 = 10_000  # evaluate the policy every this many env steps (0: at the end)
     save_every: Count0 = 20_000  # write the checkpoint every this many env steps (0: at the end)
     compile: bool = False  # torch.compile the losses, the optimizer steps and the policy step
+    capture: bool = True  # on CUDA, a step's updates as one CUDA graph (not with --per, --compile)
 
     # DDPG
     buffer_size: Count = 1_000_000  # replay buffer capacity (transitions)
@@ -182,8 +183,9 @@ def main(args: Args) -> dict:
     critic_t = Critic(obs_dim, act_dim, args.hidden).to(device)
     actor_t.load_state_dict(actor.state_dict())
     critic_t.load_state_dict(critic.state_dict())
+    capture = args.capture and not (args.per or args.compile)  # see learn()
     # compiled on CUDA (graphs): Adam's step counter on the device; CPU: one fused kernel
-    capturable = args.compile and device.type == "cuda"
+    capturable = (args.compile or capture) and device.type == "cuda"
     adam_kw = dict(capturable=True) if capturable else dict(fused=device.type == "cpu")
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, **adam_kw)
     critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr, **adam_kw)
@@ -224,6 +226,36 @@ def main(args: Args) -> dict:
     def metrics():
         return dict(updates=updates, h_term_time_share=h_time / max(loop_time, 1e-9))
 
+    def learn():
+        """The `gradient_steps` updates of one vectorized step.
+
+        On CUDA (`--capture`, the default) they are one CUDA graph, recorded once and replayed
+        each step (common/graphs.py): they read and write fixed tensors in place (the buffer and
+        its fill, parameters, capturable Adams' moments, the meter's sums, the guard's flag) and
+        never wait for the host. Left eager with prioritized replay (its beta moves each step)
+        and with `--compile` (its own graphs)."""
+        for _ in range(args.gradient_steps):
+            b = rb.sample(args.batch_size, beta=beta)
+            c_loss, td_abs = c_loss_fn(actor_t, critic, critic_t, args.gamma, b)
+            meter.add(critic_loss=c_loss)
+            guard.watch("critic loss", c_loss)
+            critic_opt.zero_grad()
+            c_loss.backward()
+            critic_step()
+            guard.watch_params("parameters", critic)  # before the actor loss reads it
+            rb.update_priorities(b.indices, td_abs)
+            a_loss = a_loss_fn(actor, critic, b)
+            meter.add(actor_loss=a_loss)
+            guard.watch("actor loss", a_loss)
+            actor_opt.zero_grad()
+            a_loss.backward(inputs=list(actor.parameters()))  # not the critic's: unused
+            actor_step()
+            with torch.no_grad():
+                for p_t, p in zip(params_t, params):  # Polyak averaging of the target
+                    p_t.lerp_(p, args.tau)
+            guard.watch_params("parameters", actor)  # the critic: checked after its step
+
+    update = run.capture(learn, [rb, guard, meter, actor_opt, critic_opt], enabled=capture)
     # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
     # checkpoints on their ticks
     for iteration in run.iterations(num_iterations, N, metrics, args.learning_starts):
@@ -245,28 +277,9 @@ def main(args: Args) -> dict:
         # ---- learn -------------------------------------------------------------------------------
         if step >= args.learning_starts:
             beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, step / args.total_steps)
-            for _ in range(args.gradient_steps):
-                b = rb.sample(args.batch_size, beta=beta)
-                c_loss, td_abs = c_loss_fn(actor_t, critic, critic_t, args.gamma, b)
-                meter.add(critic_loss=c_loss)
-                guard.watch("critic loss", c_loss)
-                critic_opt.zero_grad()
-                c_loss.backward()
-                critic_step()
-                guard.watch_params("parameters", critic)  # before the actor loss reads it
-                rb.update_priorities(b.indices, td_abs)
-                a_loss = a_loss_fn(actor, critic, b)
-                meter.add(actor_loss=a_loss)
-                guard.watch("actor loss", a_loss)
-                actor_opt.zero_grad()
-                a_loss.backward(inputs=list(actor.parameters()))  # not the critic's: unused
-                actor_step()
-                with torch.no_grad():
-                    for p_t, p in zip(params_t, params):  # Polyak averaging of the target
-                        p_t.lerp_(p, args.tau)
-                updates += 1
-                guard.watch_params("parameters", actor)  # the critic: checked after its step
-                guard.check(step)
+            update()
+            updates += args.gradient_steps
+            guard.check(step)
 
         # ---- H-term: an extra actor-only step on trajectory windows ------------------------------
         if step >= args.learning_starts and iteration % args.h_term_update_gap == 0:

@@ -240,6 +240,48 @@ def main(args: Args) -> dict:
     def metrics() -> dict:  # logged with the meter's means
         return dict(updates=updates, alpha=log_alpha.exp().item(), policy_delay=policy_delay)
 
+    def learn():
+        """The `gradient_steps` updates of one vectorized step, eagerly: the policy delay is read
+        on the host every `mod_period` updates, which a CUDA graph's replay could not redo."""
+        nonlocal updates, policy_delay
+        for _ in range(args.gradient_steps):
+            b = rb.sample(args.batch_size, beta=beta)
+            alpha = log_alpha.detach().exp()
+            c_loss, td_abs = c_loss_fn(actor, critic, critic_t, args.gamma, b, alpha)
+            meter.add(critic_loss=c_loss)
+            guard.watch("critic loss", c_loss)
+            critic_opt.zero_grad()
+            c_loss.backward()
+            critic_step()
+            rb.update_priorities(b.indices, td_abs)
+            updates += 1
+            with torch.no_grad():  # bias-free start: the first loss seeds both EMAs
+                c, first = c_loss.detach(), float(updates == 1)
+                ema = ema_decay * loss_ema + (1 - ema_decay) * c
+                loss_ema.copy_(first * c + (1 - first) * ema)
+            if updates % args.mod_period == 0:  # refresh the delay: one host sync
+                guard.check(step, sync=True)  # a NaN loss is named here, not by round() below
+                fast, slow = loss_ema.tolist()
+                delay = round(1 + args.mod_gain * (fast / max(slow, 1e-12) - 1.0))
+                policy_delay = int(min(max(delay, 1), args.mod_max_delay))
+            if updates % policy_delay == 0:  # the actor and temperature wait for the critics
+                a_loss, logp = a_loss_fn(actor, critic, b, alpha)
+                meter.add(actor_loss=a_loss)
+                guard.watch("actor loss", a_loss)
+                actor_opt.zero_grad()
+                a_loss.backward(inputs=list(actor.parameters()))  # not the critic's: unused
+                actor_step()
+                if args.autotune:  # alpha follows the entropy target
+                    alpha_loss = -(log_alpha * (logp + target_entropy)).mean()
+                    alpha_opt.zero_grad()
+                    alpha_loss.backward()
+                    alpha_step()
+            with torch.no_grad():
+                for p_t, p in zip(params_t, params):  # Polyak averaging of the target
+                    p_t.lerp_(p, args.tau)
+            guard.watch_params("parameters", [actor, critic])
+            guard.watch("parameters", log_alpha)  # a plain tensor, not in a module
+
     # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
     # checkpoints on their ticks
     for iteration in run.iterations(num_iterations, N, metrics, args.learning_starts):
@@ -258,44 +300,8 @@ def main(args: Args) -> dict:
         # ---- learn -------------------------------------------------------------------------------
         if step >= args.learning_starts:
             beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, step / args.total_steps)
-            for _ in range(args.gradient_steps):
-                b = rb.sample(args.batch_size, beta=beta)
-                alpha = log_alpha.detach().exp()
-                c_loss, td_abs = c_loss_fn(actor, critic, critic_t, args.gamma, b, alpha)
-                meter.add(critic_loss=c_loss)
-                guard.watch("critic loss", c_loss)
-                critic_opt.zero_grad()
-                c_loss.backward()
-                critic_step()
-                rb.update_priorities(b.indices, td_abs)
-                updates += 1
-                with torch.no_grad():  # bias-free start: the first loss seeds both EMAs
-                    c, first = c_loss.detach(), float(updates == 1)
-                    ema = ema_decay * loss_ema + (1 - ema_decay) * c
-                    loss_ema.copy_(first * c + (1 - first) * ema)
-                if updates % args.mod_period == 0:  # refresh the delay: one host sync
-                    guard.check(step, sync=True)  # a NaN loss is named here, not by round() below
-                    fast, slow = loss_ema.tolist()
-                    delay = round(1 + args.mod_gain * (fast / max(slow, 1e-12) - 1.0))
-                    policy_delay = int(min(max(delay, 1), args.mod_max_delay))
-                if updates % policy_delay == 0:  # the actor and temperature wait for the critics
-                    a_loss, logp = a_loss_fn(actor, critic, b, alpha)
-                    meter.add(actor_loss=a_loss)
-                    guard.watch("actor loss", a_loss)
-                    actor_opt.zero_grad()
-                    a_loss.backward(inputs=list(actor.parameters()))  # not the critic's: unused
-                    actor_step()
-                    if args.autotune:  # alpha follows the entropy target
-                        alpha_loss = -(log_alpha * (logp + target_entropy)).mean()
-                        alpha_opt.zero_grad()
-                        alpha_loss.backward()
-                        alpha_step()
-                with torch.no_grad():
-                    for p_t, p in zip(params_t, params):  # Polyak averaging of the target
-                        p_t.lerp_(p, args.tau)
-                guard.watch_params("parameters", [actor, critic])
-                guard.watch("parameters", log_alpha)  # a plain tensor, not in a module
-                guard.check(step)
+            learn()
+            guard.check(step)
     return run.finish(env)
 
 

@@ -218,6 +218,7 @@ def main(args: Args) -> dict:
     run.start(env, state, policy, extra=lambda: dict(updates=updates, learned=learned))
     guard = run.guard
     updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
+    meter = run.meter("critic_loss", "actor_loss")
     # iterations whose updates are done
     learned = run.ckpt.get("learned", run.start_iter) if run.ckpt else 0
     pipe = actor_x = stage = None
@@ -281,8 +282,6 @@ def main(args: Args) -> dict:
                 guard.check(step)
                 if ctx.enabled and args.fuse_every and updates % args.fuse_every == 0:
                     distributed.fuse(ctx, fused, optimizers)
-
-    meter = run.meter("critic_loss", "actor_loss")
 
     def metrics():  # (and the pipeline's explore/learn overlap)
         return dict(updates=updates, **(pipe.stats() if pipe is not None else {}))

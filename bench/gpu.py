@@ -1,7 +1,7 @@
 """What one GPU does (issue 19): env-steps/s of MuJoCo Warp, the flagship PPO command end to end,
 PPO on CartPole at 65536 envs, and rsl_rl on the same MuJoCo Warp env, into bench/results/gpu.md.
 
-    python bench/gpu.py             # every part below, then the report (~70 minutes on one H200)
+    python bench/gpu.py             # every part below, then the report (~90 minutes on one H200)
     python bench/gpu.py env         # Ant-v5 and Humanoid-v5 env-steps/s: MuJoCo Warp at N = 1024,
                                     # 4096, 16384 on the GPU, and the CPU batch backend (every core)
                                     # at 4096 for the ratio
@@ -12,15 +12,21 @@ PPO on CartPole at 65536 envs, and rsl_rl on the same MuJoCo Warp env, into benc
     python bench/gpu.py ppo-ant-compile   # the same, --compile (a CUDA graph per compiled function)
     python bench/gpu.py ppo-ant-16k       # Ant with --num-envs 16384
     python bench/gpu.py ppo-humanoid      # Humanoid with --num-envs 4096: time to an eval >= 5000
+    python bench/gpu.py ppo-humanoid-eager   # the same with --no-capture
+    python bench/gpu.py ppo-humanoid-16k     # Humanoid with --num-envs 16384
     python bench/gpu.py cartpole    # ppo_vec on CartPole-v1 with 65536 envs (16 steps a rollout, 1M
                                     # samples an update): env-steps/s, time to an eval >= 475
     python bench/gpu.py rsl_rl      # rsl_rl (IsaacLab's classic Ant config)
                                     # on the same Warp Ant, 4096 envs
     python bench/gpu.py rsl_rl-16k        # the same with 16384 envs (beside ppo-ant-16k)
     python bench/gpu.py rsl_rl-humanoid   # rsl_rl on Warp Humanoid, 4096 envs (beside ppo-humanoid)
+    python bench/gpu.py rsl_rl-humanoid-16k   # the same with 16384 envs (beside ppo-humanoid-16k)
     python bench/gpu.py profile     # where ppo_vec's time goes on the GPU (Ant x4096):
                                     # torch.profiler over 6 PPO iterations, top ops by GPU and CPU
                                     # time, launches and syncs per iteration
+    python bench/gpu.py td3-ant     # algos/fast_td3.py --env Ant --num-envs 4096 (each step's
+                                    # updates one CUDA graph): env-steps/s
+    python bench/gpu.py td3-ant-eager     # the same with --no-capture
     python bench/gpu.py report      # bench/results/gpu.md from whatever has run (no GPU needed)
 
 Each part writes bench/results/gpu/<part>.json and fits in 10 minutes on one H100 (so that a lent
@@ -59,6 +65,8 @@ PPO = {
     "ppo-ant-compile": ("Ant", 4096, ["--compile"], "compile"),
     "ppo-ant-16k": ("Ant", 16384, [], "captured"),
     "ppo-humanoid": ("Humanoid", 4096, [], "captured"),
+    "ppo-humanoid-eager": ("Humanoid", 4096, ["--no-capture"], "eager"),
+    "ppo-humanoid-16k": ("Humanoid", 16384, [], "captured"),
 }
 # fast_td3's parts, the same shape (issue 59: its updates captured as one graph a step, or eager);
 # its file defaults otherwise (4 updates of 1024 a step)
@@ -71,6 +79,7 @@ RSL_RL = {
     "rsl_rl": ("Ant-v5", 4096, "ppo-ant"),
     "rsl_rl-16k": ("Ant-v5", 16384, "ppo-ant-16k"),
     "rsl_rl-humanoid": ("Humanoid-v5", 4096, "ppo-humanoid"),
+    "rsl_rl-humanoid-16k": ("Humanoid-v5", 16384, "ppo-humanoid-16k"),
 }
 PARTS = ("env", *PPO, "cartpole", *RSL_RL, "profile", *FAST_TD3)
 
@@ -558,7 +567,8 @@ def report() -> str:
                 f"| `{r['command']}` |"
             )
         lines.append("")
-        pairs = [(p, "rsl_rl") for p in ("ppo-ant", "ppo-ant-eager", "ppo-ant-compile")] + [
+        pairs = [(p, "rsl_rl") for p in ("ppo-ant", "ppo-ant-eager", "ppo-ant-compile")]
+        pairs += [("ppo-humanoid-eager", "rsl_rl-humanoid")] + [
             (ppo, rsl) for rsl, (_, _, ppo) in RSL_RL.items() if rsl != "rsl_rl"
         ]
         for part, rsl in pairs:

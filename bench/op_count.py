@@ -3,7 +3,8 @@
 fourth lease: the GPU busy 37% of an iteration, ~9,500 `cudaLaunchKernel` per iteration), and that
 count does not need a GPU to measure.
 
-    python bench/op_count.py [NUM_ENVS] [--mode eager|capture|both] [--algo ppo_vec|fast_td3]
+    python bench/op_count.py [NUM_ENVS] [--mode eager|capture|both] [--algo ALGO]
+    # ALGO: ppo_vec (default), fast_td3, td3 or sac
     # NUM_ENVS: default 64 (no effect on the count)
 
 Runs ppo_vec with its Ant GPU defaults (16 steps x 4 minibatches x 5 epochs) on the MuJoCo Warp
@@ -17,9 +18,9 @@ a GPU run uses). The set-up iterations and the evaluation are left out.
 counts one launch ("graph"), and the ops outside it (the learning-rate fill, the guard's check)
 count as before. `both` (the default) runs the two in turn.
 
-`--algo fast_td3` counts a vectorized step of fast_td3 on the same env once it learns (its Ant
-defaults: 4 updates a step): the step, its exploration, and the updates, eager or captured as one
-graph (fast_td3's default on CUDA).
+`--algo fast_td3` (or td3, sac) counts a vectorized step of that file on the same env once it
+learns (4 updates a step by default): the step, its exploration, and the updates, eager or
+captured as one graph (the default on CUDA).
 """
 
 from __future__ import annotations
@@ -188,18 +189,22 @@ def count(num_envs: int, capture: bool) -> int:
     return report(f"PPO iteration ({shape} epochs", capture)
 
 
-def count_fast_td3(num_envs: int, capture: bool) -> int:
-    """Print the launches per vectorized step of fast_td3 on Warp Ant once it learns (the step,
-    its exploration, its `gradient_steps` updates: eager, or the updates captured); return it."""
-    import algos.fast_td3 as td3
+def count_off_policy(num_envs: int, capture: bool, name: str = "fast_td3") -> int:
+    """Print the launches per vectorized step of an off-policy file on Warp Ant once it learns
+    (the step, its exploration, its `gradient_steps` updates: eager, or the updates captured);
+    return it."""
+    import importlib
+
     import common.run
+
+    td3 = importlib.import_module(f"algos.{name}")
 
     # learning from the third step (the n-step window's first rows); its first two update calls
     # run eagerly (capture: the eager and the checked one), the counted ones after
     first = 5
     total_steps = num_envs * (first + COUNTED + 1)
     args = run_args(td3, num_envs, total_steps=total_steps, capture=capture)
-    args = replace(args, learning_starts=args.n_step * num_envs)
+    args = replace(args, learning_starts=getattr(args, "n_step", 1) * num_envs)
     capture_fn = common.run.Run.capture
 
     def updates_phase(self, fn, *a, **k):  # the updates: their own phase
@@ -228,14 +233,16 @@ def main() -> None:
     )
     p.add_argument(
         "--algo",
-        choices=("ppo_vec", "fast_td3"),
+        choices=("ppo_vec", "fast_td3", "td3", "sac"),
         default="ppo_vec",
-        help="ppo_vec: a PPO iteration (default); fast_td3: a vectorized step and its updates",
+        help="ppo_vec: a PPO iteration (default); the others: a vectorized step and its updates",
     )
     a = p.parse_args()
-    fn = count if a.algo == "ppo_vec" else count_fast_td3
     for capture in {"eager": [False], "capture": [True], "both": [False, True]}[a.mode]:
-        fn(a.num_envs, capture)
+        if a.algo == "ppo_vec":
+            count(a.num_envs, capture)
+        else:
+            count_off_policy(a.num_envs, capture, a.algo)
 
 
 if __name__ == "__main__":

@@ -3,11 +3,12 @@
 On a CPU: the check that guards capture finds state that is rebound, Python numbers that change and
 host traffic (and stays eager with one warning naming them); ppo_vec's iteration passes it on the
 envs a GPU run captures (classic control, normalized observations and rewards, MuJoCo Warp), as
-every PPO file's does, as do fast_td3's updates; and `bench/op_count.py` counts at most 100
-launches per captured PPO iteration on Warp Ant (thousands eager) and one for fast_td3's updates.
-On CUDA (`pytest -m cuda`): the captured loop is the eager loop (same parameters), it replays on
-MuJoCo Warp, a numpy env trains eagerly with a warning, the NaN guard still stops a captured run,
-and a captured sample reaches the replay rows added after its capture.
+every PPO file's does, as do the off-policy files' updates of a vectorized step; and
+`bench/op_count.py` counts at most 100 launches per captured PPO iteration on Warp Ant (thousands
+eager) and one for fast_td3's updates. On CUDA (`pytest -m cuda`): the captured loop is the eager
+loop (same parameters), it replays on MuJoCo Warp, a numpy env trains eagerly with a warning, the
+NaN guard still stops a captured run, and a captured sample reaches the replay rows added after
+its capture.
 """
 
 from __future__ import annotations
@@ -157,29 +158,43 @@ TD3 = dict(
 )
 
 
-def test_the_fast_td3_updates_pass_the_capture_check(monkeypatch, tmp_path):
-    """The updates of a vectorized step (sampling, both losses, the Adam steps, the delayed actor
-    and targets, the meter's per-name counts and the guard) write in place: the check passes, the
-    later steps take the replay path (eagerly here), and the result is the eager run's."""
-    td3 = importlib.import_module("algos.fast_td3")
+OFF_POLICY = ["fast_td3", "td3", "ddpg", "sac", "td3_h", "ddpg_h", "sac_h", "redq"]
+
+
+@pytest.mark.parametrize("name", OFF_POLICY)
+def test_the_off_policy_updates_pass_the_capture_check(name, monkeypatch, tmp_path):
+    """The updates of a vectorized step (sampling, the losses, the Adam steps, the delayed actor
+    and targets, the temperature, the meter's per-name counts and the guard) write in place: the
+    check passes, the later steps take the replay path (eagerly here), and the result is the eager
+    run's."""
+    algo = importlib.import_module(f"algos.{name}")
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        made, simulated = _ppo_run(monkeypatch, tmp_path / "simulated", True, algo=td3, **TD3)
+        made, simulated = _ppo_run(monkeypatch, tmp_path / "simulated", True, algo=algo, **TD3)
     # learning from the third of 12 vectorized steps: the eager call, the checked one, 8 replays
     assert made[0].why_eager is None and made[0].replays == 8, (made[0].why_eager, made[0].replays)
-    made, eager = _ppo_run(monkeypatch, tmp_path / "eager", False, algo=td3, **TD3)
+    made, eager = _ppo_run(monkeypatch, tmp_path / "eager", False, algo=algo, **TD3)
     assert made[0].why_eager == "not on CUDA" and made[0].replays == 0
     a, b = checkpoint_params(simulated["checkpoint"]), checkpoint_params(eager["checkpoint"])
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-@pytest.mark.parametrize("flags", [dict(per=True), dict(gradient_steps=3), dict(capture=False)])
-def test_fast_td3_updates_that_differ_between_calls_stay_eager(flags, monkeypatch, tmp_path):
+@pytest.mark.parametrize(
+    "name,flags",
+    [
+        ("fast_td3", dict(per=True)),
+        ("fast_td3", dict(gradient_steps=3)),
+        ("td3", dict(gradient_steps=3)),
+        ("sac", dict(per=True)),
+        ("ddpg", dict(capture=False)),
+    ],
+)
+def test_updates_that_differ_between_calls_stay_eager(name, flags, monkeypatch, tmp_path):
     """Prioritized replay (its beta moves each step) and an update count that is not a multiple
     of the policy delay (the actor's turn moves) are not captured; nor is anything with
     --no-capture."""
-    td3 = importlib.import_module("algos.fast_td3")
-    made, out = _ppo_run(monkeypatch, tmp_path, True, algo=td3, **TD3, **flags)
+    algo = importlib.import_module(f"algos.{name}")
+    made, out = _ppo_run(monkeypatch, tmp_path, True, algo=algo, **TD3, **flags)
     assert made[0].why_eager == "turned off" and made[0].replays == 0 and out["steps"] == 48
 
 
@@ -222,9 +237,9 @@ def test_op_count_of_fast_td3_with_its_updates_captured_is_one_launch_for_the_up
     sys.path.insert(0, str(ROOT / "bench"))
     import op_count
 
-    eager = op_count.count_fast_td3(8, capture=False)
+    eager = op_count.count_off_policy(8, capture=False)
     launches = dict(op_count.COUNT.ops)
-    captured = op_count.count_fast_td3(8, capture=True)
+    captured = op_count.count_off_policy(8, capture=True)
     assert sum(c for (phase, _), c in op_count.COUNT.ops.items() if phase == "update") == 0
     assert op_count.COUNT.ops[("graph", "replay")] == op_count.COUNTED
     # the step outside the graph is the eager one's
@@ -314,14 +329,15 @@ def test_a_numpy_env_on_cuda_trains_eagerly_with_one_warning(monkeypatch, tmp_pa
 
 
 @pytest.mark.cuda
-def test_captured_fast_td3_updates_match_the_eager_ones_on_cuda(monkeypatch, tmp_path):
+@pytest.mark.parametrize("name", ["fast_td3", "td3", "sac", "redq"])
+def test_captured_off_policy_updates_match_the_eager_ones_on_cuda(name, monkeypatch, tmp_path):
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
-    td3 = importlib.import_module("algos.fast_td3")
+    algo = importlib.import_module(f"algos.{name}")
     kw = dict(TD3, device="cuda")
-    made, captured = _ppo_run(monkeypatch, tmp_path / "captured", False, algo=td3, **kw)
+    made, captured = _ppo_run(monkeypatch, tmp_path / "captured", False, algo=algo, **kw)
     assert made[0].captured and made[0].replays == 8, made[0].why_eager
-    made, eager = _ppo_run(monkeypatch, tmp_path / "eager", False, algo=td3, capture=False, **kw)
+    made, eager = _ppo_run(monkeypatch, tmp_path / "eager", False, algo=algo, capture=False, **kw)
     assert not made[0].captured
     a, b = checkpoint_params(captured["checkpoint"]), checkpoint_params(eager["checkpoint"])
     worst = max(float((a[k].double() - b[k].double()).abs().max()) for k in a)

@@ -275,7 +275,7 @@ FEATURES = {  # column: (what it means, test on (Args fields, source))
         lambda a, s: "lr_schedule" in a,
     ),
     "CUDA graph": (
-        "on CUDA each iteration (fast_td3: each step's updates) replays as one CUDA graph "
+        "on CUDA each iteration (off-policy: each step's updates) replays as one CUDA graph "
         "(`--no-capture`: eager)",
         lambda a, s: "capture" in a and "run.capture(" in s,
     ),
