@@ -197,13 +197,13 @@ def count_off_policy(num_envs: int, capture: bool, name: str = "fast_td3") -> in
 
     import common.run
 
-    td3 = importlib.import_module(f"algos.{name}")
+    algo = importlib.import_module(f"algos.{name}")
 
     # learning from the third step (the n-step window's first rows); its first two update calls
     # run eagerly (capture: the eager and the checked one), the counted ones after
     first = 5
     total_steps = num_envs * (first + COUNTED + 1)
-    args = run_args(td3, num_envs, total_steps=total_steps, capture=capture)
+    args = run_args(algo, num_envs, total_steps=total_steps, capture=capture)
     args = replace(args, learning_starts=getattr(args, "n_step", 1) * num_envs)
     capture_fn = common.run.Run.capture
 
@@ -213,7 +213,7 @@ def count_off_policy(num_envs: int, capture: bool, name: str = "fast_td3") -> in
     common.run.Run.capture = updates_phase
     try:
         with hooks(capture, range(first, first + COUNTED)):
-            td3.main(args)
+            algo.main(args)
     finally:
         common.run.Run.capture = capture_fn
     what = f"vectorized step ({args.gradient_steps} updates of {args.batch_size}"

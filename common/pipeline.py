@@ -106,3 +106,4 @@ def flush(stage, rb) -> None:
             stage.terminated[:n],
         )
     stage.pos = stage.size = 0
+    stage.filled.zero_()  # its fill on the device too (ReplayBuffer.sample_indices)
