@@ -69,10 +69,12 @@ PPO = {
     "ppo-humanoid-16k": ("Humanoid", 16384, [], "captured"),
 }
 # fast_td3's parts, the same shape (issue 59: its updates captured as one graph a step, or eager);
-# its file defaults otherwise (4 updates of 1024 a step)
+# its file defaults otherwise (4 updates of 1024 a step); learning starts after 5 steps of the
+# 4096 envs (the file asks for at least n_step of them)
+_FAST = ["--learning-starts", "20480"]
 FAST_TD3 = {
-    "td3-ant": ("Ant", 4096, [], "captured"),
-    "td3-ant-eager": ("Ant", 4096, ["--no-capture"], "eager"),
+    "td3-ant": ("Ant", 4096, _FAST, "captured"),
+    "td3-ant-eager": ("Ant", 4096, [*_FAST, "--no-capture"], "eager"),
 }
 # the rsl_rl parts: (task, envs), each beside the ppo_vec part of the same shape
 RSL_RL = {

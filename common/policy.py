@@ -119,14 +119,16 @@ class Policy(nn.Module):
         self.obs_dtype = obs_dtype  # "uint8": an image, which the network scales itself
         self.obs_high = obs_high  # an image's largest value (255 for a camera frame, 1 for MinAtar)
         self.normalize = obs_norm is not None and obs_norm is not False
+        # the buffers live where the network does: the training loop evaluates this module as is
+        device = next(net.parameters(), torch.empty(0)).device
         # a NormalizeObservation wrapper: its clip
         self.clip = float(getattr(obs_norm, "clip", clip))
         if self.normalize:
             if obs_norm is True:  # filled by load_state_dict
                 dt = torch.float64
                 mean, var = (
-                    torch.zeros(self.obs_shape, dtype=dt),
-                    torch.ones(self.obs_shape, dtype=dt),
+                    torch.zeros(self.obs_shape, dtype=dt, device=device),
+                    torch.ones(self.obs_shape, dtype=dt, device=device),
                 )
             # the training normalizer's own tensors (updated in place): always the current
             # statistics
@@ -143,10 +145,11 @@ class Policy(nn.Module):
                     f"high={action_space.high}"
                 )
             self.register_buffer(
-                "action_low", torch.as_tensor(action_space.low, dtype=torch.float32)
+                "action_low", torch.as_tensor(action_space.low, dtype=torch.float32, device=device)
             )
             self.register_buffer(
-                "action_high", torch.as_tensor(action_space.high, dtype=torch.float32)
+                "action_high",
+                torch.as_tensor(action_space.high, dtype=torch.float32, device=device),
             )
         self.spec = {
             "net": {k: _plain(v) for k, v in net_kwargs.items()},

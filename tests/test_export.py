@@ -198,3 +198,16 @@ def test_an_image_policy_exports_with_uint8_observations(name, tmp_path):
     session = onnxruntime.InferenceSession(str(tmp_path / "policy.onnx"))
     assert session.get_inputs()[0].type == "tensor(uint8)"
     assert list(session.get_inputs()[0].shape[1:]) == [4, 10, 10]
+
+
+def test_the_policy_keeps_its_buffers_where_its_network_is():
+    """The training loop evaluates `Policy.of(net, ...)` as is: its action bounds and normalizer
+    live on the network's device (CUDA in training; the meta device stands in for it here)."""
+    import gymnasium as gym
+
+    from common.policy import Policy
+
+    net = torch.nn.Linear(3, 2, device="meta")
+    space = gym.spaces.Box(-2.0, 2.0, (2,))
+    policy = Policy(net, {}, (3,), space, obs_norm=True)
+    assert {b.device.type for b in policy.buffers()} == {"meta"}
