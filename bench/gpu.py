@@ -387,14 +387,15 @@ def part_profile(
 
     ticks: list[float] = []
     original, capture = Logger.burn_in, Captured._capture
-    recorded: list[float] = []
+    recorded: list[tuple[float, float, float]] = []
 
-    # what recording and instantiating the iteration's graph costs (host time)
+    # what recording and instantiating the iteration's graph costs (host time): in all, and
+    # split into running the iteration under capture and instantiating the graph
     def timed_capture(self):
         t = time.perf_counter()
         capture(self)
         torch.cuda.synchronize()
-        recorded.append(time.perf_counter() - t)
+        recorded.append((time.perf_counter() - t, self.record_s, self.instantiate_s))
 
     def burn_in(self, step, learned=True):
         original(self, step, learned)
@@ -460,7 +461,9 @@ def part_profile(
         # the start-up a run pays before its first replay: set-up with the first (eager) iteration,
         # the second (eager, checked), the third (recorded, then replayed); and the capture alone
         "startup_s": [ticks[0] - start, *(ticks[i] - ticks[i - 1] for i in range(1, warm))],
-        "capture_s": recorded[0] if recorded else None,
+        "capture_s": recorded[0][0] if recorded else None,
+        "record_s": recorded[0][1] if recorded else None,
+        "instantiate_s": recorded[0][2] if recorded else None,
     }
     OUT.mkdir(parents=True, exist_ok=True)
     sort_gpu = (
@@ -631,6 +634,12 @@ def report() -> str:
                 + (
                     f"; recording and instantiating the graph {prof['capture_s']:.2f} s"
                     if prof.get("capture_s")
+                    else ""
+                )
+                + (
+                    f" (the iteration under capture {prof['record_s']:.2f} s, "
+                    f"instantiation {prof['instantiate_s']:.2f} s)"
+                    if prof.get("instantiate_s") is not None
                     else ""
                 )
                 + ".",

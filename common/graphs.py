@@ -36,6 +36,7 @@ eager calls do.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Iterable
 
@@ -205,6 +206,8 @@ class Captured:
         self.replays = 0
         self.result = None
         self.graph = None
+        # host seconds of the capture: running `fn` under it, and the graph's instantiation
+        self.record_s = self.instantiate_s = None
         self.why_eager: str | None = (
             None if self.enabled else "not on CUDA" if enabled else "turned off"
         )
@@ -260,8 +263,11 @@ class Captured:
             # an env's own random stream advances on each replay
             for g in generators(self.state, self.device):
                 graph.register_generator_state(g)
+            start = time.perf_counter()
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 self._run()
+                recorded = time.perf_counter()
+            self.record_s, self.instantiate_s = recorded - start, time.perf_counter() - recorded
         except Exception as e:
             first = str(e).splitlines()[0] if str(e) else ""
             raise RuntimeError(
