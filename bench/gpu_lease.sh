@@ -18,8 +18,8 @@
 #   cuda-graphs pytest -m cuda tests/test_graphs.py: the captured PPO iteration and fast_td3's captured updates
 #               against eager, the guard inside it, and (once .whl/b is in) its replay on MuJoCo Warp; $GRAPHS_K: -k
 #   env | ppo-ant | ppo-ant-eager | ppo-ant-compile | ppo-ant-16k | ppo-humanoid | ppo-humanoid-eager |
-#   ppo-humanoid-16k | rsl_rl | rsl_rl-16k | rsl_rl-humanoid | rsl_rl-humanoid-16k | cartpole | profile | td3-ant |
-#   td3-ant-eager
+#   ppo-humanoid-16k | ppo-ant-linear | ppo-humanoid-linear | rsl_rl | rsl_rl-16k | rsl_rl-humanoid |
+#   rsl_rl-humanoid-16k | cartpole | profile | td3-ant | td3-ant-eager
 #               bench/gpu.py's parts ($STEPS_<part> env steps, dashes as underscores: STEPS_ppo_ant_16k)
 set -u
 OUT=${OUT:-/tmp/gpu_out}
@@ -79,7 +79,8 @@ bench_stage() {  # part, seconds
   echo "exit $?"; tail -n 8 "$OUT/bench_$part.log"
 }
 
-BENCH="env ppo-ant ppo-ant-eager ppo-ant-compile ppo-ant-16k ppo-humanoid ppo-humanoid-eager ppo-humanoid-16k rsl_rl
+BENCH="env ppo-ant ppo-ant-eager ppo-ant-compile ppo-ant-16k ppo-humanoid ppo-humanoid-eager ppo-humanoid-16k
+  ppo-ant-linear ppo-humanoid-linear rsl_rl
   rsl_rl-16k rsl_rl-humanoid rsl_rl-humanoid-16k cartpole profile td3-ant td3-ant-eager"
 STAGES="cuda-core cuda-warp cuda-slow cuda-graphs $(echo $BENCH)"  # one line: a stage matches between spaces
 [ $# -gt 0 ] || { echo "usage: bash bench/gpu_lease.sh STAGE [STAGE ...]; stages: $STAGES" >&2; exit 2; }
