@@ -160,7 +160,10 @@ def test_mujoco_defaults_follow_env_on_the_command_line():
     cpu = ppo_vec.default_args("Ant", device="cpu")
     assert (big.num_envs, big.num_steps, big.num_minibatches) == (4096, 16, 4) and big.norm_obs
     assert (cpu.num_envs, cpu.num_steps, cpu.num_minibatches) == (64, 64, 8) and cpu.norm_obs
-    assert big.learning_rate == cpu.learning_rate and big.update_epochs == cpu.update_epochs
+    assert big.update_epochs == cpu.update_epochs
+    # the GPU shape steers its rate by the KL (Rudin et al.); the CPU shapes anneal 3e-4
+    assert (big.lr_schedule, big.learning_rate) == ("adaptive", 1e-3)
+    assert (cpu.lr_schedule, cpu.learning_rate) == ("linear", 3e-4)
     # on a CPU (and below 1024 envs on a GPU) the rollout follows --num-envs: about 4096 env steps
     # in minibatches of 512, so that the gradient steps per env step stay the same
     for device in ("cpu", "cuda"):
