@@ -103,7 +103,11 @@ def main() -> None:
     p.add_argument(
         "--flags", default="", help='more ppo_vec flags, one string: --flags="--num-steps 4"'
     )
-    p.add_argument("--log", default="bench/results/mujoco_num_envs.jsonl")
+    p.add_argument(
+        "--log",
+        default="bench/results/mujoco_num_envs.jsonl",
+        help="JSON lines, one a run, appended (a later sweep into the same log keeps the earlier)",
+    )
     p.add_argument("--from-log", action="store_true", help="no runs: the table of --log")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # one run: JSON [ppo_vec argv, flags]
     a = p.parse_args()
@@ -118,7 +122,7 @@ def main() -> None:
     todo = [(e, n, s) for e in a.envs for n in a.num_envs for s in a.seeds]
     t0 = time.perf_counter()
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as f, ThreadPoolExecutor(a.jobs) as ex:
+    with open(log, "a") as f, ThreadPoolExecutor(a.jobs) as ex:
         rows = []
         for r in ex.map(lambda x: one(*x, a.steps, a.flags.split()), todo):
             print(json.dumps(r), flush=True)
