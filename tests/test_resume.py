@@ -164,6 +164,9 @@ def test_mujoco_defaults_follow_env_on_the_command_line():
     # the GPU shape steers its rate by the KL (Rudin et al.); the CPU shapes anneal 3e-4
     assert (big.lr_schedule, big.learning_rate) == ("adaptive", 1e-3)
     assert (cpu.lr_schedule, cpu.learning_rate) == ("linear", 3e-4)
+    for f in (ppo_h, ppo_podracer, ppo_rnn):  # the family's GPU shape alike
+        a = f.default_args("Ant", 4096, "cuda")
+        assert (a.lr_schedule, a.learning_rate) == ("adaptive", 1e-3)
     # on a CPU (and below 1024 envs on a GPU) the rollout follows --num-envs: about 4096 env steps
     # in minibatches of 512, so that the gradient steps per env step stay the same
     for device in ("cpu", "cuda"):
