@@ -404,6 +404,22 @@ def part_profile(
         torch.cuda.synchronize()
         recorded.append((time.perf_counter() - t, self.record_s, self.instantiate_s))
 
+    # of that, MuJoCo Warp recording its step and reset into the capture again (each of the
+    # rollout's steps records its solver loop anew): what a graph per rollout step would save
+    from envs.mujoco_locomotion import _WarpBackend
+
+    launch, warp_recorded = _WarpBackend._launch, [0.0, 0]
+
+    def timed_launch(self, name, work):
+        if not (device == "cuda" and torch.cuda.is_current_stream_capturing()):
+            return launch(self, name, work)
+        t = time.perf_counter()
+        try:
+            return launch(self, name, work)
+        finally:
+            warp_recorded[0] += time.perf_counter() - t
+            warp_recorded[1] += 1
+
     def burn_in(self, step, learned=True):
         original(self, step, learned)
         ticks.append(time.perf_counter())
@@ -415,11 +431,13 @@ def part_profile(
         schedule=schedule(wait=1, warmup=warm - 1, active=iterations, repeat=1),
     ) as prof:
         Logger.burn_in, Captured._capture = burn_in, timed_capture
+        _WarpBackend._launch = timed_launch
         start = time.perf_counter()
         try:
             ppo.main(args)
         finally:
             Logger.burn_in, Captured._capture = original, capture
+            _WarpBackend._launch = launch
     events = prof.key_averages()
     # the recorded iterations, host clock
     wall = (ticks[warm + iterations - 1] - ticks[warm - 1]) / iterations
@@ -471,6 +489,8 @@ def part_profile(
         "capture_s": recorded[0][0] if recorded else None,
         "record_s": recorded[0][1] if recorded else None,
         "instantiate_s": recorded[0][2] if recorded else None,
+        "warp_record_s": warp_recorded[0] if warp_recorded[1] else None,
+        "warp_records": warp_recorded[1],
     }
     OUT.mkdir(parents=True, exist_ok=True)
     sort_gpu = (
@@ -523,6 +543,18 @@ def _steady(r: dict) -> float | None:
     if len(c) < 2 or c[-1]["train_seconds"] <= c[0]["train_seconds"]:
         return None
     return (c[-1]["step"] - c[0]["step"]) / (c[-1]["train_seconds"] - c[0]["train_seconds"])
+
+
+def _at_equal_steps(ours: dict, peer: dict) -> tuple[float, int] | None:
+    """(peer's training seconds / ours, step) at the last evaluation step both runs reached:
+    the end-to-end ratio with both start-ups in, which a run longer than the other's would
+    otherwise dilute."""
+    a = {c["step"]: c["train_seconds"] for c in ours.get("curve") or []}
+    b = {c["step"]: c["train_seconds"] for c in peer.get("curve") or []}
+    common = sorted(set(a) & set(b))
+    if not common or a[common[-1]] <= 0:
+        return None
+    return b[common[-1]] / a[common[-1]], common[-1]
 
 
 def _rate(x) -> str:
@@ -599,10 +631,16 @@ def report() -> str:
                 # the same hour: the same lease
                 lease = parts[part]["date"][:13] == parts[rsl]["date"][:13]
                 a, b = _steady(ours), _steady(peer)
+                equal = _at_equal_steps(ours, peer)
                 task, n = PPO[part][0], PPO[part][1]
                 lines.append(
                     f"- {task} x{n}, ours ({name}) / rsl_rl env-steps/s: "
-                    f"{ours['sps'] / peer['sps']:.2f}x over the runs"
+                    + (
+                        f"{equal[0]:.2f}x to {equal[1] / 1e6:.1f}M steps (both start-ups in), "
+                        if equal
+                        else ""
+                    )
+                    + f"{ours['sps'] / peer['sps']:.2f}x over the runs"
                     + (f", {a / b:.2f}x between evaluations" if a and b else "")
                     + (f" ({ours['steps'] / 1e6:.1f}M and {peer['steps'] / 1e6:.1f}M steps)")
                     + (
@@ -655,6 +693,12 @@ def report() -> str:
                     f" (the iteration under capture {prof['record_s']:.2f} s, "
                     f"instantiation {prof['instantiate_s']:.2f} s)"
                     if prof.get("instantiate_s") is not None
+                    else ""
+                )
+                + (
+                    f"; of the recording, MuJoCo Warp recording its step and reset into it "
+                    f"{prof['warp_record_s']:.2f} s ({prof['warp_records']} times)"
+                    if prof.get("warp_record_s") is not None
                     else ""
                 )
                 + ".",
