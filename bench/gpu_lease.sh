@@ -76,7 +76,7 @@ bench_stage() {  # part, seconds
   # the training parts stop themselves 45 s before the cap and report what they logged
   timeout -s INT "$secs" $PY bench/gpu.py "$part" ${!var:+--steps ${!var}} --seconds "${SECONDS_PER_CELL:-3}" \
     --max-seconds $((secs - 45)) > "$OUT/bench_$part.log" 2>&1
-  echo "exit $?"; tail -n 8 "$OUT/bench_$part.log"
+  echo "exit $?"; sed "/^# One GPU/,\$d" "$OUT/bench_$part.log" | tail -n 8  # not the report it reprints
 }
 
 BENCH="env ppo-ant ppo-ant-eager ppo-ant-compile ppo-ant-16k ppo-humanoid ppo-humanoid-eager ppo-humanoid-16k
@@ -100,4 +100,5 @@ for stage in "$@"; do
 done
 # results and the runs' metrics come back as one archive (the reply brings at most 8 files)
 tar -czf "$OUT/gpu_results.tgz" bench/results/gpu $(ls -d bench/runs/gpu/*/metrics.jsonl 2>/dev/null) 2>/dev/null
-$PY bench/gpu.py report 2>&1 | tail -n 30
+# the report's tables, not the lease record it ends with
+$PY bench/gpu.py report 2>&1 | sed "/^## What has run on a GPU so far/,\$d" | grep -E "^- |^Per PPO|^Start-up" | cut -c1-400
