@@ -17,6 +17,10 @@
 #   cuda-slow   pytest -m "cuda and slow", the rest (--compile with CUDA graphs, population on the GPU; $SLOW_K: -k)
 #   cuda-graphs pytest -m cuda tests/test_graphs.py: the captured PPO iteration and fast_td3's captured updates
 #               against eager, the guard inside it, and (once .whl/b is in) its replay on MuJoCo Warp; $GRAPHS_K: -k
+#   minatar     bench/minatar_speed.py on CUDA: the five games at 4,096 and 65,536 sub-envs against the minatar
+#               package (issue 58; needs .whl/b) -> bench/results/gpu/minatar.md
+#   pqn-minatar algos/pqn.py on MinAtar Breakout with its row (the PQN paper's MinAtar settings) on CUDA, 10M steps
+#               or the cap; its metrics come back in the archive (bench/runs/gpu)
 #   env | ppo-ant | ppo-ant-eager | ppo-ant-compile | ppo-ant-16k | ppo-humanoid | ppo-humanoid-eager |
 #   ppo-humanoid-16k | ppo-ant-linear | ppo-humanoid-linear | rsl_rl | rsl_rl-16k | rsl_rl-humanoid |
 #   rsl_rl-humanoid-16k | cartpole | profile | td3-ant | td3-ant-eager
@@ -55,7 +59,7 @@ setup() {
   $PY - <<'EOF'
 import importlib.util, torch
 print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
-for m in ("gymnasium", "tyro", "mujoco", "warp", "mujoco_warp", "rsl_rl", "tensordict"):
+for m in ("gymnasium", "tyro", "mujoco", "warp", "mujoco_warp", "rsl_rl", "tensordict", "minatar"):
     print(m, "yes" if importlib.util.find_spec(m) else "MISSING", end="; ")
 print()
 EOF
@@ -82,7 +86,7 @@ bench_stage() {  # part, seconds
 BENCH="env ppo-ant ppo-ant-eager ppo-ant-compile ppo-ant-16k ppo-humanoid ppo-humanoid-eager ppo-humanoid-16k
   ppo-ant-linear ppo-humanoid-linear rsl_rl
   rsl_rl-16k rsl_rl-humanoid rsl_rl-humanoid-16k cartpole profile td3-ant td3-ant-eager"
-STAGES="cuda-core cuda-warp cuda-slow cuda-graphs $(echo $BENCH)"  # one line: a stage matches between spaces
+STAGES="cuda-core cuda-warp cuda-slow cuda-graphs minatar pqn-minatar $(echo $BENCH)"  # one line: a stage matches between spaces
 [ $# -gt 0 ] || { echo "usage: bash bench/gpu_lease.sh STAGE [STAGE ...]; stages: $STAGES" >&2; exit 2; }
 for stage in "$@"; do  # every stage checked before anything is installed or run
   [[ " $STAGES " == *" $stage "* ]] || { echo "unknown stage '$stage': use one of $STAGES" >&2; exit 2; }
@@ -94,11 +98,20 @@ for stage in "$@"; do
     cuda-warp) pytest_stage warp "${CAP_warp:-240}" -m cuda tests/test_cuda.py tests/test_mujoco_parity.py \
                  -k "$WARP_K or deferred" ;;
     cuda-slow) pytest_stage slow "${CAP_slow:-300}" -m "cuda and slow" tests/ -k "${SLOW_K:-not ($WARP_K)}" ;;
+    minatar) echo "== minatar (cap ${CAP_minatar:-120}s) $(date +%T)"
+             timeout -s INT "${CAP_minatar:-120}" $PY bench/minatar_speed.py --device cuda --num-envs 4096 65536 \
+               --seconds 2 --out bench/results/gpu/minatar.md > "$OUT/minatar.log" 2>&1
+             echo "exit $?"; tail -n 9 "$OUT/minatar.log" ;;
+    pqn-minatar) echo "== pqn-minatar (cap ${CAP_pqn_minatar:-200}s) $(date +%T)"
+             timeout -s INT "${CAP_pqn_minatar:-200}" $PY algos/pqn.py --env MinAtar/Breakout-v1 --device cuda \
+               --total-steps 10000000 --eval-every 500000 --save-every 0 --quiet --no-plots \
+               --out-dir bench/runs/gpu > "$OUT/pqn_minatar.log" 2>&1
+             echo "exit $?"; tail -n 5 "$OUT/pqn_minatar.log" ;;
     cuda-graphs) pytest_stage graphs "${CAP_graphs:-150}" -m cuda tests/test_graphs.py ${GRAPHS_K:+-k "$GRAPHS_K"} ;;
     *) v="CAP_${stage//-/_}"; bench_stage "$stage" "${!v:-300}" ;;
   esac
 done
 # results and the runs' metrics come back as one archive (the reply brings at most 8 files)
-tar -czf "$OUT/gpu_results.tgz" bench/results/gpu $(ls -d bench/runs/gpu/*/metrics.jsonl 2>/dev/null) 2>/dev/null
+tar -czf "$OUT/gpu_results.tgz" bench/results/gpu $(ls -d bench/runs/gpu/*/metrics.jsonl bench/runs/gpu/*/*/metrics.jsonl 2>/dev/null) 2>/dev/null
 # the report's tables, not the lease record it ends with
 $PY bench/gpu.py report 2>&1 | sed "/^## What has run on a GPU so far/,\$d" | grep -E "^- |^Per PPO|^Start-up" | cut -c1-400
