@@ -72,13 +72,13 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 # tuned on MuJoCo).
 # fmt: off
 MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16,
-                       learning_rate=3e-4, max_grad_norm=1.0,
-                       hidden=(256, 128, 64), norm_obs=True, norm_reward=True,
-                       total_steps=50_000_000, eval_every=5_000_000, save_every=5_000_000)
+                       learning_rate=3e-4, max_grad_norm=1.0, hidden=(256, 128, 64), norm_obs=True,
+                       norm_reward=True, total_steps=50_000_000, eval_every=5_000_000,
+                       save_every=5_000_000)
 # On a CPU (and below 1024 envs on a GPU): ppo_vec's CPU shape (not tuned on MuJoCo either); the
 # rollout follows --num-envs (default_args)
-MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS,
-                           total_steps=5_000_000, eval_every=250_000, save_every=1_000_000)
+MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, total_steps=5_000_000, eval_every=250_000,
+                           save_every=1_000_000)
 # Per-task rows over those (`--env X --help` lists them); initial std 0.37, not 1, on the CPU
 # defaults; classic control's from bench/sweep.py (bench/README.md#defaults-the-evidence)
 TASK_DEFAULTS = {

@@ -13,8 +13,8 @@ PPO on CartPole at 65536 envs, and rsl_rl on the same MuJoCo Warp env, into benc
     python bench/gpu.py ppo-ant-16k       # Ant with --num-envs 16384
     python bench/gpu.py ppo-humanoid      # Humanoid with --num-envs 4096: time to an eval >= 5000
     python bench/gpu.py ppo-humanoid-eager   # the same with --no-capture
-    python bench/gpu.py ppo-ant-linear      # ppo-ant with the learning rate before: 3e-4, annealed
-    python bench/gpu.py ppo-humanoid-linear     # the same on Humanoid
+    python bench/gpu.py ppo-ant-adaptive    # ppo-ant with the KL-adaptive rate from 1e-3 (opt-in)
+    python bench/gpu.py ppo-humanoid-adaptive   # the same on Humanoid
     python bench/gpu.py ppo-humanoid-16k     # Humanoid with --num-envs 16384
     python bench/gpu.py cartpole    # ppo_vec on CartPole-v1 with 65536 envs (16 steps a rollout, 1M
                                     # samples an update): env-steps/s, time to an eval >= 475
@@ -60,7 +60,7 @@ ENV_SIZES = (1024, 4096, 16384)
 ANT = dict(steps=100_000_000, eval_every=1_048_576, num_envs=4096)
 CARTPOLE = dict(steps=200_000_000, eval_every=8_388_608, num_envs=65536)
 ANT_TARGET, HUMANOID_TARGET, CARTPOLE_TARGET = 3000.0, 5000.0, 475.0
-LINEAR = ["--lr-schedule", "linear", "--learning-rate", "3e-4"]
+ADAPTIVE = ["--lr-schedule", "adaptive", "--learning-rate", "1e-3"]
 # the ppo_vec parts: (task, envs, flags, the row's name)
 PPO = {
     "ppo-ant": ("Ant", 4096, [], "captured"),
@@ -70,10 +70,10 @@ PPO = {
     "ppo-humanoid": ("Humanoid", 4096, [], "captured"),
     "ppo-humanoid-eager": ("Humanoid", 4096, ["--no-capture"], "eager"),
     "ppo-humanoid-16k": ("Humanoid", 16384, [], "captured"),
-    # MUJOCO_DEFAULTS' learning rate before 2026-11-29 (3e-4 annealed to 0 over the run), beside
-    # the KL-adaptive one from 1e-3 of Rudin et al. that replaced it (bench/README.md)
-    "ppo-ant-linear": ("Ant", 4096, LINEAR, "linear lr"),
-    "ppo-humanoid-linear": ("Humanoid", 4096, LINEAR, "linear lr"),
+    # Rudin et al.'s KL-adaptive rate from 1e-3 beside the default 3e-4 annealed to 0 (the
+    # default for a few hours of 2026-11-29; bench/README.md, "The GPU defaults' learning rate")
+    "ppo-ant-adaptive": ("Ant", 4096, ADAPTIVE, "adaptive lr"),
+    "ppo-humanoid-adaptive": ("Humanoid", 4096, ADAPTIVE, "adaptive lr"),
 }
 # fast_td3's parts, the same shape (issue 59: its updates captured as one graph a step, or eager);
 # its file defaults otherwise (4 updates of 1024 a step); learning starts after 5 steps of the
@@ -612,20 +612,22 @@ def report() -> str:
             )
         lines += [
             "",
-            "The ppo_vec rows dated before 2026-11-29 20:00 ran MUJOCO_DEFAULTS' learning rate of "
-            "then, 3e-4 annealed to 0 (what the `-linear` parts run now); the default since is "
-            "Rudin et al.'s KL-adaptive rate from 1e-3.",
+            "The `adaptive lr` rows ran Rudin et al.'s KL-adaptive rate from 1e-3 "
+            "(`--lr-schedule adaptive --learning-rate 1e-3`); the other ppo_vec rows the default, "
+            "3e-4 annealed to 0.",
             "",
         ]
         pairs = [
-            (p, "rsl_rl") for p in ("ppo-ant", "ppo-ant-linear", "ppo-ant-eager", "ppo-ant-compile")
+            (p, "rsl_rl")
+            for p in ("ppo-ant", "ppo-ant-adaptive", "ppo-ant-eager", "ppo-ant-compile")
         ]
         pairs += [("ppo-humanoid-eager", "rsl_rl-humanoid")] + [
             (ppo, rsl) for rsl, (_, _, ppo) in RSL_RL.items() if rsl != "rsl_rl"
         ]
         for part, rsl in pairs:
             peer = (parts[rsl] or {}).get("rsl_rl")
-            name, ours = next(iter((parts[part] or {}).items()), (None, None))
+            runs_of = ((k, v) for k, v in (parts[part] or {}).items() if isinstance(v, dict))
+            name, ours = next(runs_of, (None, None))
             if ours and peer and isinstance(ours, dict) and "sps" in ours:
                 same = parts[part]["machine"] == parts[rsl]["machine"]
                 # the same hour: the same lease
@@ -655,7 +657,9 @@ def report() -> str:
                     )
                     + f"; gymnasium return {_score(ours, False)} vs {_score(peer, False)}"
                 )
-    captured, eager = (next(iter((parts[p] or {}).values()), None) for p in FAST_TD3)
+    captured, eager = (
+        next((v for v in (parts[p] or {}).values() if isinstance(v, dict)), None) for p in FAST_TD3
+    )
     if all(isinstance(r, dict) and "sps" in r for r in (captured, eager)):
         lines.append(
             f"- fast_td3 Ant x{FAST_TD3['td3-ant'][1]}, its updates captured / eager env-steps/s: "

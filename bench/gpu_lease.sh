@@ -22,7 +22,7 @@
 #   pqn-minatar algos/pqn.py on MinAtar Breakout with its row (the PQN paper's MinAtar settings) on CUDA, 10M steps
 #               or the cap; its metrics come back in the archive (bench/runs/gpu)
 #   env | ppo-ant | ppo-ant-eager | ppo-ant-compile | ppo-ant-16k | ppo-humanoid | ppo-humanoid-eager |
-#   ppo-humanoid-16k | ppo-ant-linear | ppo-humanoid-linear | rsl_rl | rsl_rl-16k | rsl_rl-humanoid |
+#   ppo-humanoid-16k | ppo-ant-adaptive | ppo-humanoid-adaptive | rsl_rl | rsl_rl-16k | rsl_rl-humanoid |
 #   rsl_rl-humanoid-16k | cartpole | profile | td3-ant | td3-ant-eager
 #               bench/gpu.py's parts ($STEPS_<part> env steps, dashes as underscores: STEPS_ppo_ant_16k)
 set -u
@@ -84,7 +84,7 @@ bench_stage() {  # part, seconds
 }
 
 BENCH="env ppo-ant ppo-ant-eager ppo-ant-compile ppo-ant-16k ppo-humanoid ppo-humanoid-eager ppo-humanoid-16k
-  ppo-ant-linear ppo-humanoid-linear rsl_rl
+  ppo-ant-adaptive ppo-humanoid-adaptive rsl_rl
   rsl_rl-16k rsl_rl-humanoid rsl_rl-humanoid-16k cartpole profile td3-ant td3-ant-eager"
 STAGES="cuda-core cuda-warp cuda-slow cuda-graphs minatar pqn-minatar $(echo $BENCH)"  # one line: a stage matches between spaces
 [ $# -gt 0 ] || { echo "usage: bash bench/gpu_lease.sh STAGE [STAGE ...]; stages: $STAGES" >&2; exit 2; }

@@ -79,12 +79,11 @@ LINEAGE = [
         "a2c",
         "A2C: one policy-gradient step per rollout, GAE",
         "ppo_vec",
-        134,
+        132,
         "discrete, multi-discrete, continuous",
     ),
     # (a2c: 125, was 120: its captured iteration has no --target-kl to turn capture off with, one
-    # line of its own; 132: ppo_vec's MinAtar rows, the PQN paper's PPO baseline, which a2c lacks;
-    # 134: the GPU-scale KL-adaptive learning rate, a rule over minibatch epochs a2c does not run)
+    # line of its own; 132: ppo_vec's MinAtar rows, the PQN paper's PPO baseline, which a2c lacks)
     ("ppo_h", "PPO + H-term", "ppo_vec", 80, "discrete, multi-discrete, continuous"),
     (
         "ppo_rnn",
