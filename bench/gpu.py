@@ -557,6 +557,12 @@ def _at_equal_steps(ours: dict, peer: dict) -> tuple[float, int] | None:
     return b[common[-1]] / a[common[-1]], common[-1]
 
 
+def _first_run(part: dict | None) -> tuple[str | None, dict | None]:
+    """(row name, run) of a saved part: its first dict-valued entry, beside "machine" and "date"
+    in whatever order the file has them."""
+    return next(((k, v) for k, v in (part or {}).items() if isinstance(v, dict)), (None, None))
+
+
 def _rate(x) -> str:
     return f"{x:,.0f}" if x is not None else "n/a"
 
@@ -626,9 +632,8 @@ def report() -> str:
         ]
         for part, rsl in pairs:
             peer = (parts[rsl] or {}).get("rsl_rl")
-            runs_of = ((k, v) for k, v in (parts[part] or {}).items() if isinstance(v, dict))
-            name, ours = next(runs_of, (None, None))
-            if ours and peer and isinstance(ours, dict) and "sps" in ours:
+            name, ours = _first_run(parts[part])
+            if ours and peer and "sps" in ours:
                 same = parts[part]["machine"] == parts[rsl]["machine"]
                 # the same hour: the same lease
                 lease = parts[part]["date"][:13] == parts[rsl]["date"][:13]
@@ -657,9 +662,7 @@ def report() -> str:
                     )
                     + f"; gymnasium return {_score(ours, False)} vs {_score(peer, False)}"
                 )
-    captured, eager = (
-        next((v for v in (parts[p] or {}).values() if isinstance(v, dict)), None) for p in FAST_TD3
-    )
+    captured, eager = (_first_run(parts[p])[1] for p in FAST_TD3)
     if all(isinstance(r, dict) and "sps" in r for r in (captured, eager)):
         lines.append(
             f"- fast_td3 Ant x{FAST_TD3['td3-ant'][1]}, its updates captured / eager env-steps/s: "

@@ -289,6 +289,11 @@ def test_gpu_report_tables_the_saved_parts(tmp_path, monkeypatch):
         "return 3300 vs 1100"
     ) in text
     assert (tmp_path / "bench" / "results" / "gpu.md").read_text() == text
+    # a part file with "machine" and "date" ahead of its run (one edited by hand) reads the same
+    saved = json.loads((tmp_path / "gpu" / "ppo-ant.json").read_text())
+    reordered = {"machine": saved.pop("machine"), "date": saved.pop("date"), **saved}
+    (tmp_path / "gpu" / "ppo-ant.json").write_text(json.dumps(reordered))
+    assert "ours (eager) / rsl_rl env-steps/s: 1.25x to 20.0M steps" in gpu.report()
     # fast_td3 with its updates captured and eager: rows and their ratio
     td3 = "python algos/fast_td3.py --env Ant"
     gpu.save("td3-ant", {"captured": _gpu_run(90_000.0, curve, 2000.0, command=td3)})
