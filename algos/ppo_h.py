@@ -86,9 +86,9 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     h_term_max_episodes: Count = 4096  # episodes remembered in the store's table
 
 
-# Massively parallel locomotion as in Rudin et al. 2021 (arXiv:2109.11978) and Brax's PPO: many
-# envs, a short horizon, few large minibatches, normalized observations and rewards, 3e-4 annealed
-# (their KL-adaptive rate stalled lower on Ant, bench/README.md), for `--env Ant --num-envs 4096`
+# Massively parallel locomotion as in Rudin et al. 2021 (arXiv:2109.11978) and Brax's PPO, so that
+# `--env Ant --num-envs 4096` needs no other flag on a GPU; lr 3e-4 annealed, not their KL-adaptive
+# rate, which stalled lower on Ant (bench/README.md#the-gpu-defaults-learning-rate)
 # fmt: off
 MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, num_minibatches=4, update_epochs=5,
                        learning_rate=3e-4, max_grad_norm=1.0, hidden=(256, 128, 64), norm_obs=True,
