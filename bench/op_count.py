@@ -15,8 +15,9 @@ a GPU run uses). The set-up iterations and the evaluation are left out.
 
 `--mode capture` counts what a GPU run launches with the iteration captured as a CUDA graph
 (ppo_vec's default on CUDA, common/graphs.py): the capture's check runs as on a GPU, each replay
-counts one launch ("graph"), and the ops outside it (the learning-rate fill, the guard's check)
-count as before. `both` (the default) runs the two in turn.
+counts a launch for each graph and for each of MuJoCo Warp's own graphs launched between them
+("graph"), and the ops outside it (the learning-rate fill, the guard's check) count as before.
+`both` (the default) runs the two in turn.
 
 `--algo fast_td3` (or td3, sac) counts a vectorized step of that file on the same env once it
 learns (4 updates a step by default): the step, its exploration, and the updates, eager or
@@ -87,7 +88,7 @@ def in_phase(fn, phase, after=None):
 
 @contextlib.contextmanager
 def hooks(capture: bool, counted: range):
-    """The run's hooks while counting: each replay of a captured function counts one launch (as
+    """The run's hooks while counting: each replay of a captured function counts its launches (as
     on a GPU), the env's step its own phase, the NaN guard on its accelerator branch, the
     evaluations left out; `COUNT.phase` is "rollout" on the iterations in `counted` (1-based)
     and None (not counted) on the others."""
@@ -97,14 +98,14 @@ def hooks(capture: bool, counted: range):
     Captured.simulate = capture
     stand_in = Captured._stand_in
 
-    def replay(self):  # where a GPU replays the graph: one launch, whatever fn runs
+    def replay(self):  # where a GPU replays the graphs: one launch each, whatever fn runs
         phase, COUNT.phase = COUNT.phase, None
         try:
             stand_in(self)
         finally:
             COUNT.phase = phase
-        if phase:
-            COUNT.ops[("graph", "replay")] += 1
+        if phase:  # and a launch for each of MuJoCo Warp's own graphs between them
+            COUNT.ops[("graph", "replay")] += self.launches
 
     make, guard_init, burn_in = envs.make, NumericGuard.__init__, Logger.burn_in
     evaluate = common.run.evaluate

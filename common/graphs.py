@@ -28,20 +28,28 @@ capture that raises stops the run with one line naming the cause and the flag th
 random-number generator). On a CPU (or with `enabled=False`) every call is eager: nothing else
 changes, bit for bit.
 
-MuJoCo Warp's own graphs join the capture (`envs/mujoco_locomotion.py`: Warp records into torch's
-capture as an external one, its solver loop a conditional node), and random draws from the env's own
-`torch.Generator`s are registered with the graph (`generators`), so a replay draws new numbers as
-eager calls do.
+Work that brings CUDA graphs of its own joins the capture through `outside`: MuJoCo Warp's step and
+reset (`envs/mujoco_locomotion.py`) end the graph being recorded there, their own graph (recorded
+once, its solver loop a conditional node, which CUDA takes as no child node) is launched in that
+place on every replay, and recording goes on in a new graph sharing the memory pool. A rollout of T
+Warp steps is then about 4T + 1 launches, and its capture records only torch's ops (recording Warp's
+hundreds of kernels a step into the iteration's graph again took seconds: bench/results/gpu.md).
+Random draws from the env's own `torch.Generator`s are registered with every graph (`generators`),
+so a replay draws new numbers as eager calls do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from collections.abc import Callable, Iterable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+# the `Captured` recording (or, `simulate`, standing in for a replay) now: where `outside` cuts
+_recording: Captured | None = None
 
 # Objects of these packages are leaves of `check`'s walk: their state is not this loop's to check (a
 # torch module's parameters are updated in place by the optimizer), or they are the simulator's own
@@ -179,13 +187,29 @@ def generators(state: Iterable, device: torch.device) -> list[torch.Generator]:
     ]
 
 
+def outside(launch: Callable[[], None]) -> bool:
+    """For work with CUDA graphs of its own, called where that work would run: while a `Captured`
+    capture records, end its graph here, have `launch()` run in this place on every replay, go on
+    recording in a new graph, and return True (the caller runs nothing now). Otherwise return
+    False: the caller runs its work now (eagerly, or standing in for a replay: the cut counted)."""
+    rec = _recording
+    if rec is None:
+        return False
+    if rec.device.type != "cuda" or not torch.cuda.is_current_stream_capturing():
+        rec.cuts += 1  # `simulate`: a GPU would launch a graph here and start another
+        return False
+    rec._cut(launch)
+    return True
+
+
 class Captured:
-    """`fn()` as one CUDA graph on CUDA after two eager calls (module docstring); eager elsewhere.
+    """`fn()` as CUDA graphs on CUDA after two eager calls (module docstring): one graph, or a few
+    with the launches `outside` put between them; eager elsewhere.
 
     `Captured.simulate = True` (tests, bench/op_count.py) takes the CUDA path on any device up to
     the capture: the check runs on the second call, and each later call goes through `_stand_in`,
-    which runs `fn` eagerly where a GPU would replay the graph (op_count counts it as one
-    launch)."""
+    which runs `fn` eagerly where a GPU would replay the graphs (`launches`: how many launches a
+    replay would make, one for each graph and each `outside` launch)."""
 
     simulate = False
 
@@ -205,8 +229,10 @@ class Captured:
         self.calls = 0
         self.replays = 0
         self.result = None
-        self.graph = None
-        # host seconds of the capture: running `fn` under it, and the graph's instantiation
+        # a replay, in order: each graph's `replay` and each launch `outside` put between them
+        self.pieces: list[Callable[[], None]] | None = None
+        self.cuts = 0  # `outside` calls in the capture (or in the last stand-in)
+        # host seconds of the capture: running `fn` under it, and instantiating the graphs
         self.record_s = self.instantiate_s = None
         self.why_eager: str | None = (
             None if self.enabled else "not on CUDA" if enabled else "turned off"
@@ -214,12 +240,16 @@ class Captured:
 
     @property
     def captured(self) -> bool:
-        return self.graph is not None
+        return self.pieces is not None
+
+    @property
+    def launches(self) -> int:
+        """Launches a replay makes: a graph, and a launch and a graph for each cut."""
+        return 1 + 2 * self.cuts
 
     def __call__(self):
-        if self.graph is not None:
-            self.graph.replay()
-            self.replays += 1
+        if self.pieces is not None:
+            self._replay()
             return self.result
         if not self.enabled:
             return self.fn()
@@ -238,7 +268,7 @@ class Captured:
                     "(copy_, out=, add_) and no host data allow capture"
                 )
         elif self.device.type != "cuda":
-            self._stand_in()
+            self._recorded(self._stand_in)
             self.replays += 1
         else:
             self._capture()
@@ -247,8 +277,22 @@ class Captured:
     def _run(self) -> None:
         self.result = self.fn()
 
+    def _replay(self) -> None:
+        for piece in self.pieces:
+            piece()
+        self.replays += 1
+
+    def _recorded(self, run: Callable[[], None]) -> None:
+        """`run()` with this object as the recording `outside` cuts (its cuts counted anew)."""
+        global _recording
+        self.cuts, _recording = 0, self
+        try:
+            run()
+        finally:
+            _recording = None
+
     def _stand_in(self) -> None:
-        """Where a GPU replays the graph (`simulate` on another device): `fn`, eagerly."""
+        """Where a GPU replays the graphs (`simulate` on another device): `fn`, eagerly."""
         self._run()
 
     def _eager(self, why: str) -> None:
@@ -257,23 +301,51 @@ class Captured:
             f"CUDA graph capture of the {self.name} is off, it runs eagerly: {why}", stacklevel=3
         )
 
-    def _capture(self) -> None:
+    def _begin(self) -> None:
         graph = torch.cuda.CUDAGraph()
+        # an env's own random stream advances on each replay
+        for g in self._generators:
+            graph.register_generator_state(g)
+        graph.capture_begin(pool=self._pool, capture_error_mode="thread_local")
+        self._graph = graph
+
+    def _end(self) -> None:
+        graph, self._graph = self._graph, None
+        start = time.perf_counter()
+        graph.capture_end()  # instantiates it
+        self.instantiate_s += time.perf_counter() - start
+        self._pieces.append(graph.replay)
+
+    def _cut(self, launch: Callable[[], None]) -> None:
+        self._end()
+        self._pieces.append(launch)
+        self._begin()
+
+    def _capture(self) -> None:
+        # as `torch.cuda.graph`, by hand, so that `outside` can end one graph and begin the next:
+        # on a side stream, after the work queued so far; one memory pool for all the graphs (they
+        # replay in the order they were recorded, so a tensor one writes is there for the next)
+        self._pieces, self._graph, self.instantiate_s = [], None, 0.0
+        self._pool = torch.cuda.graph_pool_handle()
+        self._generators = generators(self.state, self.device)
+        torch.cuda.synchronize(self.device)
+        stream = torch.cuda.Stream(self.device)
+        start = time.perf_counter()
         try:
-            # an env's own random stream advances on each replay
-            for g in generators(self.state, self.device):
-                graph.register_generator_state(g)
-            start = time.perf_counter()
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                self._run()
-                recorded = time.perf_counter()
-            self.record_s, self.instantiate_s = recorded - start, time.perf_counter() - recorded
+            with torch.cuda.stream(stream):
+                self._begin()
+                self._recorded(self._run)
+                self._end()
         except Exception as e:
+            if self._graph is not None:  # end the broken capture, so that CUDA can go on
+                with contextlib.suppress(Exception), torch.cuda.stream(stream):
+                    self._graph.capture_end()
             first = str(e).splitlines()[0] if str(e) else ""
             raise RuntimeError(
                 f"CUDA graph capture of the {self.name} failed ({type(e).__name__}: {first}); "
                 f"run it eagerly with {self.off_flag}"
             ) from e
-        self.graph = graph
-        graph.replay()  # recording ran nothing: this call's work
-        self.replays += 1
+        self.record_s = time.perf_counter() - start - self.instantiate_s
+        self.pieces = self._pieces
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        self._replay()  # recording ran nothing: this call's work

@@ -36,6 +36,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from common import graphs
 from common.device import canonical
 from common.errors import UserError, MissingPackage, UserTypeError
 from common.vec_env import ActionChecks
@@ -291,9 +292,10 @@ class _WarpBackend:
         the CPU, `work` runs eagerly."""
         wp = self.wp
         if self._use_graph and torch.cuda.is_current_stream_capturing():
-            # inside a capture of torch's (common.graphs.Captured: a whole training iteration as one
-            # graph): Warp records into it as an external capture, so that its solver loop becomes a
-            # conditional node there too
+            # inside a capture of torch's other than `Captured`'s (which launches Warp's own graph
+            # between its graphs: `step`): Warp records into it as an external capture, so that its
+            # solver loop becomes a conditional node there too (slow to record: each capture
+            # records every kernel of the step again)
             stream = wp.get_stream(self.wp_device)  # torch's capture stream (`_scope`)
             wp.capture_begin(stream=stream, external=True)
             try:
@@ -320,6 +322,12 @@ class _WarpBackend:
             self._warmed.add(name)
 
     def step(self, nstep: int) -> None:
+        # in a training iteration being captured (common.graphs.outside): the step's own graph is
+        # launched here at each replay, not recorded into the iteration's again
+        if not graphs.outside(self._step):
+            self._step()
+
+    def _step(self) -> None:
         with self._scope():
             self._launch("step", self._substeps)
 
@@ -340,6 +348,10 @@ class _WarpBackend:
         self._reset_mask.copy_(done)
         self._reset_qpos.copy_(qpos)
         self._reset_qvel.copy_(qvel)
+        if not graphs.outside(self._reset):  # as the step
+            self._reset()
+
+    def _reset(self) -> None:
         with self._scope():
             self._launch("reset", self._masked_reset)
 

@@ -126,6 +126,8 @@ def test_the_ppo_iteration_passes_the_capture_check(case, monkeypatch, tmp_path)
         warnings.simplefilter("error", UserWarning)  # "capture ... is off" would be one
         made, simulated = _ppo_run(monkeypatch, tmp_path / "simulated", True, **CASES[case])
     assert made[0].why_eager is None and made[0].replays == 3, (made[0].why_eager, made[0].replays)
+    # on a GPU, MuJoCo Warp's step and reset launch their own graphs between the iteration's
+    assert made[0].cuts == (2 * CASES[case]["num_steps"] if "warp" in case else 0), made[0].cuts
     if "warp" in case:  # MuJoCo Warp's solver sums with atomics: no two runs are bit-identical
         return
     made, eager = _ppo_run(monkeypatch, tmp_path / "eager", False, **CASES[case])
@@ -272,6 +274,8 @@ def test_captured_loop_replays_on_mujoco_warp(monkeypatch, tmp_path):
     kw = dict(CASES["ant-warp"], device="cuda", num_envs=256, total_steps=256 * 8 * 6)
     made, out = _ppo_run(monkeypatch, tmp_path, False, **kw)
     assert made[0].captured and made[0].replays == 4, made[0].why_eager
+    # Warp's step and reset launched between the iteration's graphs, not recorded into them
+    assert made[0].cuts == 2 * kw["num_steps"], made[0].cuts
     assert all(
         bool(torch.isfinite(v.float()).all()) for v in checkpoint_params(out["checkpoint"]).values()
     )
