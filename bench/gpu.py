@@ -428,7 +428,10 @@ def part_profile(
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device == "cuda" else [])]
     with profile(
         activities=activities,
-        schedule=schedule(wait=1, warmup=warm - 1, active=iterations, repeat=1),
+        # tracing on from the first iteration, where MuJoCo Warp records its own graphs: with it
+        # off then, the profile saw none of the kernels of their solver loop's body (conditional
+        # nodes) when those graphs ran between the iteration's (ninth lease, lease.md)
+        schedule=schedule(wait=0, warmup=warm, active=iterations, repeat=1),
     ) as prof:
         Logger.burn_in, Captured._capture = burn_in, timed_capture
         _WarpBackend._launch = timed_launch
@@ -476,6 +479,13 @@ def part_profile(
             "cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"
         ),
         "graph_launches_per_iteration": calls("cudaGraphLaunch", "cuGraphLaunch"),
+        # host time blocked because the launch queue was full: the GPU had work queued all along
+        # (a check on the busy share, whose kernel sum can miss kernels CUPTI does not trace)
+        "queue_full_s_per_iteration": sum(
+            e.cpu_time_total for e in events if e.key == "Command Buffer Full"
+        )
+        / 1e6
+        / iterations,
         "host_waits_per_iteration": calls(
             "cudaStreamSynchronize",
             "cudaDeviceSynchronize",
@@ -683,8 +693,14 @@ def report() -> str:
             f"({prof['gpu_busy_s_per_iteration'] / prof['wall_s_per_iteration']:.0%}); "
             f"{prof['kernel_launches_per_iteration']:,.0f} kernel launches, "
             f"{prof['graph_launches_per_iteration']:,.0f} CUDA graph launches, "
-            f"{prof['host_waits_per_iteration']:,.0f} host waits. Top ops: "
-            f"`bench/results/gpu/profile.txt`.",
+            f"{prof['host_waits_per_iteration']:,.0f} host waits"
+            + (
+                f"; the host blocked {prof['queue_full_s_per_iteration'] * 1e3:.0f} ms on a full "
+                "launch queue (the GPU had work queued)"
+                if prof.get("queue_full_s_per_iteration")
+                else ""
+            )
+            + ". Top ops: `bench/results/gpu/profile.txt`.",
         ]
         if prof.get("startup_s"):
             lines += [

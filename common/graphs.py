@@ -195,9 +195,9 @@ def outside(launch: Callable[[], None]) -> bool:
     rec = _recording
     if rec is None:
         return False
+    rec.cuts += 1
     if rec.device.type != "cuda" or not torch.cuda.is_current_stream_capturing():
-        rec.cuts += 1  # `simulate`: a GPU would launch a graph here and start another
-        return False
+        return False  # `simulate`: a GPU would launch a graph here and start another
     rec._cut(launch)
     return True
 
