@@ -59,8 +59,8 @@
 #                 eval from there on, the final policy's included, >= 475 on CartPole-v1 (PPO; DQN and PQN vs SB3's
 #                 DQN), >= -200 on Pendulum-v1 (SAC, TD3)), the final policies, the first hits (~60-80 min)
 #   minatar     MinAtar from pixels: env-steps/s of our batched port vs the minatar package (N = 1, 64, 4096),
-#                 then pqn and ppo_vec with their MinAtar rows on the five games, 1M steps, seed 1, curves vs env
-#                 steps and seconds (~45 min on 2 cores) -> bench/results/minatar.md, minatar_learn.{md,png}
+#                 then pqn and ppo_vec with their MinAtar rows on the five games, 1M steps, seeds 1-3, curves vs
+#                 env steps and seconds (~2 h, one run at a time) -> bench/results/minatar.md, minatar_learn.{md,png}
 #   atari       pqn and ppo_vec on ALE Pong and Breakout (CleanRL's / the PQN paper's settings, 10M frames,
 #                 seed 1; hours a run on a CPU: meant for a GPU machine) -> bench/results/atari_learn.{md,png}
 # Tables are printed and written to bench/results/ (GROUP.md and GROUP.log; quick, full and locomotion in their own

@@ -119,7 +119,7 @@ def main() -> None:
     )
     p.add_argument("--games", nargs="+", choices=[*GAMES, "Pong"])
     p.add_argument("--atari", action="store_true", help="Pong and Breakout (ALE) instead")
-    p.add_argument("--seeds", type=int, nargs="+", default=[1])
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--steps", type=int, default=1_000_000, help="env steps a run")
     p.add_argument("--eval-every", type=int, default=100_000)
     p.add_argument("--log", default="bench/results/minatar_learn.jsonl")
