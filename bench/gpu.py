@@ -46,6 +46,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -378,13 +379,14 @@ def part_profile(
     from common.logger import Logger
 
     args = replace(ppo.default_args(env_id, num_envs, device), num_envs=num_envs)
-    warm, batch = 3, args.num_envs * args.num_steps
+    # then `sampled` iterations untraced, while NVML samples the GPU's utilization
+    warm, sampled, batch = 3, 8, args.num_envs * args.num_steps
     args = replace(
         args,
         env=env_id,
         device=device,
         seed=1,
-        total_steps=batch * (warm + iterations + 1),
+        total_steps=batch * (warm + iterations + 1 + sampled),
         eval_every=0,
         save_every=0,
         quiet=True,
@@ -425,6 +427,24 @@ def part_profile(
         ticks.append(time.perf_counter())
         prof.step()
 
+    # the GPU's own busy share, not the profiler's (whose kernel sum misses what CUPTI does not
+    # trace): NVML's utilization, the share of its last sample period in which a kernel ran
+    # (`torch.cuda.utilization`, needs nvidia-ml-py), sampled from a thread
+    utilization: list[tuple[float, int]] = []
+    sampling = threading.Event()
+
+    def sample():
+        try:
+            while not sampling.wait(0.02):
+                utilization.append((time.perf_counter(), torch.cuda.utilization(device)))
+        except Exception as e:  # no NVML here: the summary says so
+            utilization.append((float("nan"), -1))
+            print(f"NVML utilization not sampled: {type(e).__name__}: {e}")
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    if device == "cuda":
+        sampler.start()
+
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device == "cuda" else [])]
     with profile(
         activities=activities,
@@ -441,7 +461,12 @@ def part_profile(
         finally:
             Logger.burn_in, Captured._capture = original, capture
             _WarpBackend._launch = launch
+            sampling.set()
     events = prof.key_averages()
+    # the untraced iterations after the profile's: NVML's samples in them, and their wall time
+    lo, hi = ticks[warm + iterations], ticks[warm + iterations + sampled]
+    in_window = [u for t, u in utilization if lo <= t <= hi]
+    nvml = sum(in_window) / len(in_window) / 100 if in_window and min(in_window) >= 0 else None
     # the recorded iterations, host clock
     wall = (ticks[warm + iterations - 1] - ticks[warm - 1]) / iterations
 
@@ -481,6 +506,10 @@ def part_profile(
         "graph_launches_per_iteration": calls("cudaGraphLaunch", "cuGraphLaunch"),
         # host time blocked because the launch queue was full: the GPU had work queued all along
         # (a check on the busy share, whose kernel sum can miss kernels CUPTI does not trace)
+        "nvml_busy_share": nvml,
+        "nvml_samples": len(in_window),
+        "nvml_iterations": sampled,
+        "unprofiled_wall_s_per_iteration": (hi - lo) / sampled,
         "queue_full_s_per_iteration": sum(
             e.cpu_time_total for e in events if e.key == "Command Buffer Full"
         )
@@ -694,6 +723,13 @@ def report() -> str:
             f"{prof['kernel_launches_per_iteration']:,.0f} kernel launches, "
             f"{prof['graph_launches_per_iteration']:,.0f} CUDA graph launches, "
             f"{prof['host_waits_per_iteration']:,.0f} host waits"
+            + (
+                f"; NVML: the GPU busy {prof['nvml_busy_share']:.0%} of {prof['nvml_samples']} "
+                f"samples over {prof['nvml_iterations']} untraced iterations of "
+                f"{prof['unprofiled_wall_s_per_iteration'] * 1e3:.0f} ms"
+                if prof.get("nvml_busy_share") is not None
+                else ""
+            )
             + (
                 f"; the host blocked {prof['queue_full_s_per_iteration'] * 1e3:.0f} ms on a full "
                 "launch queue (the GPU had work queued)"

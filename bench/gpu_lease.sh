@@ -61,7 +61,7 @@ setup() {
   $PY - <<'EOF'
 import importlib.util, torch
 print("torch", torch.__version__, "cuda", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
-for m in ("gymnasium", "tyro", "mujoco", "warp", "mujoco_warp", "rsl_rl", "tensordict", "minatar", "ale_py"):
+for m in ("gymnasium", "tyro", "mujoco", "warp", "mujoco_warp", "rsl_rl", "tensordict", "minatar", "ale_py", "pynvml"):
     print(m, "yes" if importlib.util.find_spec(m) else "MISSING", end="; ")
 print()
 EOF

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fills .whl/a and .whl/b (git-ignored) with what a bare GPU machine lacks for `bench/gpu_lease.sh`, as cp312
-# wheels: gymnasium, tyro and rsl_rl (with tensordict) in a; MuJoCo, MuJoCo Warp, MinAtar and ale-py in b. warp-lang's wheel is 150 MB,
-# over one call's 64 MiB, so it is repacked: its Python side as b/warp_py.tar.xz (without the CPU compiler library,
-# examples and tests, which a GPU run does not load) and its 300 MB library xz-compressed (78 MB) and split, part 0
-# in a and part 1 in b. Call 1 carries .whl/a, call 2 (on the still-warm machine) .whl/b.
+# wheels: gymnasium, tyro, rsl_rl (with tensordict) and nvidia-ml-py (NVML, the profile's busy share) in a;
+# MuJoCo, MuJoCo Warp, MinAtar and ale-py in b. warp-lang's wheel is 150 MB, over one call's 64 MiB, so it is
+# repacked: its Python side as b/warp_py.tar.xz (without the CPU compiler library, examples and tests, which a GPU
+# run does not load) and its 300 MB library xz-compressed (78 MB) and split, part 0 in a and part 1 in b. Call 1
+# carries .whl/a, call 2 (on the still-warm machine) .whl/b.
 #
 #   bash bench/gpu_wheels.sh            # about 4 minutes (xz -9 on two cores)
 set -eu
@@ -17,7 +18,8 @@ PLAT=""
 for p in manylinux_2_35_x86_64 manylinux_2_34_x86_64 manylinux_2_31_x86_64 manylinux_2_28_x86_64 manylinux_2_27_x86_64 \
          manylinux_2_24_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64; do PLAT="$PLAT --platform $p"; done
 A="gymnasium==1.4.0 farama-notifications==0.0.6 tyro==1.0.17 docstring-parser==0.18.0 typeguard==4.6.1
-   rsl-rl-lib==5.5.1 tensordict==0.15.3 pyvers==0.2.3 gitpython==3.2.1 gitdb==4.0.12 smmap==5.0.3"
+   rsl-rl-lib==5.5.1 tensordict==0.15.3 pyvers==0.2.3 gitpython==3.2.1 gitdb==4.0.12 smmap==5.0.3
+   nvidia-ml-py==13.615.71"
 B="mujoco==4.0.0 mujoco-core==4.0.0 glfw==2.11.0 pyopengl==3.1.10 mujoco-warp==4.0.0 minatar==1.0.15
    ale-py==0.12.1"
 for set in A B; do

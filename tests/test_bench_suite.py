@@ -361,6 +361,8 @@ def test_gpu_profile_part_records_an_iteration_and_reports_it(tmp_path, monkeypa
     # CartPole's row: 4 steps a rollout
     assert prof["env_steps_per_iteration"] == 8 * 4 and prof["iterations"] == 2
     assert prof["wall_s_per_iteration"] > 0 and prof["gpu_busy_s_per_iteration"] == 0.0
+    # NVML's busy share on CUDA only; the untraced iterations after the profile timed anyway
+    assert prof["nvml_busy_share"] is None and prof["unprofiled_wall_s_per_iteration"] > 0
     assert "aten::addmm" in (tmp_path / "gpu" / "profile.txt").read_text()
     assert "## Where ppo_vec's time goes" in gpu.report()
 
