@@ -368,7 +368,8 @@ def part_profile(
     calls `Logger.burn_in` once per iteration, which steps the profiler's schedule here. Writes the
     top ops by GPU and by CPU time to bench/results/gpu/profile.txt and, per iteration: wall time,
     GPU busy time (the kernels' own time, summed), kernel and graph launches, and calls that make
-    the host wait."""
+    the host wait; then 8 more iterations untraced, over which NVML's utilization is sampled (the
+    busy share by the driver's count, where CUPTI misses kernels)."""
     from dataclasses import replace
 
     import torch
@@ -437,8 +438,7 @@ def part_profile(
         try:
             while not sampling.wait(0.02):
                 utilization.append((time.perf_counter(), torch.cuda.utilization(device)))
-        except Exception as e:  # no NVML here: the summary says so
-            utilization.append((float("nan"), -1))
+        except Exception as e:  # no NVML here: the summary's share is None
             print(f"NVML utilization not sampled: {type(e).__name__}: {e}")
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -466,7 +466,7 @@ def part_profile(
     # the untraced iterations after the profile's: NVML's samples in them, and their wall time
     lo, hi = ticks[warm + iterations], ticks[warm + iterations + sampled]
     in_window = [u for t, u in utilization if lo <= t <= hi]
-    nvml = sum(in_window) / len(in_window) / 100 if in_window and min(in_window) >= 0 else None
+    nvml = sum(in_window) / len(in_window) / 100 if in_window else None
     # the recorded iterations, host clock
     wall = (ticks[warm + iterations - 1] - ticks[warm - 1]) / iterations
 
