@@ -434,10 +434,10 @@ PPO_PENDULUM = dict(
     save_every=0,
     quiet=True,
 )
-# DQN with the file's CartPole-v1 defaults (`dqn.default_args`) for 50k of its 100k steps, evaluated
-# every 5k
+# DQN with the file's CartPole-v1 defaults (`dqn.default_args`), their whole 100k-step budget (the
+# learning rate anneals to it), evaluated every 5k
 DQN_CARTPOLE = dict(
-    env="CartPole-v1", seed=1, total_steps=50_000, eval_every=5_000, save_every=0, quiet=True
+    env="CartPole-v1", seed=1, total_steps=100_000, eval_every=5_000, save_every=0, quiet=True
 )
 # the off-policy learning tests' Pendulum-v1 setting (test_learning_offpolicy.py, the H-term
 # variants, the pipeline): each file's own Pendulum-v1 row (`pendulum_row`: its TASK_DEFAULTS, what

@@ -1,9 +1,6 @@
 """Learning: each algorithm reaches a return threshold on a fixed seed within its test budget
 (budgets in conftest.py). Evaluation is deterministic (greedy / mean action), 10 episodes."""
 
-import json
-from pathlib import Path
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -30,19 +27,11 @@ def test_ppo_learns_pendulum(ppo_pendulum):
 
 
 def test_dqn_learns_cartpole(dqn_cartpole):
-    """With its CartPole-v1 defaults (the paper's Q-learning), DQN solves CartPole-v1 (10-episode
-    eval >= 475) within 50k env steps and mostly holds it: the median of the last five evaluations
-    (30k-50k) is >= 400 (DQN's greedy policy dips after solving; bench/README.md, "advantage
-    learning", has the curves of seeds 1-5)."""
-    print("DQN CartPole-v1:", dqn_cartpole)
-    rows = [
-        json.loads(line)
-        for line in (Path(dqn_cartpole["run_dir"]) / "metrics.jsonl").read_text().splitlines()
-    ]
-    evals = [(r["step"], r["eval_return"]) for r in rows if "eval_return" in r]
-    assert any(step <= 50_000 and ret >= 475 for step, ret in evals), evals
-    late = sorted(ret for step, ret in evals if step >= 30_000)
-    assert len(late) == 5 and late[2] >= 400, evals
+    """`--env CartPole-v1` (the file's row, the paper's Q-learning): solved (10-episode eval >= 475)
+    within 60k of its 100k env steps, and every evaluation from then on, the final policy's
+    included, stays solved (the row was chosen for that: bench/README.md#a-stable-solve)."""
+    print("DQN CartPole-v1:", dqn_cartpole, evaluations(dqn_cartpole))
+    assert_solved_and_stays(dqn_cartpole, 475, by=60_000)
 
 
 def test_ppo_checkpoint_scores_in_gymnasium(ppo_cartpole):
