@@ -22,7 +22,8 @@
 #   pqn-minatar algos/pqn.py on MinAtar Breakout with its row (the PQN paper's MinAtar settings) on CUDA, 10M steps
 #               or the cap; its metrics come back in the archive (bench/runs/gpu)
 #   pqn-pong    algos/pqn.py on ALE/Pong-v5 with the PQN paper's Atari settings (bench/minatar_learn.py's ATARI),
-#               2.5M env steps (10M frames: issue 58's +18 target) or the cap; ale-py's vector env on every core
+#               2.5M env steps (10M frames: issue 58's +18 target) or the cap; ale-py's vector env on every core;
+#               $ATARI_FILE (pqn, ppo_vec, dqn) and $ATARI_GAME (Pong, Breakout, ...) run another file or game
 #   env | ppo-ant | ppo-ant-eager | ppo-ant-compile | ppo-ant-16k | ppo-humanoid | ppo-humanoid-eager |
 #   ppo-humanoid-16k | ppo-ant-adaptive | ppo-humanoid-adaptive | rsl_rl | rsl_rl-16k | rsl_rl-humanoid |
 #   rsl_rl-humanoid-16k | cartpole | profile | td3-ant | td3-ant-eager
@@ -109,10 +110,11 @@ for stage in "$@"; do
                --total-steps 10000000 --eval-every 500000 --save-every 0 --quiet --no-plots \
                --out-dir bench/runs/gpu > "$OUT/pqn_minatar.log" 2>&1
              echo "exit $?"; tail -n 5 "$OUT/pqn_minatar.log" ;;
-    pqn-pong) echo "== pqn-pong (cap ${CAP_pqn_pong:-300}s) $(date +%T)"
-             flags=$($PY -c "import sys; sys.path.insert(0, 'bench'); import minatar_learn; print(minatar_learn.ATARI['pqn'])")
+    pqn-pong) f=${ATARI_FILE:-pqn} g=${ATARI_GAME:-Pong}
+             echo "== pqn-pong: $f on ALE/$g-v5 (cap ${CAP_pqn_pong:-300}s) $(date +%T)"
+             flags=$($PY -c "import sys; sys.path.insert(0, 'bench'); import minatar_learn; print(minatar_learn.ATARI['$f'])")
              # shellcheck disable=SC2086
-             timeout -s INT "${CAP_pqn_pong:-300}" $PY algos/pqn.py --env ALE/Pong-v5 --device cuda $flags \
+             timeout -s INT "${CAP_pqn_pong:-300}" $PY "algos/$f.py" --env "ALE/$g-v5" --device cuda $flags \
                --total-steps "${STEPS_pqn_pong:-2500000}" --eval-every 500000 --save-every 0 --quiet --no-plots \
                --out-dir bench/runs/gpu > "$OUT/pqn_pong.log" 2>&1
              echo "exit $?"; tail -n 5 "$OUT/pqn_pong.log" ;;
