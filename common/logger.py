@@ -395,8 +395,8 @@ class Ticks:
     Evaluate every `eval_every` env steps and save every `save_every` (0: only at the end), both at
     the last iteration; log at every evaluation and otherwise at most once per `log_seconds` of wall
     time. The evaluate and save decisions depend on `step` only (every torchrun rank takes the same
-    ones) and restart from the step a run starts or resumes at, so a resumed run evaluates at the
-    same steps.
+    ones) and count from the last evaluation and the last save; a checkpoint keeps both
+    (`Run.save`), so a resumed run evaluates and saves at the same steps as the run it continues.
     """
 
     def __init__(self, eval_every: int, save_every: int, step: int, log_seconds: float = 1.0):

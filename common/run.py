@@ -17,7 +17,8 @@ What the shell does, so that no file repeats it:
 * `--resume`: loads the checkpoint, continues with its settings (`common.checkpoint.resume_args`),
   checks that the env still has the saved spaces, and restores every entry of `state` in place
   (anything with `load_state_dict`, or a tensor, copied into) together with the random-number
-  generators, the step and the clock; `run.start_iter` and `run.step` say where the run stands.
+  generators, the step, the clock and where the evaluation and checkpoint schedule stood;
+  `run.start_iter` and `run.step` say where the run stands.
 * the checkpoint holds `state` under the same names (each `state_dict()`, or the tensor), the file's
   `meta`, whatever `extra()` returns at that moment, the counters and the generators: a key is named
   once.
@@ -146,6 +147,8 @@ class Run:
         # NaN/Inf: stop, keep the last good checkpoint
         self.guard = NumericGuard(self.device)
         self.ticks = Ticks(args.eval_every, args.save_every, self.step)
+        if self.ckpt is not None and "ticks" in self.ckpt:  # the schedule where the run left it
+            self.ticks.last_eval, self.ticks.last_save = self.ckpt["ticks"]
         self.episodes = find_wrapper(env, EpisodeStatistics)
         self.episodes.guard = self.guard  # every env step's observations and rewards
 
@@ -267,6 +270,7 @@ class Run:
                 "iteration": next_iteration,
                 "global_step": self.step,
                 "seconds": self.logger.seconds,
+                "ticks": (self.ticks.last_eval, self.ticks.last_save),
                 **({"ranks": every} if every is not None else {}),
             },
         )

@@ -324,10 +324,11 @@ def test_sigkill_then_resume_matches_uninterrupted_run(case, tmp_path):
     """The one exact-resume test: every algorithm file (and the settings in RESUME_EXTRA), killed at
     a random moment and resumed, ends with a checkpoint equal bit for bit (parameters, optimizers,
     buffers, normalizers, env and RNG states) and the same evaluation rows as the uninterrupted
-    run."""
+    run. Evaluations every second checkpoint: a run resumed from a checkpoint between two
+    evaluations must take their schedule up where it stood, not restart it from there."""
     algo, config = RESUME_CASES[case]
     module = _module(algo)
-    kw = dict(config, eval_every=config["save_every"], quiet=True)
+    kw = dict(config, eval_every=2 * config["save_every"], quiet=True)
     full = module.main(module.Args(**dict(kw, out_dir=str(tmp_path / "full"))))
     calls = kw["total_steps"] // kw["num_envs"]
     rng = random.Random(f"kill-{case}")

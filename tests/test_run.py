@@ -337,7 +337,17 @@ def test_the_run_shell_saves_the_state_a_file_names_and_restores_it(tmp_path):
     first = ppo_vec.main(ppo_vec.Args(out_dir=str(tmp_path / "a"), **kw))
     ck = torch.load(first["checkpoint"], weights_only=False)
     state = {"model", "optimizer", "env", "next_obs"}
-    shell = {"algo", "env_id", "args", "spaces", "rng", "iteration", "global_step", "seconds"}
+    shell = {
+        "algo",
+        "env_id",
+        "args",
+        "spaces",
+        "rng",
+        "iteration",
+        "global_step",
+        "seconds",
+        "ticks",
+    }
     meta = {"policy", "policy_spec"}  # the deployable policy: common/policy.py
     assert set(ck) - {"format"} == state | shell | meta, sorted(set(ck) ^ (state | shell | meta))
     assert ck["iteration"] == 2 and ck["global_step"] == 64
