@@ -4,7 +4,9 @@ the vec-env contract, preprocessed as DQN's and CleanRL's Atari files do.
 `ale_py.vector_env.AtariVectorEnv` steps the games on its own threads and does the frame work in
 C++: 4 frames a step with the last two max-pooled, 84x84 grayscale, 4 frames stacked, up to 30
 no-ops at the start of a game, FIRE at the start where the game needs it, 108,000 frames at most a
-game. On top of that, for learning (both on by default; `episodic_life=False`, `clip_rewards=False`
+game. Here, where the game has FIRE, the first action of each new life is FIRE too (CleanRL's
+`FireResetEnv` presses it after every lost life): a greedy policy that never serves would otherwise
+stand still until the frame limit. On top of that, for learning (both on by default; `episodic_life=False`, `clip_rewards=False`
 turn them off):
 
 - a lost life is a termination (`terminated`), though the game goes on: values are not bootstrapped
@@ -96,6 +98,11 @@ class Atari(NormalTensors, gym.vector.VectorEnv):
         self.action_space = self.env.action_space
         self.max_episode_steps = None  # the frame limit ends a game as a truncation
         self._seed, self._frame = seed, None
+        from ale_py import Action
+
+        action_set = list(self.env.ale.get_action_set())
+        self._fire_id = action_set.index(Action.FIRE) if Action.FIRE in action_set else None
+        self._lives = self._serve = None  # lives after the last step; who serves next (FIRE)
 
     def _tensor(self, x: np.ndarray, dtype=None) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(x)).to(self.device, dtype)
@@ -103,7 +110,8 @@ class Atari(NormalTensors, gym.vector.VectorEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         seed = self._seed if seed is None and self._frame is None else seed
         obs, info = self.env.reset(seed=seed)
-        self._frame = info["episode_frame_number"]
+        self._frame, self._lives = info["episode_frame_number"], info["lives"]
+        self._serve = np.zeros(self.num_envs, dtype=bool)
         return self._tensor(obs), {}
 
     def step(self, actions):
@@ -114,10 +122,15 @@ class Atari(NormalTensors, gym.vector.VectorEnv):
                 f"{self.env_id}: actions are integers in [0, {self.single_action_space.n}), got "
                 f"{a[:8]}"
             )
+        if self._serve is not None and self._serve.any():  # a new life starts with FIRE
+            a = np.where(self._serve, self._fire_id, a)
         obs, reward, terminated, truncated, info = self.env.step(a)
         # a game that ended was reset in this step: its frame count starts again
         over = info["episode_frame_number"] < self._frame
         self._frame = info["episode_frame_number"]
+        if self._fire_id is not None and self._lives is not None:
+            self._serve = (info["lives"] < self._lives) & ~over
+        self._lives = info["lives"]
         final = np.where(over[:, None, None, None], info["final_obs"], obs) if over.any() else obs
         score = self._tensor(reward, torch.float32)
         flags = terminated | truncated

@@ -45,6 +45,21 @@ def test_breakout_frames_rewards_lives_and_games():
     assert lost > 0 and games > 0
 
 
+def test_each_new_life_is_served_so_a_greedy_policy_never_stalls():
+    """Breakout serves the ball on FIRE: at a game's start ale-py presses it, and at the start of
+    each later life the env does (the agent's action replaced). An agent that never presses FIRE
+    (always NOOP) then loses its five lives within a few hundred steps, where without the serve its
+    second life would stand still until the 108,000-frame limit (a greedy evaluation's 27,000
+    steps a game)."""
+    env = envs.make("ALE/Breakout-v5", num_envs=2, seed=1)
+    env.reset(seed=1)
+    for step in range(1_000):
+        *_, info = env.step(torch.zeros(2, dtype=torch.long))
+        if info["episode_over"].any():
+            break
+    assert info["episode_over"].any(), f"no game ended in {step + 1} NOOP steps"
+
+
 def test_episode_statistics_and_evaluation_count_whole_games_unclipped():
     """`EpisodeStatistics` (what a run logs as `return`) and `evaluate` (`eval_return`) sum the
     unclipped score over every life of a game; the training signal is clipped and per life."""
