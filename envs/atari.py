@@ -6,8 +6,8 @@ C++: 4 frames a step with the last two max-pooled, 84x84 grayscale, 4 frames sta
 no-ops at the start of a game, FIRE at the start where the game needs it, 108,000 frames at most a
 game. Here, where the game has FIRE, the first action of each new life is FIRE too (CleanRL's
 `FireResetEnv` presses it after every lost life): a greedy policy that never serves would otherwise
-stand still until the frame limit. On top of that, for learning (both on by default; `episodic_life=False`, `clip_rewards=False`
-turn them off):
+stand still until the frame limit. On top of that, for learning (both on by default;
+`episodic_life=False`, `clip_rewards=False` turn them off):
 
 - a lost life is a termination (`terminated`), though the game goes on: values are not bootstrapped
   across it, and the agent sees its next frame as a new episode would;
