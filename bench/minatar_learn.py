@@ -44,6 +44,20 @@ ATARI = {
 }
 
 
+# Published figures to print beside ours, by (Atari?, game). MinAtar: the PPO checkpoints of
+# gymnax-blines (gymnax's README, 10M env steps, an MLP on the flattened grid, gymnax's JAX port of
+# MinAtar: no sticky actions, so a near game, not the same one). Atari: CleanRL's reports at 10M env
+# steps (40M frames), as in shared/REFERENCES.md.
+PUBLISHED = {
+    (False, "Asterix"): "PPO 15 at 10M (gymnax-blines)",
+    (False, "Breakout"): "PPO 28 at 10M (gymnax-blines)",
+    (False, "Freeway"): "PPO 58 at 10M (gymnax-blines)",
+    (False, "SpaceInvaders"): "PPO 131 at 10M (gymnax-blines)",
+    (True, "Pong"): "ppo_atari 20.4, pqn_atari 20.5 at 10M (CleanRL)",
+    (True, "Breakout"): "ppo_atari ~415, pqn_atari ~385 at 10M (CleanRL)",
+}
+
+
 def run_one(file: str, game: str, seed: int, steps: int, every: int, atari: bool) -> dict:
     with tempfile.TemporaryDirectory() as out:
         env_id = f"ALE/{game}-v5" if atari else f"MinAtar/{game}-v1"
@@ -65,9 +79,10 @@ def run_one(file: str, game: str, seed: int, steps: int, every: int, atari: bool
 def table(runs: list[dict]) -> str:
     files = sorted({r["file"] for r in runs})
     games = [g for g in (*GAMES, *ATARI_GAMES) if any(r["game"] == g for r in runs)]
+    atari = any(r.get("env", "").startswith("ALE/") for r in runs)
     lines = [
-        "| game | " + " | ".join(f"{f}: final (best), seconds" for f in files) + " |",
-        "|---|" + "---|" * len(files),
+        "| game | " + " | ".join(f"{f}: final (best), seconds" for f in files) + " | published |",
+        "|---|" + "---|" * (len(files) + 1),
     ]
     for game in dict.fromkeys(games):
         cells = []
@@ -83,6 +98,7 @@ def table(runs: list[dict]) -> str:
                 ", ".join(f"{a:.1f} ({b:.1f})" for a, b in zip(finals, bests))
                 + f"; {sum(secs) / len(secs):.0f} s"
             )
+        cells.append(PUBLISHED.get((atari, game), ""))
         lines.append(f"| {game} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
