@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import atexit
 import re
+from difflib import get_close_matches
 
 import gymnasium as gym
 import numpy as np
@@ -73,9 +74,12 @@ class Atari(NormalTensors, gym.vector.VectorEnv):
         from ale_py.roms import get_all_rom_ids
 
         game = rom_name(env_id)
-        if game not in get_all_rom_ids():
+        if game not in (roms := get_all_rom_ids()):
+            near = [f"ALE/{g.title().replace('_', '')}-v5" for g in get_close_matches(game, roms)]
             raise UserError(
-                f"{env_id}: ale-py has no game {game!r} (ale_py.roms.get_all_rom_ids())"
+                f"{env_id}: ale-py has no game {game!r}"
+                + (f"; did you mean {', '.join(near)}?" if near else "")
+                + " (all games: ale_py.roms.get_all_rom_ids())"
             )
         self.env = AtariVectorEnv(
             game,

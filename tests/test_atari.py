@@ -92,6 +92,8 @@ def test_atari_ids_and_bad_input_say_what_to_do():
         envs.make("ALE/Breakout-v4", num_envs=1)
     with pytest.raises(UserError, match="no game"):
         envs.make("ALE/NoSuchGame-v5", num_envs=1)
+    with pytest.raises(UserError, match="did you mean ALE/Breakout-v5"):
+        envs.make("ALE/Breakot-v5", num_envs=1)
     env = envs.make("ALE/Pong-v5", num_envs=2)
     env.reset(seed=0)
     with pytest.raises(UserError, match=r"\[0, 6\)"):
