@@ -53,8 +53,8 @@ PUBLISHED = {
     (False, "Breakout"): "PPO 28 at 10M (gymnax-blines)",
     (False, "Freeway"): "PPO 58 at 10M (gymnax-blines)",
     (False, "SpaceInvaders"): "PPO 131 at 10M (gymnax-blines)",
-    (True, "Pong"): "ppo_atari 20.4, pqn_atari 20.5 at 10M (CleanRL)",
-    (True, "Breakout"): "ppo_atari ~415, pqn_atari ~385 at 10M (CleanRL)",
+    (True, "Pong"): "ppo_atari 20.4, pqn_atari 20.5 at 40M frames (CleanRL)",
+    (True, "Breakout"): "ppo_atari ~415, pqn_atari ~385 at 40M frames (CleanRL)",
 }
 
 
@@ -110,16 +110,18 @@ def plot(runs: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     games = list(dict.fromkeys(r["game"] for r in runs))
+    # Atari results are published against frames (4 a step under the frame skip)
+    frames = 4 if any(r.get("env", "").startswith("ALE/") for r in runs) else 1
     fig, axes = plt.subplots(2, len(games), figsize=(4 * len(games), 6.5), squeeze=False)
     colors = {"pqn": "tab:blue", "ppo_vec": "tab:orange", "dqn": "tab:green"}
     for j, game in enumerate(games):
         for r in (r for r in runs if r["game"] == game):
             steps, secs, ret = zip(*r["evals"])
             kw = dict(color=colors.get(r["file"]), alpha=0.8, label=f"{r['file']} s{r['seed']}")
-            axes[0, j].plot(steps, ret, **kw)
+            axes[0, j].plot([frames * s for s in steps], ret, **kw)
             axes[1, j].plot(secs, ret, **kw)
         axes[0, j].set_title(game)
-        axes[0, j].set_xlabel("env steps")
+        axes[0, j].set_xlabel("frames (4 per env step)" if frames == 4 else "env steps")
         axes[1, j].set_xlabel("seconds of training (one core)")
     axes[0, 0].set_ylabel("evaluation return")
     axes[1, 0].set_ylabel("evaluation return")
