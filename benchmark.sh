@@ -63,6 +63,8 @@
 #                 env steps and seconds (~2 h, one run at a time) -> bench/results/minatar.md, minatar_learn.{md,png}
 #   atari       pqn and ppo_vec on ALE Pong and Breakout (CleanRL's / the PQN paper's settings, 10M frames,
 #                 seed 1; hours a run on a CPU: meant for a GPU machine) -> bench/results/atari_learn.{md,png}
+#                 (a run made by hand, resumed across sessions: python bench/minatar_learn.py --atari
+#                 --add-run RUN_DIR --note "...")
 # Tables are printed and written to bench/results/ (GROUP.md and GROUP.log; quick, full and locomotion in their own
 # folders, asymmetric as asymmetric_critic.md); a run that fails leaves the committed ones as they were.
 # Interpreter: $PYTHON if set, else the project's .venv/bin/python (README's set-up), else python on PATH.
@@ -142,8 +144,12 @@ case "$group" in
   locomotion-profile) for t in Ant Humanoid; do $PY bench/locomotion_profile.py --task "$t"; done ;;
   locomotion) for t in hopper halfcheetah walker2d ant humanoid offpolicy-hopper offpolicy-halfcheetah offpolicy-ant flagship profile; do
                bash "$0" "locomotion-$t"; done ;;
-  report)    if [ "${2:-}" = locomotion ]; then $PY bench/locomotion.py report
-             else $PY bench/suite.py report "${2:?usage: bash benchmark.sh report GROUP}"; fi ;;
+  report)    case "${2:-}" in
+               locomotion) $PY bench/locomotion.py report ;;
+               minatar) $PY bench/minatar_learn.py --from-log bench/results/minatar_learn.jsonl ;;
+               atari) $PY bench/minatar_learn.py --atari --from-log bench/results/atari_learn.jsonl ;;
+               *) $PY bench/suite.py report "${2:?usage: bash benchmark.sh report GROUP}" ;;
+             esac ;;
   offpolicy-long)
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256

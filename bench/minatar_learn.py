@@ -9,6 +9,10 @@ evaluations, and curves against env steps and against seconds of training (evalu
     python bench/minatar_learn.py --files dqn --steps 250000 --seeds 1 2 3
     python bench/minatar_learn.py --atari --steps 2500000   # 10M frames: hours a run on a CPU
     python bench/minatar_learn.py --from-log bench/results/minatar_learn.jsonl   # table and plots
+    python bench/minatar_learn.py --atari --add-run runs/ALE/Pong-v5__ppo_vec__s1__<time> --note TEXT
+
+`--add-run` takes a run made with an algorithm file (`--save-every`, `--resume` across sessions: a
+10M-frame Atari run on a CPU outlives a session) into the log, its note printed above the table.
 
 The rows' own budgets (10M env steps for PQN and PPO, 5M for DQN, as their papers) are hours a run
 on a CPU; `--steps` cuts them, and the epsilon schedules (a fraction of the budget) shrink with it.
@@ -74,6 +78,23 @@ def run_one(file: str, game: str, seed: int, steps: int, every: int, atari: bool
     evals = [(r["step"], r["seconds"], r["eval_return"]) for r in rows if "eval_return" in r]
     return dict(file=file, game=game, seed=seed, steps=steps, evals=evals, env=env_id,
                 wall=time.perf_counter() - t, load=os.getloadavg()[0])  # fmt: skip
+
+
+def from_run(run_dir: Path, note: str) -> dict:
+    """A run made directly with an algorithm file (a long Atari run that checkpoints and resumes
+    across sessions) as one line of the log: its `args.json` and `metrics.jsonl`."""
+    try:
+        args = json.loads((run_dir / "args.json").read_text())
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        file = run_dir.name.split("__")[1]  # <env>__<algo>__s<seed>__<time>
+    except (OSError, IndexError, json.JSONDecodeError) as e:
+        raise SystemExit(f"--add-run {run_dir}: not a run directory of an algorithm file ({e})")
+    evals = [(r["step"], r["seconds"], r["eval_return"]) for r in rows if "eval_return" in r]
+    if not evals:
+        raise SystemExit(f"--add-run {run_dir}: no evaluation in its metrics.jsonl yet")
+    game = args["env"].split("/")[-1].split("-")[0]  # ALE/Pong-v5, MinAtar/Pong-v1, Pong-MinAtar
+    return dict(file=file, game=game, seed=args["seed"], steps=args["total_steps"], evals=evals,
+                env=args["env"], wall=None, load=None, run_dir=str(run_dir), note=note)  # fmt: skip
 
 
 def table(runs: list[dict]) -> str:
@@ -142,10 +163,25 @@ def main() -> None:
     p.add_argument("--eval-every", type=int, default=100_000)
     p.add_argument("--log", default="bench/results/minatar_learn.jsonl")
     p.add_argument("--from-log", metavar="JSONL", help="no runs: the table and plots of a log")
+    p.add_argument(
+        "--add-run",
+        metavar="RUN_DIR",
+        type=Path,
+        help="no runs: put a run made "
+        "with an algorithm file into --log (replacing its earlier line), then as --from-log",
+    )
+    p.add_argument("--note", default="", help="with --add-run: a paragraph on the run for the .md")
     a = p.parse_args()
     a.games = a.games or list(ATARI_GAMES if a.atari else GAMES)
     if a.atari and a.log == p.get_default("log"):
         a.log = "bench/results/atari_learn.jsonl"
+    if a.add_run:
+        new = from_run(a.add_run, a.note)
+        log = Path(a.log)
+        old = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        kept = [r for r in old if r.get("run_dir") != new["run_dir"]]
+        log.write_text("".join(json.dumps(r) + "\n" for r in [*kept, new]))
+        a.from_log = a.log
     if a.from_log:
         runs = [json.loads(line) for line in Path(a.from_log).read_text().splitlines()]
     else:
@@ -162,10 +198,12 @@ def main() -> None:
     out = Path(a.from_log or a.log).with_suffix("")
     plot(runs, out.with_suffix(".png"))
     when = datetime.datetime.now(datetime.UTC)
+    command = f"--from-log {a.log}" + " --atari" * a.atari if a.add_run else " ".join(sys.argv[1:])
     text = (
         f"# {'Atari' if a.atari else 'MinAtar'} from pixels: "
         f"{', '.join(sorted({r['file'] for r in runs}))}\n\n"
-        f"`python bench/minatar_learn.py {' '.join(sys.argv[1:])}`, {when:%Y-%m-%d %H:%M} UTC. "
+        + "".join(r["note"] + "\n\n" for r in runs if r.get("note"))
+        + f"`python bench/minatar_learn.py {command}`, {when:%Y-%m-%d %H:%M} UTC. "
         + ("The settings in `ATARI`" if a.atari else "Each file's MinAtar row")
         + ", the budget cut to the runs' steps; final evaluation (10 deterministic episodes; "
         "MinAtar with sticky actions, Atari whole games, unclipped) and the best one on the way, "
