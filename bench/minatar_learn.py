@@ -9,7 +9,7 @@ evaluations, and curves against env steps and against seconds of training (evalu
     python bench/minatar_learn.py --files dqn --steps 250000 --seeds 1 2 3
     python bench/minatar_learn.py --atari --steps 2500000   # 10M frames: hours a run on a CPU
     python bench/minatar_learn.py --from-log bench/results/minatar_learn.jsonl   # table and plots
-    python bench/minatar_learn.py --atari --add-run runs/ALE/Pong-v5__ppo_vec__s1__<time> --note TEXT
+    python bench/minatar_learn.py --atari --add-run runs/ALE/Pong-v5__ppo_vec__s1__<t> --note TEXT
 
 `--add-run` takes a run made with an algorithm file (`--save-every`, `--resume` across sessions: a
 10M-frame Atari run on a CPU outlives a session) into the log, its note printed above the table.
