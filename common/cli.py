@@ -151,9 +151,17 @@ def cli(args_cls, description: str | None = None, defaults_for=None, argv: list[
     kwargs = {"device": given.get("--device", args_cls().device)}
     if given.get("--num-envs", "").isdigit():
         kwargs["num_envs"] = int(given["--num-envs"])
-    default = defaults_for(given.get("--env", args_cls().env), **kwargs)
+    env_id = given.get("--env", args_cls().env)
+    default = defaults_for(env_id, **kwargs)
     if description is not None and any(a in ("-h", "--help") for a in argv):
         description += task_defaults_note(args_cls, default)
+    elif ale_game_exists(env_id) and default == args_cls(env=env_id):
+        # a file's own defaults are sized for small tasks: on Atari they run, and learn little
+        print(
+            f"note: this file has no row for {env_id}: the flags not given take its own defaults "
+            f"(sized for small tasks); {ATARI_FLAGS}",
+            file=sys.stderr,
+        )
     return _parse(args_cls, default=default, description=description, args=argv)
 
 
@@ -181,6 +189,24 @@ def task_id(env_id: str) -> str:
     return env_id
 
 
+def ale_rom(env_id: str) -> str | None:
+    """`ALE/SpaceInvaders-v5` -> `space_invaders` (the ROM ale-py knows); None for another id."""
+    import re
+
+    m = re.fullmatch(r"ALE/([A-Za-z0-9]+)-v5", env_id)
+    return None if m is None else re.sub(r"(?<!^)(?=[A-Z])", "_", m.group(1)).lower()
+
+
+def ale_game_exists(env_id: str) -> bool:
+    if ale_rom(env_id) is None:
+        return False
+    try:
+        from ale_py.roms import get_all_rom_ids
+    except ImportError:
+        return False
+    return ale_rom(env_id) in get_all_rom_ids()
+
+
 def rollout_shape(
     num_envs: int,
     batch: int = 4096,
@@ -203,6 +229,12 @@ def rollout_shape(
     return dict(num_envs=num_envs, num_steps=steps, num_minibatches=count)
 
 
+ATARI_FLAGS = (
+    "the papers' Atari settings as flags: README.md, 'Learning from pixels' "
+    "(bench/minatar_learn.py's ATARI)"
+)
+
+
 def task_defaults_note(args_cls, default) -> str:
     """The help's paragraph naming the defaults that the task's row (or its scale) sets over the
     dataclass's, in flag syntax, or saying that the task has none."""
@@ -215,7 +247,11 @@ def task_defaults_note(args_cls, default) -> str:
         if f.name != "env" and getattr(default, f.name) != getattr(base, f.name)
     ]
     if not changed:
-        return f"\n\nDefaults below: the file's own ({default.env} has no row of task defaults)."
+        atari = f"; {ATARI_FLAGS}" if default.env.startswith("ALE/") else ""
+        return (
+            f"\n\nDefaults below: the file's own ({default.env} has no row of task defaults"
+            f"{atari})."
+        )
     return (
         f"\n\nDefaults below for {default.env}: the file's own, except {', '.join(changed)} (set "
         "for this task; other tasks get other values: --env X --help)."

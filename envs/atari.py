@@ -31,7 +31,6 @@ starts new games.
 from __future__ import annotations
 
 import atexit
-import re
 from difflib import get_close_matches
 
 import gymnasium as gym
@@ -39,6 +38,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
+from common.cli import ale_rom
 from common.device import canonical
 from common.errors import MissingPackage, UserError
 from common.vec_env import NormalTensors, check_actions
@@ -46,10 +46,9 @@ from common.vec_env import NormalTensors, check_actions
 
 def rom_name(env_id: str) -> str:
     """`ALE/SpaceInvaders-v5` -> `space_invaders` (the ROM ale-py knows)."""
-    m = re.fullmatch(r"ALE/([A-Za-z0-9]+)-v5", env_id)
-    if m is None:
+    if (rom := ale_rom(env_id)) is None:
         raise UserError(f"{env_id!r}: Atari ids here are ALE/<Game>-v5, e.g. ALE/Breakout-v5")
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", m.group(1)).lower()
+    return rom
 
 
 class Atari(NormalTensors, gym.vector.VectorEnv):

@@ -151,3 +151,18 @@ def test_help_names_the_flags_the_tasks_row_sets(capsys):
     assert got.count("--") == len(row), got  # nothing the row leaves alone
     assert "--no-autotune" in note(sac, "MountainCarContinuous-v0")
     assert "has no row" in note(dqn, "Acrobot-v1")
+
+
+def test_an_atari_id_without_a_row_points_to_the_papers_flags(capsys):
+    """`--env ALE/<Game>-v5` on a file without an Atari row runs its small-task defaults: the run
+    says so on stderr, and `--help` too, naming where the papers' Atari flags are."""
+    from algos import pqn
+
+    args = cli(pqn.Args, "doc", defaults_for=pqn.default_args, argv=["--env", "ALE/Pong-v5"])
+    assert args.env == "ALE/Pong-v5"
+    assert "no row for ALE/Pong-v5" in capsys.readouterr().err
+    cli(pqn.Args, "doc", defaults_for=pqn.default_args, argv=["--env", "CartPole-v1"])
+    assert capsys.readouterr().err == ""  # a task with a row, or not Atari: no note
+    with pytest.raises(SystemExit):
+        cli(pqn.Args, "doc", defaults_for=pqn.default_args, argv=["--env", "ALE/Pong-v5", "-h"])
+    assert "Learning from pixels" in " ".join(capsys.readouterr().out.split())
