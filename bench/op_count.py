@@ -11,7 +11,8 @@ Runs ppo_vec with its Ant GPU defaults (16 steps x 4 minibatches x 5 epochs) on 
 backend on Warp's CPU device, and counts every torch op that would launch a kernel (views and
 allocations left out) by phase: the env's step (its torch ops around the captured graphs), the rest
 of the rollout, GAE, the update. The NaN guard is put on its accelerator branch (the on-device flag
-a GPU run uses). The set-up iterations and the evaluation are left out.
+a GPU run uses). The set-up iterations, the evaluation and the progress logs (once a second of
+wall time, on whichever iteration a host reaches then) are left out.
 
 `--mode capture` counts what a GPU run launches with the iteration captured as a CUDA graph
 (ppo_vec's default on CUDA, common/graphs.py): the capture's check runs as on a GPU, each replay
@@ -40,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import envs  # noqa: E402
 from common.graphs import Captured  # noqa: E402
 from common.guard import NumericGuard  # noqa: E402
-from common.logger import Logger  # noqa: E402
+from common.logger import Logger, Ticks  # noqa: E402
 
 NOT_LAUNCHES = {
     "empty",
@@ -90,8 +91,9 @@ def in_phase(fn, phase, after=None):
 def hooks(capture: bool, counted: range):
     """The run's hooks while counting: each replay of a captured function counts its launches (as
     on a GPU), the env's step its own phase, the NaN guard on its accelerator branch, the
-    evaluations left out; `COUNT.phase` is "rollout" on the iterations in `counted` (1-based)
-    and None (not counted) on the others."""
+    evaluations and the progress logs (once a second, on no fixed iteration) left out;
+    `COUNT.phase` is "rollout" on the iterations in `counted` (1-based) and None (not counted) on
+    the others."""
     import common.run
 
     COUNT.ops.clear()
@@ -108,7 +110,11 @@ def hooks(capture: bool, counted: range):
             COUNT.ops[("graph", "replay")] += self.launches
 
     make, guard_init, burn_in = envs.make, NumericGuard.__init__, Logger.burn_in
-    evaluate = common.run.evaluate
+    evaluate, ticks_init = common.run.evaluate, Ticks.__init__
+
+    def no_timed_logs(self, *a, **k):  # a log once a second of wall time lands on whichever
+        ticks_init(self, *a, **k)  # iteration a slow host reaches then: not one an iteration
+        self.log_seconds = float("inf")
 
     def counted_make(*a, **k):
         env = make(*a, **k)
@@ -128,12 +134,14 @@ def hooks(capture: bool, counted: range):
 
     Captured._stand_in, envs.make, NumericGuard.__init__ = replay, counted_make, accelerator_guard
     Logger.burn_in, common.run.evaluate = next_iteration, in_phase(evaluate, None)
+    Ticks.__init__ = no_timed_logs
     try:
         with COUNT:
             yield
     finally:
         envs.make, NumericGuard.__init__, Logger.burn_in = make, guard_init, burn_in
         common.run.evaluate, Captured._stand_in, Captured.simulate = evaluate, stand_in, False
+        Ticks.__init__ = ticks_init
 
 
 def report(what: str, capture: bool) -> int:
