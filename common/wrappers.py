@@ -150,8 +150,9 @@ class EpisodeStatistics(VecEnvWrapper):
         }
 
     def load_own_state_dict(self, sd):
-        self.ep_return.copy_(sd["ep_return"])
-        self.ep_length.copy_(sd["ep_length"])
+        if keeps_episodes(self.env):  # else its games restart, and so do their sums
+            self.ep_return.copy_(sd["ep_return"])
+            self.ep_length.copy_(sd["ep_length"])
         self._acc.copy_(sd["acc"])
         self.last_return_mean, self.last_length_mean = sd["last"]
 
@@ -297,7 +298,16 @@ class NormalizeReward(VecEnvWrapper):
 
     def load_own_state_dict(self, sd):
         self.rms.load_state_dict(sd["rms"])
-        self.ret.copy_(sd["ret"])
+        if keeps_episodes(self.env):
+            self.ret.copy_(sd["ret"])
+
+
+def keeps_episodes(env) -> bool:
+    """Whether a checkpoint restores `env`'s episodes where they stood: a simulator that cannot
+    save its state (ALE, a gymnasium env on the host: `state_dict()` is empty) starts new ones on
+    resume, and a wrapper's per-episode sums must start with them."""
+    base = unwrap_chain(env)[-1]
+    return hasattr(base, "state_dict") and bool(base.state_dict())
 
 
 def find_wrapper(env, cls):

@@ -41,6 +41,33 @@ def test_episode_statistics_match_manual_bookkeeping():
     assert again["episodes"] == 0 and again["return"] == stats["return"]
 
 
+@pytest.mark.parametrize("host", [False, True])
+def test_a_resumed_episode_sums_on_only_where_its_env_resumes_it(host):
+    """A torch env's checkpoint restores its episodes, so the return sums carry on; a host
+    simulator's games restart on resume (its state_dict is empty), so the sums start again: a
+    resumed Pong run once logged -34, a partial game plus a whole one."""
+    from envs.gym_adapter import GymnasiumVecEnv
+
+    def make():
+        base = GymnasiumVecEnv("CartPole-v1", num_envs=3) if host else envs.make("CartPole-v1", 3)
+        return wrap_env(base, norm_obs=False, norm_reward=True)
+
+    env = make()
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step(torch.ones(3, dtype=torch.long))
+    fresh = make()
+    fresh.reset(seed=1)
+    fresh.load_state_dict(env.state_dict())
+    sums = find_wrapper(env, EpisodeStatistics), find_wrapper(fresh, EpisodeStatistics)
+    rets = find_wrapper(env, NormalizeReward).ret, find_wrapper(fresh, NormalizeReward).ret
+    assert torch.equal(sums[0].ep_length, torch.full((3,), 5))
+    if host:
+        assert not sums[1].ep_length.any() and not sums[1].ep_return.any() and not rets[1].any()
+    else:
+        assert torch.equal(sums[0].ep_return, sums[1].ep_return) and torch.equal(*rets)
+
+
 def test_running_mean_std_matches_numpy():
     rms = RunningMeanStd((3,))
     data = [torch.randn(n, 3, dtype=torch.float64) * 3 + 1 for n in (1, 7, 100, 33)]
