@@ -93,6 +93,10 @@ def from_run(run_dir: Path, note: str) -> dict:
     if not evals:
         raise SystemExit(f"--add-run {run_dir}: no evaluation in its metrics.jsonl yet")
     game = args["env"].split("/")[-1].split("-")[0]  # ALE/Pong-v5, MinAtar/Pong-v1, Pong-MinAtar
+    # one name for the run however it was typed (./bench/runs/..., an absolute path, from bench/):
+    # a later --add-run of it replaces its line
+    root, run_dir = Path(__file__).resolve().parents[1], run_dir.resolve()
+    run_dir = run_dir.relative_to(root) if run_dir.is_relative_to(root) else run_dir
     return dict(file=file, game=game, seed=args["seed"], steps=args["total_steps"], evals=evals,
                 env=args["env"], wall=None, load=None, run_dir=str(run_dir), note=note)  # fmt: skip
 

@@ -155,14 +155,15 @@ def cli(args_cls, description: str | None = None, defaults_for=None, argv: list[
     default = defaults_for(env_id, **kwargs)
     if description is not None and any(a in ("-h", "--help") for a in argv):
         description += task_defaults_note(args_cls, default)
-    elif ale_game_exists(env_id) and default == args_cls(env=env_id):
+    args = _parse(args_cls, default=default, description=description, args=argv)
+    if ale_game_exists(env_id) and default == args_cls(env=env_id):
         # a file's own defaults are sized for small tasks: on Atari they run, and learn little
         print(
             f"note: this file has no row for {env_id}: the flags not given take its own defaults "
             f"(sized for small tasks); {ATARI_FLAGS}",
             file=sys.stderr,
         )
-    return _parse(args_cls, default=default, description=description, args=argv)
+    return args
 
 
 def task_defaults(args_cls, tasks: dict):
@@ -189,22 +190,34 @@ def task_id(env_id: str) -> str:
     return env_id
 
 
-def ale_rom(env_id: str) -> str | None:
-    """`ALE/SpaceInvaders-v5` -> `space_invaders` (the ROM ale-py knows); None for another id."""
-    import re
-
-    m = re.fullmatch(r"ALE/([A-Za-z0-9]+)-v5", env_id)
-    return None if m is None else re.sub(r"(?<!^)(?=[A-Z])", "_", m.group(1)).lower()
+def ale_id(rom: str) -> str:
+    """`space_invaders` -> `ALE/SpaceInvaders-v5` (the id gymnasium registers for an ale-py ROM)."""
+    return f"ALE/{rom.title().replace('_', '')}-v5"
 
 
-def ale_game_exists(env_id: str) -> bool:
-    if ale_rom(env_id) is None:
-        return False
+def ale_roms() -> list[str]:
+    """The ROMs ale-py has (none without it)."""
     try:
         from ale_py.roms import get_all_rom_ids
     except ImportError:
-        return False
-    return ale_rom(env_id) in get_all_rom_ids()
+        return []
+    return list(get_all_rom_ids())
+
+
+def ale_rom(env_id: str) -> str | None:
+    """`ALE/SpaceInvaders-v5` -> `space_invaders`, the ROM ale-py knows (for a game it does not
+    know, the name it would have); None for an id of another form."""
+    import re
+
+    m = re.fullmatch(r"ALE/([A-Za-z0-9]+)-v5", env_id)
+    if m is None:
+        return None
+    known = [rom for rom in ale_roms() if ale_id(rom) == env_id]  # TicTacToe3D: tic_tac_toe_3d
+    return known[0] if known else re.sub(r"(?<!^)(?=[A-Z])", "_", m.group(1)).lower()
+
+
+def ale_game_exists(env_id: str) -> bool:
+    return (rom := ale_rom(env_id)) is not None and rom in ale_roms()
 
 
 def rollout_shape(

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from common.cli import ale_rom
+from common.cli import ale_id, ale_rom
 from common.device import canonical
 from common.errors import MissingPackage, UserError
 from common.vec_env import NormalTensors, check_actions
@@ -74,7 +74,7 @@ class Atari(NormalTensors, gym.vector.VectorEnv):
 
         game = rom_name(env_id)
         if game not in (roms := get_all_rom_ids()):
-            near = [f"ALE/{g.title().replace('_', '')}-v5" for g in get_close_matches(game, roms)]
+            near = [ale_id(g) for g in get_close_matches(game, roms)]
             raise UserError(
                 f"{env_id}: ale-py has no game {game!r}"
                 + (f"; did you mean {', '.join(near)}?" if near else "")

@@ -94,6 +94,14 @@ def test_atari_ids_and_bad_input_say_what_to_do():
         envs.make("ALE/NoSuchGame-v5", num_envs=1)
     with pytest.raises(UserError, match="did you mean ALE/Breakout-v5"):
         envs.make("ALE/Breakot-v5", num_envs=1)
+    # every game under the id gymnasium registers for it (ale_py.registration), TicTacToe3D's too
+    from ale_py.registration import rom_id_to_name
+    from ale_py.roms import get_all_rom_ids
+
+    from common.cli import ale_id, ale_rom
+
+    for rom in get_all_rom_ids():
+        assert ale_id(rom) == f"ALE/{rom_id_to_name(rom)}-v5" and ale_rom(ale_id(rom)) == rom
     env = envs.make("ALE/Pong-v5", num_envs=2)
     env.reset(seed=0)
     with pytest.raises(UserError, match=r"\[0, 6\)"):

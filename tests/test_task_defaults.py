@@ -166,3 +166,6 @@ def test_an_atari_id_without_a_row_points_to_the_papers_flags(capsys):
     with pytest.raises(SystemExit):
         cli(pqn.Args, "doc", defaults_for=pqn.default_args, argv=["--env", "ALE/Pong-v5", "-h"])
     assert "Learning from pixels" in " ".join(capsys.readouterr().out.split())
+    with pytest.raises(SystemExit):  # a wrong flag: its one error, and no note before it
+        cli(pqn.Args, "doc", defaults_for=pqn.default_args, argv=["--env=ALE/Pong-v5", "--lr", "1"])
+    assert "no row" not in capsys.readouterr().err
