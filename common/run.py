@@ -18,7 +18,9 @@ What the shell does, so that no file repeats it:
   checks that the env still has the saved spaces, and restores every entry of `state` in place
   (anything with `load_state_dict`, or a tensor, copied into) together with the random-number
   generators, the step, the clock and where the evaluation and checkpoint schedule stood;
-  `run.start_iter` and `run.step` say where the run stands.
+  `run.start_iter` and `run.step` say where the run stands. An env that cannot save its games
+  (ALE, a gymnasium env on the host) starts new ones: `next_obs`, `hidden` and `window` then keep
+  the file's fresh start.
 * the checkpoint holds `state` under the same names (each `state_dict()`, or the tensor), the file's
   `meta`, whatever `extra()` returns at that moment, the counters and the generators: a key is named
   once.
@@ -57,7 +59,11 @@ from common.graphs import Captured
 from common.guard import NumericGuard
 from common.logger import Logger, Meter, Ticks, make_run_dir
 from common.policy import Policy, RecurrentPolicy, deployed
+from common.vec_env import keeps_episodes
 from common.wrappers import EpisodeStatistics, find_wrapper
+
+# the entries of a file's state that describe where its episodes stand (the names every file uses)
+EPISODE_STATE = ("next_obs", "hidden", "window")
 
 
 # the checkpoint path of the run under way: Ctrl-C in a file's loop body names it (common.cli)
@@ -125,9 +131,13 @@ class Run:
         self.extra, self.evaluate = extra or dict, evaluate
         self.elapsed = 0.0
         if self.ckpt is not None:
+            # an env that cannot save its games starts new ones (common.vec_env.keeps_episodes):
+            # where the saved ones stood (the observation, a recurrent state, an n-step window)
+            # belongs to games that are gone, and the fresh start the file just made stays
+            gone = () if keeps_episodes(env) else EPISODE_STATE
             for name, obj in state.items():
-                # an unused slot, or a checkpoint from before it existed
-                if obj is None or name not in self.own:
+                # an unused slot, a checkpoint from before it existed, a game that is gone
+                if obj is None or name not in self.own or name in gone:
                     continue
                 if isinstance(obj, torch.Tensor):
                     with torch.no_grad():

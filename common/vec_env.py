@@ -81,6 +81,7 @@ __all__ = [
     "VecEnvWrapper",
     "check_actions",
     "unwrap_chain",
+    "keeps_episodes",
     "AutoresetMode",
 ]
 
@@ -408,6 +409,15 @@ class VecEnvWrapper(NormalTensors, gym.vector.VectorWrapper):
         self.load_own_state_dict(sd["own"])
         if hasattr(self.env, "load_state_dict"):
             self.env.load_state_dict(sd["inner"])
+
+
+def keeps_episodes(env) -> bool:
+    """Whether a checkpoint restores `env`'s episodes where they stood: a simulator that cannot
+    save its state (ALE, a gymnasium env on the host: `state_dict()` is empty) starts new ones on
+    resume, and what stood with the old ones must start again with them (a wrapper's per-episode
+    sums, a run's observation: `common.run`)."""
+    base = unwrap_chain(env)[-1]
+    return hasattr(base, "state_dict") and bool(base.state_dict())
 
 
 def unwrap_chain(env) -> list:

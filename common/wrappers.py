@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from common.errors import UserError, UserTypeError
-from common.vec_env import VecEnvWrapper, mask_width, unwrap_chain
+from common.vec_env import VecEnvWrapper, keeps_episodes, mask_width, unwrap_chain
 
 
 def _stat_dtype(device: torch.device) -> torch.dtype:
@@ -300,14 +300,6 @@ class NormalizeReward(VecEnvWrapper):
         self.rms.load_state_dict(sd["rms"])
         if keeps_episodes(self.env):
             self.ret.copy_(sd["ret"])
-
-
-def keeps_episodes(env) -> bool:
-    """Whether a checkpoint restores `env`'s episodes where they stood: a simulator that cannot
-    save its state (ALE, a gymnasium env on the host: `state_dict()` is empty) starts new ones on
-    resume, and a wrapper's per-episode sums must start with them."""
-    base = unwrap_chain(env)[-1]
-    return hasattr(base, "state_dict") and bool(base.state_dict())
 
 
 def find_wrapper(env, cls):

@@ -314,3 +314,34 @@ def test_resume_keeps_the_saved_bookkeeping_flags_it_is_not_given():
     )
     got = resume_args(ppo_vec.Args(resume="ck.pt", save_every=2048), {"args": saved})
     assert (got.save_every, got.eval_every) == (2048, 4096)
+
+
+def _host_cartpole(**kw):
+    from envs.gym_adapter import GymnasiumVecEnv
+
+    return GymnasiumVecEnv("CartPole-v1", **kw)
+
+
+@pytest.mark.parametrize("host", [False, True])
+def test_a_resumed_run_observes_its_env_where_the_env_resumed(host, tmp_path, monkeypatch):
+    """A torch env's checkpoint puts its episodes back where they stood, and the run's saved
+    observation with them; a host simulator's games start again (ALE's, a gymnasium env's): the
+    run keeps the observation the fresh games begin with, never the one of a game that is gone."""
+    import common.run
+    import envs
+
+    envs.register("HostCartPole-v0", _host_cartpole)
+    kw = dict(SMALL[ppo_vec], env="HostCartPole-v0" if host else "CartPole-v1")
+    saved = ppo_vec.main(ppo_vec.Args(out_dir=str(tmp_path), **kw))["checkpoint"]
+    seen, start = {}, common.run.Run.start
+
+    def spy(self, env, state, *a, **k):
+        seen["fresh"] = state["next_obs"]["policy"].clone()  # (a Batch of the obs groups)
+        start(self, env, state, *a, **k)
+        seen["resumed"] = state["next_obs"]["policy"].clone()
+
+    monkeypatch.setattr(common.run.Run, "start", spy)
+    ppo_vec.main(ppo_vec.Args(**dict(kw, out_dir=str(tmp_path / "again"), resume=saved)))
+    before = torch.load(saved, weights_only=False)["next_obs"]["policy"]
+    assert not torch.equal(seen["fresh"], before)  # the saved run had moved on from its start
+    assert torch.equal(seen["resumed"], seen["fresh"] if host else before)
