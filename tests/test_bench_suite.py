@@ -513,3 +513,26 @@ def test_every_bench_script_parses_its_command_line():
     ]
     assert len(runnable) >= 20
     assert [p.name for p in runnable if "ArgumentParser(" not in p.read_text()] == []
+
+
+def test_minatar_learn_add_run_replaces_a_run_however_its_path_is_typed(tmp_path):
+    """`bench/minatar_learn.py --add-run RUN_DIR`: a run made with an algorithm file enters the
+    log with its note, and adding it again (its path typed another way) replaces its line."""
+    import subprocess
+
+    run = tmp_path / "runs" / "ALE" / "Pong-v5__ppo_vec__s1__20261130-105621"
+    run.mkdir(parents=True)
+    (run / "args.json").write_text(json.dumps({"env": "ALE/Pong-v5", "seed": 1, "total_steps": 8}))
+    _write_run(run / "metrics.jsonl", [(4, 1.0, -21.0), (8, 2.0, -20.0)])
+    log = tmp_path / "atari_learn.jsonl"
+    script = str(ROOT / "bench" / "minatar_learn.py")
+    for typed, note in (
+        ("runs/ALE/Pong-v5__ppo_vec__s1__20261130-105621/", "first"),
+        (run, "then"),
+    ):
+        cmd = [sys.executable, script, "--atari", "--log", str(log), "--add-run", str(typed)]
+        subprocess.run([*cmd, "--note", note], cwd=tmp_path, check=True, capture_output=True)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(r["file"], r["game"], r["note"]) for r in lines] == [("ppo_vec", "Pong", "then")]
+    assert lines[0]["evals"][-1] == [8, 2.0, -20.0]
+    assert "then" in (tmp_path / "atari_learn.md").read_text()
