@@ -19,6 +19,9 @@
 #                 seeds 1-2, final policy on gymnasium's env: do the defaults follow N? (~40 min on 2 cores)
 #   marl          MAPPO, QMIX, VDN, MADDPG, MATD3 on MPE simple_spread, 3 seeds, curves PNG (~30 min)
 #   pipeline      SAC and TD3 on Pendulum-v1 with and without --pipeline: env-steps/s, ratio, overlap, returns
+#   threads       two runs at once on a CPU: CartPole PPO and DQN, MinAtar PQN, Hopper PPO x64, each alone and two
+#                 at once, with --threads auto and with torch's thread a core (~25 min on 2 cores)
+#                 -> bench/results/threads.md
 #   compile       --compile on vs off: PPO (CartPole-v1) and SAC (Pendulum-v1) env-steps/s, one thread, warm-up excluded
 #   population    PPO population (tournament, generational; 4 learning rates) vs one run at equal env steps
 #                 on Pendulum-v1, 2 seeds, curves PNG (~5 min on an idle 2-core machine)
@@ -108,6 +111,7 @@ case "$group" in
   pipeline)  table pipeline bench/pipeline.py ;;
   population) table population bench/population.py ;;
   compile)   table compile bench/compile_speed.py ;;
+  threads)   $PY bench/threads.py ;;  # writes bench/results/threads.md itself
   gpu)       $PY bench/gpu.py ;;
   peers)     table peers bench/peers.py ;;
   minatar)   $PY bench/minatar_speed.py && $PY bench/minatar_learn.py ;;  # write their own tables
@@ -154,6 +158,6 @@ case "$group" in
     $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, full, report, peers, tensordict, compile, envs, ppo, asymmetric, ensemble, offpolicy, hterm, mujoco, mujoco-learn, mujoco-num-envs, marl, pipeline, population, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile, rllib, rllib-TASK or gpu (bash benchmark.sh --help says what each runs)" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, full, report, peers, tensordict, compile, envs, ppo, asymmetric, ensemble, offpolicy, hterm, mujoco, mujoco-learn, mujoco-num-envs, marl, pipeline, population, threads, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile, rllib, rllib-TASK or gpu (bash benchmark.sh --help says what each runs)" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"

@@ -103,7 +103,7 @@ def have_cuda() -> bool:
 def machine() -> str:
     import torch
 
-    from envs.mujoco_locomotion import available_cores
+    from common.device import available_cores
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
     return f"{gpu}, {available_cores()} CPU cores, torch {torch.__version__}"
@@ -120,7 +120,7 @@ def save(part: str, data: dict) -> None:
 def part_env(seconds: float) -> None:
     from mujoco_throughput import ours
 
-    from envs.mujoco_locomotion import available_cores
+    from common.device import available_cores
 
     rows = []
     for task in ("Ant-v5", "Humanoid-v5"):

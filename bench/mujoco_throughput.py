@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 import envs
-from envs.mujoco_locomotion import available_cores
+from common.device import available_cores
 
 
 def _rate(step, n: int, seconds: float, sync=lambda: None, min_steps: int = 3) -> float:

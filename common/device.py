@@ -1,8 +1,10 @@
-"""Where a run computes and how it is seeded: the device (`--device auto`), `--compile` for that
-device, seeds, and the host RNG states a checkpoint saves and a resume restores."""
+"""Where a run computes and how it is seeded: the device (`--device auto`), its CPU threads
+(`--threads auto`), `--compile` for that device, seeds, and the host RNG states a checkpoint saves
+and a resume restores."""
 
 from __future__ import annotations
 
+import os
 import random
 
 import numpy as np
@@ -49,6 +51,72 @@ def resolve_device(spec: str) -> torch.device:
             f"cuda:{torch.cuda.device_count() - 1}"
         )
     return canonical(dev)
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity: `taskset`, a container's cpuset)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+# the variables a user sets to size OpenMP/MKL thread pools; `--threads auto` honours them
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _given_threads(spec) -> int | None:
+    """The threads the user asked for: `--threads N`, else a thread variable, else None."""
+    if spec != "auto":
+        if not isinstance(spec, int) or isinstance(spec, bool) or spec < 1:
+            raise UserError(f"--threads {spec!r}: give auto or a number of threads, at least 1")
+        return spec
+    for var in THREAD_VARS:
+        value = os.environ.get(var, "").strip()
+        if value:
+            if not value.isdigit() or int(value) < 1:
+                raise UserError(f"{var}={value!r} is not a number of threads; set it to 1 or more")
+            return int(value)
+    return None
+
+
+def resolve_threads(spec, device: torch.device) -> int:
+    """The torch threads a run computes with (`--threads`): a number given is taken as it is; `auto`
+    is `OMP_NUM_THREADS` (or `MKL_NUM_THREADS`) when the user set it, else one thread on a CPU run
+    and torch's own default on a GPU one (where the CPU only launches kernels).
+
+    One thread on a CPU, for every task: torch's default, a thread per core, made runs side by side
+    several times slower each (OpenMP's threads spin waiting for each other on shared cores), and
+    gains a run alone little for an MLP; a CNN run alone is faster with the cores (`--threads N`).
+    One thread also keeps a run's numbers the same on machines with other core counts: the thread
+    count changes how a CPU sums (measured: bench/results/threads.md)."""
+    given = _given_threads(spec)
+    if given is not None:
+        return given
+    return 1 if device.type == "cpu" else torch.get_num_threads()
+
+
+# the threads of the CPU simulators a run makes (the batched MuJoCo backend): `set_threads` sets
+# them for the process, as torch's own pool is set for it
+_SIMULATOR_THREADS: list[int] = []
+
+
+def simulator_threads() -> int:
+    """The threads a CPU simulator made now takes: the run's `--threads` (or thread variable) when
+    given, else every core this process may use (a simulator's pool waits without spinning: runs
+    side by side share the cores without the slowdown of torch's); never more than the cores."""
+    cores = available_cores()
+    return min(_SIMULATOR_THREADS[0], cores) if _SIMULATOR_THREADS else cores
+
+
+def set_threads(spec, device: torch.device) -> int:
+    """Set this process's threads for a run: torch's pool (`resolve_threads`) and the CPU
+    simulators' (`simulator_threads`). Returns torch's."""
+    threads, given = resolve_threads(spec, device), _given_threads(spec)
+    if threads != torch.get_num_threads():
+        torch.set_num_threads(threads)
+    _SIMULATOR_THREADS[:] = [] if given is None else [given]
+    return threads
 
 
 def check_seed(seed) -> int:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-import os
 from pathlib import Path
 
 import gymnasium as gym
@@ -37,7 +36,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from common import graphs
-from common.device import canonical
+from common.device import canonical, simulator_threads
 from common.errors import UserError, MissingPackage, UserTypeError
 from common.vec_env import ActionChecks
 
@@ -80,13 +79,6 @@ def _require_warp():
             "(or pass --mujoco-backend batch to simulate on the CPU)"
         ) from e
     return warp, mujoco_warp
-
-
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 def _mem_available_bytes() -> int | None:
@@ -425,7 +417,8 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
         self.dt = model.opt.timestep * self.frame_skip
         fields = tuple(self.fields) + (("cfrc_ext",) if self.contact_forces else ())
         if backend == "batch":
-            nthread = available_cores() if nthread is None else nthread
+            # the run's `--threads` when given, else the cores (`common.device.simulator_threads`)
+            nthread = simulator_threads() if nthread is None else nthread
             if nthread <= 0:
                 raise UserError(f"nthread must be positive, got {nthread}")
             self._check_memory(_BatchBackend.bytes_per_world(model), "RAM", _mem_available_bytes())

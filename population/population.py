@@ -76,7 +76,7 @@ import torch
 from common import distributed
 from common.checkpoint import RESUME_MAY_CHANGE, atomic_write, load_checkpoint, save_checkpoint
 from common.cli import cli
-from common.device import rng_state, seed_everything, set_rng_state
+from common.device import available_cores, rng_state, seed_everything, set_rng_state
 from common.errors import UserError, UserFileNotFoundError
 from common.evaluate import evaluate
 
@@ -197,12 +197,21 @@ def member_args(pop: PopArgs, algo_argv: list[str], member: int):
     defaults_for = getattr(mod, "default_args", None)
     args = cli(mod.Args, defaults_for=defaults_for, argv=algo_argv)
     changes = {"seed": args.seed + member}
+    if args.threads == "auto":  # the member's share of this node's cores (`--threads`)
+        changes["threads"] = member_threads(pop)
     for key, values in parse_vary(pop.vary).items():
         if not hasattr(args, key):
             fields = ", ".join(f.name for f in dataclasses.fields(args))
             raise UserError(f"--vary {key}: {path} has no such flag; its flags are: {fields}")
         changes[key] = _convert(values[member % len(values)], getattr(args, key))
     return path, mod, dataclasses.replace(args, **changes)
+
+
+def member_threads(pop: PopArgs) -> int:
+    """Each member's torch threads: `--threads`, else its share of the node's cores (members x
+    threads <= cores, so that members side by side do not slow each other down)."""
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", 1)))
+    return pop.threads or max(1, available_cores() // local_world)
 
 
 def mutable_keys(pop: PopArgs, args) -> list[str]:
@@ -775,8 +784,7 @@ def check(pop: PopArgs, algo_argv: list[str]) -> None:
 
 def worker(pop: PopArgs, algo_argv: list[str]) -> None:
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-    torch.set_num_threads(pop.threads or max(1, (os.cpu_count() or 1) // local_world))
+    torch.set_num_threads(member_threads(pop))
     root = Path(pop.dir)
     store, hosted = connect_store(pop.wait_timeout)
     heartbeat = Heartbeat(rank, pop.wait_timeout)
