@@ -15,7 +15,7 @@ gymnasium's MuJoCo tasks do not (`--no-obs-norm` runs the config exactly as publ
 Clock: starts after the runner, its models and the env are built; evaluations are timed and left
 out (`train_seconds`), as for ours. Evaluation: deterministic policy (the actor's mean, clipped to
 the action bounds as in training) on a fresh `envs.make(task, num_envs=episodes)`, seed 10000 +
-seed, as `ppo_vec` does; the final one also on gymnasium's own env (`common.evaluate.gym_rollouts`).
+seed, as `ppo_vec` does; the final one also on gymnasium's own env (`tools.evaluate.gym_rollouts`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ import numpy as np
 import torch
 
 import envs
-from common.evaluate import evaluate, gym_rollouts
+from common.evaluate import evaluate
 from envs.rsl_rl import RslRlVecEnv
+from tools.evaluate import gym_rollouts
 
 
 def isaaclab_classic_cfg(obs_norm: bool) -> dict:

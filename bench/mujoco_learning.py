@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from algos import ppo_vec
-from common.evaluate import gym_rollouts
+from tools.evaluate import gym_rollouts
 
 
 def random_return(env_id: str, episodes: int, seed: int) -> tuple[float, float]:

@@ -33,7 +33,7 @@ def worker(argv: list[str], flags: list[str]) -> dict:
 
     from algos import ppo_vec
     from common.cli import cli
-    from common.evaluate import gym_rollouts
+    from tools.evaluate import gym_rollouts
 
     torch.set_num_threads(1)
     args = cli(ppo_vec.Args, argv=argv, defaults_for=ppo_vec.default_args)
@@ -70,8 +70,8 @@ def table(rows: list[dict], steps: int) -> str:
         "ppo_vec's MuJoCo defaults on a CPU at N envs (`python algos/ppo_vec.py --env TASK "
         "--num-envs N`, nothing else but the budget and the seed)",
         "",
-        f"| task | N | rollout (steps x N, minibatches x epochs) | gymnasium return, final policy "
-        f"(per seed) | mean | training s (mean) |",
+        "| task | N | rollout (steps x N, minibatches x epochs) | gymnasium return, final policy "
+        "(per seed) | mean | training s (mean) |",
         "|---|---:|---|---|---:|---:|",
     ]
     key = lambda r: (r["env"], r["num_envs"], " ".join(r.get("flags", [])))

@@ -8,7 +8,7 @@ checkpoint.
 
 Reads `STOCK_TRADING_CSV` like the env does (see envs/stock_trading.py), so that train and backtest
 see the same data. The checkpoint names the algorithm file that wrote it; that file rebuilds the
-policy (`common.evaluate.load_policy`).
+policy (`tools.evaluate.load_policy`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ if str(ROOT) not in sys.path:
 
 from common.checkpoint import atomic_write  # noqa: E402
 from common.errors import UserError  # noqa: E402
-from common.evaluate import load_policy  # noqa: E402
 from envs.stock_trading import (
     StockTrading,
     backtest,
@@ -32,6 +31,7 @@ from envs.stock_trading import (
     plot_account_values,  # noqa: E402
     report_markdown,
 )
+from tools.evaluate import load_policy  # noqa: E402
 
 
 def backtest_checkpoint(

@@ -29,7 +29,6 @@ import torch  # noqa: E402
 
 from algos import ppo_vec  # noqa: E402
 from common.checkpoint import atomic_write  # noqa: E402
-from common.evaluate import load_policy  # noqa: E402
 from envs.stock_trading import (  # noqa: E402
     METRICS,
     backtest,
@@ -37,6 +36,7 @@ from envs.stock_trading import (  # noqa: E402
     plot_account_values,
     report_markdown,
 )
+from tools.evaluate import load_policy  # noqa: E402
 
 PPO_STOCK = dict(
     env="StockTrading-v0",
@@ -174,7 +174,7 @@ def main() -> str:
         "",
         report_markdown(rows).rstrip(),
         "",
-        f"Agent minus equal-weight buy-and-hold: "
+        "Agent minus equal-weight buy-and-hold: "
         + "; ".join(
             f"seed {s}: cumulative return "
             f"{100 * (r['cumulative_return'] - bh['cumulative_return']):+.1f} "

@@ -1,4 +1,4 @@
-"""Policy export (`common/export.py`): every single-agent file's checkpoint to TorchScript,
+"""Policy export (`tools/export.py`): every single-agent file's checkpoint to TorchScript,
 torch.export and ONNX, the files run (torch.jit.load, torch.export.load, onnxruntime) and give
 `load_policy`'s actions within 1e-5 on 1,000 observations, at any batch size; the command line's
 lines and its errors."""
@@ -8,9 +8,9 @@ import importlib
 import numpy as np
 import pytest
 import torch
-
 from conftest import SMALL_RUNS, run_as_main
-from common import export
+
+from tools import export
 
 onnxruntime = pytest.importorskip("onnxruntime")
 
@@ -84,11 +84,11 @@ def test_a_masked_policy_exports_with_the_mask_as_an_input(name, tmp_path):
 
 
 def test_the_command_line_says_what_it_wrote_and_refuses_bad_input(tmp_path):
-    ckpt = _train("dqn", tmp_path)  # `python -m common.export ...` three times (in one interpreter)
+    ckpt = _train("dqn", tmp_path)  # `python -m tools.export ...` three times (in one interpreter)
     ok, nothing, missing = run_as_main(
-        ("module", "common.export", [ckpt, "--torchscript", str(tmp_path / "p.pt")]),
-        ("module", "common.export", [ckpt]),
-        ("module", "common.export", [str(tmp_path / "none.pt"), "--onnx", "x.onnx"]),
+        ("module", "tools.export", [ckpt, "--torchscript", str(tmp_path / "p.pt")]),
+        ("module", "tools.export", [ckpt]),
+        ("module", "tools.export", [str(tmp_path / "none.pt"), "--onnx", "x.onnx"]),
     )
     assert ok.returncode == 0, ok.stderr
     assert (
@@ -110,7 +110,7 @@ def test_the_command_line_says_what_it_wrote_and_refuses_bad_input(tmp_path):
 _WITHOUT_ENVS = """
 import json, sys, torch
 sys.modules["envs"] = None  # `import envs` fails here
-from common.evaluate import load_policy
+from tools.evaluate import load_policy
 out = []
 for path in json.loads(sys.argv[1]):
     policy, _ = load_policy(path)
@@ -139,7 +139,7 @@ def _actions_without_envs(paths: list[str]) -> list:
 
 
 def _actions_here(path: str) -> list:
-    from common.evaluate import load_policy
+    from tools.evaluate import load_policy
 
     policy, _ = load_policy(path)
     return policy(
@@ -152,8 +152,9 @@ def test_the_deployable_policy_carries_its_normalizer_and_action_scaling_and_nee
     normalizer's final statistics (the env's, as saved) and acts within Pendulum's own bounds
     [-2, 2] (not the agent's [-1, 1]); it, and dqn's, load in a process where the env package cannot
     be imported, with the same actions."""
-    from algos import dqn, ppo_vec
     from conftest import SMALL_PPO_PENDULUM_NORMALIZED
+
+    from algos import dqn, ppo_vec
     from common.policy import Policy
 
     ppo = ppo_vec.main(

@@ -5,9 +5,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
-from common.evaluate import gym_rollouts, load_policy
 from conftest import assert_solved_and_stays, evaluations
+
+from tools.evaluate import gym_rollouts, load_policy
 
 # every test here trains (or reuses) an agent to a threshold: slow; the trained fixtures are shared,
 # so these tests stay on one xdist worker
@@ -64,7 +64,7 @@ def test_load_policy_accepts_numpy_and_torch_single_and_batched(ppo_cartpole):
 
 
 def test_evaluate_cli_and_video(ppo_cartpole, tmp_path, capsys):
-    from common import evaluate
+    from tools import evaluate
 
     res = evaluate.main(evaluate.Args(checkpoint=ppo_cartpole["checkpoint"], episodes=3))
     assert res["eval_return"] >= 475

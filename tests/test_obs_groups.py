@@ -11,12 +11,12 @@ import sys
 
 import pytest
 import torch
+from conftest import ROOT
 
 import envs
 import envs.partial
 from common.encoders import group_dims
 from common.vec_env import check_env
-from conftest import ROOT
 from common.wrappers import NormalizeObservation, wrap_env
 
 PRIV = "CartPoleNoVel-Privileged-v0"
@@ -126,7 +126,7 @@ def test_ppo_files_feed_the_critic_group_to_the_value_function(name, tmp_path, m
 def test_a_privileged_checkpoint_exports_with_the_policy_group_only(tmp_path):
     pytest.importorskip("onnxruntime")
     from algos import ppo_vec
-    from common import export
+    from tools import export
 
     ckpt = ppo_vec.main(ppo_vec.Args(out_dir=str(tmp_path), **SMALL))["checkpoint"]
     out = export.main(

@@ -9,10 +9,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from conftest import SMALL_RUNS
 
 from algos import ppo_rnn, ppo_vec
 from common.storage import Batch
-from conftest import SMALL_RUNS
 
 SMALL = SMALL_RUNS["ppo_rnn"]
 
@@ -82,7 +82,7 @@ def test_recurrent_policy_exports_with_its_state(tmp_path):
     pytest.importorskip("onnxruntime")
     import onnxruntime
 
-    from common import export
+    from tools import export
 
     ckpt = ppo_rnn.main(ppo_rnn.Args(out_dir=str(tmp_path), **SMALL))["checkpoint"]
     out = export.main(

@@ -1,8 +1,8 @@
 """Export a trained policy as one file that runs without this library (a robot, a game engine, C++):
 
-    python -m common.export runs/<run>/checkpoint.pt --onnx policy.onnx
-    python -m common.export runs/<run>/checkpoint.pt --torchscript policy.pt
-    python -m common.export runs/<run>/checkpoint.pt --pt2 policy.pt2   # torch.export's format
+    python -m tools.export runs/<run>/checkpoint.pt --onnx policy.onnx
+    python -m tools.export runs/<run>/checkpoint.pt --torchscript policy.pt
+    python -m tools.export runs/<run>/checkpoint.pt --pt2 policy.pt2   # torch.export's format
 
 What is exported is the checkpoint's deployable policy (`common/policy.py`), the module
 `load_policy` rebuilds from the checkpoint alone: observation normalization, the network and the
@@ -54,8 +54,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from common.errors import MissingPackage, UserError  # noqa: E402
-from common.evaluate import load_policy  # noqa: E402
 from common.policy import Policy, RecurrentPolicy  # noqa: E402
+from tools.evaluate import load_policy  # noqa: E402
 
 
 def policy_module(checkpoint: str) -> tuple[Policy, object, dict]:
