@@ -158,26 +158,16 @@ def load_checkpoint(
     return ckpt
 
 
-def _describe(space) -> str:
-    """A space in a few words: type, shape, dtype (a Box's bounds left out), sub-spaces of a
-    Dict."""
-    import gymnasium as gym
-
-    if isinstance(space, gym.spaces.Box):
-        return f"Box(shape={tuple(space.shape)}, {space.dtype})"
-    if isinstance(space, gym.spaces.Dict):
-        return "Dict(" + ", ".join(f"{k}: {_describe(v)}" for k, v in space.spaces.items()) + ")"
-    return repr(space)
-
-
 def spaces_of(env) -> dict:
     """What a checkpoint records of its env (`"spaces"` entry): the env's own single observation and
     action spaces (beneath the wrappers, as the user made it), described, and the number of agents
     of a multi-agent env."""
+    from common.vec_env import describe
+
     env = getattr(env, "unwrapped", env)
     out = {
-        "observation": _describe(env.single_observation_space),
-        "action": _describe(env.single_action_space),
+        "observation": describe(env.single_observation_space),
+        "action": describe(env.single_action_space),
     }
     if hasattr(env, "n_agents"):
         out["agents"] = int(env.n_agents)
@@ -208,6 +198,7 @@ RESUME_MAY_CHANGE = {
     "track",
     "wandb_project",
     "device",
+    "threads",
     "eval_every",
     "eval_episodes",
     "save_every",
@@ -223,7 +214,7 @@ def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
     default: a run resumed in code, `main(Args(resume=...))`); a flag set to another value than the
     saved one is refused with a message naming both, except the flags in `RESUME_MAY_CHANGE` (the
     run's length and bookkeeping: `--total-steps`, `--save-every`, `--eval-every`, ...), which take
-    the value given. `--device` is this machine's: never the saved one."""
+    the value given. `--device` and `--threads` are this machine's: never the saved ones."""
     saved, changes = ckpt["args"], {}
     plain = type(args)()  # the dataclass's own defaults: what `main(Args(resume=...))` starts from
     defaults = plain if defaults is None else defaults
@@ -233,7 +224,7 @@ def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
         return getattr(args, name) in (getattr(defaults, name), getattr(plain, name))
 
     for f in dataclasses.fields(args):
-        if f.name in ("resume", "device") or f.name not in saved:
+        if f.name in ("resume", "device", "threads") or f.name not in saved:
             continue
         mine = getattr(args, f.name)
         theirs = tuple(saved[f.name]) if isinstance(saved[f.name], list) else saved[f.name]
@@ -259,6 +250,11 @@ def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
                 f"settings (drop {flag}); only {', '.join(sorted(RESUME_MAY_CHANGE))} may change"
             )
     return dataclasses.replace(args, **changes)
+
+
+# the checkpoint of the run under way (`common.run.Run` sets it when its iterations start): Ctrl-C
+# in a file's loop body, outside the run shell's own `resume_hint`, names it (`common.cli`'s hook)
+RUNNING: list[Path] = []
 
 
 def interrupted(ckpt_path: Path) -> str:

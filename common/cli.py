@@ -4,13 +4,13 @@
         main(cli(Args, __doc__))                              # or, with per-env defaults:
         main(cli(Args, __doc__, defaults_for=default_args))
 
-tyro parses the flags; a command line it cannot take (a misspelled flag, with the right one named;
-a value of the wrong type) is refused in one line of our own, exit status 2. After parsing, a user
-error ends the process with one line, `error: <message naming the fix>`, and exit
-status 2, without a traceback: any `common.errors.UserError` (unknown env, wrong action kind,
-impossible sizes, foreign checkpoint, unwritable directory, a missing optional package, a run that
-diverged), and an allocation that does not fit in memory (sizes the user chose). Every other
-exception is a bug and keeps its traceback. `PODRACER_DEBUG=1` in the environment shows the
+tyro parses the flags; a command line it cannot take (a misspelled flag, with the closest ones
+named; a value of the wrong type or out of its field's `Range`) gets tyro's own message, exit
+status 2. After parsing, a user error ends the process with one line, `error: <message naming the
+fix>`, and exit status 2, without a traceback: any `common.errors.UserError` (unknown env, wrong
+action kind, impossible sizes, foreign checkpoint, unwritable directory, a missing optional package,
+a run that diverged), and an allocation that does not fit in memory (sizes the user chose). Every
+other exception is a bug and keeps its traceback. `PODRACER_DEBUG=1` in the environment shows the
 traceback of user errors too.
 """
 
@@ -20,7 +20,7 @@ import argparse
 import os
 import sys
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
 from common.errors import UserError
 
@@ -36,6 +36,10 @@ class RunArgs:
     num_envs: int = 16  # number of parallel sub-environments
     seed: int = 1  # seed of torch, numpy, python and the environments
     device: str = "auto"  # `auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`
+    # CPU threads: `auto` is OMP_NUM_THREADS when set, else one torch thread on a CPU run (runs side
+    # by side then take a core each; a CNN run alone is faster with more) and torch's own on a GPU;
+    # the CPU MuJoCo backend takes the number given, else the cores
+    threads: int | Literal["auto"] = "auto"
     # MuJoCo tasks: `auto` (MuJoCo Warp on CUDA, else the CPU batch), `batch` or `warp`
     mujoco_backend: str = "auto"
     total_steps: Count = 1_000_000  # total environment steps (summed over sub-envs)
@@ -45,7 +49,7 @@ class RunArgs:
     # also write the logged scalars as TensorBoard events in the run directory (`tensorboard
     # --logdir runs`)
     tensorboard: bool = True
-    # redraw `curves.png` at every evaluation and at the end; `--no-plots` for many short runs
+    # draw `curves.png` at the end of the run (`python -m tools.plot RUN_DIR` at any time)
     plots: bool = True
     eval_every: Count0 = 100_000  # evaluate the policy every this many env steps (0: at the end)
     eval_episodes: Count = 10  # episodes per evaluation (run in parallel on a separate env)
@@ -56,8 +60,7 @@ class RunArgs:
     quiet: bool = False  # no console progress line
 
     def __post_init__(self):
-        if not _DEFER_RANGES:
-            check_ranges(self)
+        check_ranges(self)
 
 
 @dataclass(frozen=True)
@@ -156,7 +159,7 @@ def cli(args_cls, description: str | None = None, defaults_for=None, argv: list[
     if description is not None and any(a in ("-h", "--help") for a in argv):
         description += task_defaults_note(args_cls, default)
     args = _parse(args_cls, default=default, description=description, args=argv)
-    if ale_game_exists(env_id) and default == args_cls(env=env_id):
+    if env_id.startswith("ALE/") and default == args_cls(env=env_id):
         # a file's own defaults are sized for small tasks: on Atari they run, and learn little
         print(
             f"note: this file has no row for {env_id}: the flags not given take its own defaults "
@@ -164,6 +167,15 @@ def cli(args_cls, description: str | None = None, defaults_for=None, argv: list[
             file=sys.stderr,
         )
     return args
+
+
+def _parse(args_cls, **kwargs):
+    """`tyro.cli`: a command line it refuses (an unknown flag, with the closest ones it knows; a
+    value of the wrong type; a value out of its field's range, from `check_ranges`) gets tyro's own
+    message, exit status 2."""
+    import tyro
+
+    return tyro.cli(args_cls, **kwargs)
 
 
 def task_defaults(args_cls, tasks: dict):
@@ -190,36 +202,6 @@ def task_id(env_id: str) -> str:
     return env_id
 
 
-def ale_id(rom: str) -> str:
-    """`space_invaders` -> `ALE/SpaceInvaders-v5` (the id gymnasium registers for an ale-py ROM)."""
-    return f"ALE/{rom.title().replace('_', '')}-v5"
-
-
-def ale_roms() -> list[str]:
-    """The ROMs ale-py has (none without it)."""
-    try:
-        from ale_py.roms import get_all_rom_ids
-    except ImportError:
-        return []
-    return list(get_all_rom_ids())
-
-
-def ale_rom(env_id: str) -> str | None:
-    """`ALE/SpaceInvaders-v5` -> `space_invaders`, the ROM ale-py knows (for a game it does not
-    know, the name it would have); None for an id of another form."""
-    import re
-
-    m = re.fullmatch(r"ALE/([A-Za-z0-9]+)-v5", env_id)
-    if m is None:
-        return None
-    known = [rom for rom in ale_roms() if ale_id(rom) == env_id]  # TicTacToe3D: tic_tac_toe_3d
-    return known[0] if known else re.sub(r"(?<!^)(?=[A-Z])", "_", m.group(1)).lower()
-
-
-def ale_game_exists(env_id: str) -> bool:
-    return (rom := ale_rom(env_id)) is not None and rom in ale_roms()
-
-
 def rollout_shape(
     num_envs: int,
     batch: int = 4096,
@@ -243,7 +225,7 @@ def rollout_shape(
 
 
 ATARI_FLAGS = (
-    "the papers' Atari settings as flags: README.md, 'Learning from pixels' "
+    "the papers' Atari settings as flags: docs/usage.md, 'Learning from pixels' "
     "(bench/minatar_learn.py's ATARI)"
 )
 
@@ -276,141 +258,6 @@ def _flag(name: str, v) -> str:
     if isinstance(v, bool):
         return flag if v else "--no-" + flag[2:]
     return f"{flag} {' '.join(map(str, v)) if isinstance(v, (tuple, list)) else v}"
-
-
-def _parse(args_cls, **kwargs):
-    """`tyro.cli` with one-line parse errors, `error: <what> — see PROG --help`, exit status 2:
-    the command line is checked first against the dataclass's own fields (an unknown flag, with
-    the closest known ones; a value its field's type cannot take; a value without a flag), then
-    tyro parses it and the ranges are checked on the result (`check_ranges`). A command line that
-    tyro still refuses gets a generic line; `PODRACER_DEBUG=1` shows tyro's own message."""
-    import contextlib
-    import io
-
-    import tyro
-
-    if os.environ.get("PODRACER_DEBUG", "") not in ("", "0"):
-        return tyro.cli(args_cls, **kwargs)
-    argv, prog = list(kwargs.get("args") or []), sys.argv[0]
-    help_asked = any(a in ("-h", "--help") for a in argv)
-    buf = io.StringIO()
-    try:
-        if not help_asked:
-            _check_command_line(args_cls, argv)
-        global _DEFER_RANGES
-        _DEFER_RANGES = True  # tyro builds the dataclass; its ranges are checked just below
-        try:
-            with contextlib.redirect_stderr(buf):
-                args = tyro.cli(args_cls, **kwargs)
-        finally:
-            _DEFER_RANGES = False
-        check_ranges(args)
-        return args
-    except UserError as e:
-        see = f" See {prog} --help" if str(e).endswith("?") else f" — see {prog} --help"
-        print(f"error: {e}{see}", file=sys.stderr, flush=True)
-    except SystemExit as e:
-        if e.code in (0, None):  # --help
-            sys.stderr.write(buf.getvalue())
-            raise
-        print(
-            f"error: could not parse {' '.join(argv)!r} — see {prog} --help "
-            "(PODRACER_DEBUG=1: the parser's own message)",
-            file=sys.stderr,
-            flush=True,
-        )
-    raise SystemExit(2) from None
-
-
-_DEFER_RANGES = False  # set while tyro builds an `Args` (`_parse` checks it after)
-
-
-def _check_command_line(args_cls, argv: list[str]) -> None:
-    """Refuse (`UserError`) an unknown flag, a value the flag's type cannot take, a flag without
-    its value, and a value without a flag: what tyro would refuse, said in one line of our own."""
-    import dataclasses
-    import difflib
-    import typing
-
-    hints = typing.get_type_hints(args_cls, include_extras=True)
-    fields = dataclasses.fields(args_cls)
-    # tyro.conf.Positional fields take values without a flag, in order
-    positional = sum(
-        "Positional" in repr(getattr(hints[f.name], "__metadata__", ())) for f in fields
-    )
-    kinds = {"--" + f.name.replace("_", "-"): _kind(hints[f.name]) for f in fields}
-    known = set(kinds) | {"--no-" + n[2:] for n, k in kinds.items() if k == "bool"}
-    i = 0
-    while i < len(argv):
-        token = argv[i]
-        i += 1
-        if not token.startswith("--"):
-            if positional:
-                positional -= 1
-                continue
-            raise UserError(f"{token!r} is a value without a flag")
-        name, eq, value = token.partition("=")
-        name = "--" + name[2:].replace("_", "-")
-        if name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-            hint = f" — did you mean {close[0]}?" if close else ""
-            raise UserError(f"unrecognized option {name}{hint}")
-        kind = "bool" if name.startswith("--no-") and name not in kinds else kinds[name]
-        if kind == "bool":
-            if eq:
-                raise UserError(f"{name} takes no value (--no-{name[2:]} turns it off)")
-            continue
-        values = [value] if eq else []
-        while not eq and i < len(argv) and not argv[i].startswith("--"):
-            values.append(argv[i])
-            i += 1
-            if not isinstance(kind, tuple) or kind[0] != "many":
-                break
-        if not values:
-            raise UserError(f"{name} needs a value")
-        for v in values:
-            _check_value(name, v, kind)
-
-
-def _kind(t):
-    """What a field's type takes on the command line: "bool", "int", "float", "str", ("choice",
-    values), ("many", kind) for a tuple, ("optional", kind) for `X | None`, or None (unchecked)."""
-    import types
-    import typing
-
-    if typing.get_origin(t) is Annotated:
-        t = typing.get_args(t)[0]
-    origin, args = typing.get_origin(t), typing.get_args(t)
-    if t in (bool, int, float, str):
-        return t.__name__
-    if origin is typing.Literal:
-        return ("choice", tuple(str(a) for a in args))
-    if origin in (typing.Union, types.UnionType) and type(None) in args:
-        rest = [a for a in args if a is not type(None)]
-        return ("optional", _kind(rest[0])) if len(rest) == 1 else None
-    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-        return ("many", _kind(args[0]))
-    return None
-
-
-def _check_value(name: str, v: str, kind) -> None:
-    if isinstance(kind, tuple) and kind[0] == "optional":
-        if v == "None":
-            return
-        kind = kind[1]
-    if isinstance(kind, tuple) and kind[0] == "many":
-        kind = kind[1]
-    try:
-        if kind == "int":
-            int(v)
-        elif kind == "float":
-            float(v)
-    except ValueError:
-        raise UserError(
-            f"{name} {v}: not {'an integer' if kind == 'int' else 'a number'}"
-        ) from None
-    if isinstance(kind, tuple) and kind[0] == "choice" and v not in kind[1]:
-        raise UserError(f"{name} {v}: one of {', '.join(kind[1])}")
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -462,21 +309,12 @@ def user_error_hook(exc_type, exc, tb) -> None:
     """`sys.excepthook`: a user error (see the module docstring) or an allocation that did not fit
     is one line on stderr and exit status 2; anything else goes to Python's own hook (traceback,
     exit status 1)."""
-    if (
-        issubclass(exc_type, KeyboardInterrupt)
-        and "common.run" in sys.modules
-        and sys.modules["common.run"].ACTIVE
-    ):
-        # Ctrl-C inside a file's loop (the run shell's own work has its `resume_hint`): the same one
-        # line
-        from common.checkpoint import interrupted
+    if issubclass(exc_type, KeyboardInterrupt):
+        from common.checkpoint import RUNNING, interrupted
 
-        print(
-            "\n" + interrupted(sys.modules["common.run"].ACTIVE[0]),
-            file=sys.__stderr__ or sys.stderr,
-            flush=True,
-        )
-        raise SystemExit(130)
+        if RUNNING:  # Ctrl-C inside a file's loop (the run shell's own work has its `resume_hint`)
+            print("\n" + interrupted(RUNNING[0]), file=sys.__stderr__ or sys.stderr, flush=True)
+            raise SystemExit(130)
     line = user_error_message(exc_type, exc, tb)
     if line is not None:
         # the process's own stderr: torch.distributed wraps this hook in one that captures

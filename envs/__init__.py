@@ -28,7 +28,6 @@ from envs.minatar import GAMES, IDS as MINATAR
 from envs.mpe import SimpleSpread, SimpleTag
 from envs.partial import CARTPOLE_NOISE as NOISE, factory as _partial
 
-from common.cli import task_id  # noqa: F401 (the id a task's row of defaults is kept under)
 from common.errors import UserError, UserTypeError
 
 

@@ -38,10 +38,35 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from common.cli import ale_id, ale_rom
 from common.device import canonical
 from common.errors import MissingPackage, UserError
 from common.vec_env import NormalTensors, check_actions
+
+
+def ale_id(rom: str) -> str:
+    """`space_invaders` -> `ALE/SpaceInvaders-v5` (the id gymnasium registers for an ale-py ROM)."""
+    return f"ALE/{rom.title().replace('_', '')}-v5"
+
+
+def ale_roms() -> list[str]:
+    """The ROMs ale-py has (none without it)."""
+    try:
+        from ale_py.roms import get_all_rom_ids
+    except ImportError:
+        return []
+    return list(get_all_rom_ids())
+
+
+def ale_rom(env_id: str) -> str | None:
+    """`ALE/SpaceInvaders-v5` -> `space_invaders`, the ROM ale-py knows (for a game it does not
+    know, the name it would have); None for an id of another form."""
+    import re
+
+    m = re.fullmatch(r"ALE/([A-Za-z0-9]+)-v5", env_id)
+    if m is None:
+        return None
+    known = [rom for rom in ale_roms() if ale_id(rom) == env_id]  # TicTacToe3D: tic_tac_toe_3d
+    return known[0] if known else re.sub(r"(?<!^)(?=[A-Z])", "_", m.group(1)).lower()
 
 
 def rom_name(env_id: str) -> str:

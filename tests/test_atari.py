@@ -98,7 +98,7 @@ def test_atari_ids_and_bad_input_say_what_to_do():
     from ale_py.registration import rom_id_to_name
     from ale_py.roms import get_all_rom_ids
 
-    from common.cli import ale_id, ale_rom
+    from envs.atari import ale_id, ale_rom
 
     for rom in get_all_rom_ids():
         assert ale_id(rom) == f"ALE/{rom_id_to_name(rom)}-v5" and ale_rom(ale_id(rom)) == rom
