@@ -38,6 +38,7 @@ from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
 ALGO = "a2c"
+PARENT, FAMILY = "ppo_vec", "PPO"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -71,10 +72,9 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 # observations and rewards) for the batched MuJoCo tasks, one large-batch A2C step per rollout (not
 # tuned on MuJoCo).
 # fmt: off
-MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16,
-                       learning_rate=3e-4, max_grad_norm=1.0, hidden=(256, 128, 64), norm_obs=True,
-                       norm_reward=True, total_steps=50_000_000, eval_every=5_000_000,
-                       save_every=5_000_000)
+MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, learning_rate=3e-4, max_grad_norm=1.0,
+                       hidden=(256, 128, 64), norm_obs=True, norm_reward=True,
+                       total_steps=50_000_000, eval_every=5_000_000, save_every=5_000_000)
 # On a CPU (and below 1024 envs on a GPU): ppo_vec's CPU shape (not tuned on MuJoCo either); the
 # rollout follows --num-envs (default_args)
 MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, total_steps=5_000_000, eval_every=250_000,
@@ -292,8 +292,6 @@ def main(args: Args) -> dict:
     # the check before capture needs every piece of state the iteration writes
     capture = args.capture and not args.compile
     iterate = run.capture(train_iteration, [env, guard, meter, optimizer], enabled=capture)
-    # after each iteration the shell counts its steps, checks for NaN, and evaluates, logs and
-    # checkpoints on their ticks
     iterations = run.iterations(num_iterations, batch_size, metrics=lambda: dict(lr=group["lr"]))
     for iteration in iterations:
         if args.anneal_lr:

@@ -36,6 +36,7 @@ from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
 ALGO = "ddpg"
+PARENT, FAMILY = None, "DDPG/TD3/SAC"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -181,15 +182,10 @@ def main(args: Args) -> dict:
     state = dict(actor=actor, critic=critic, actor_target=actor_t, critic_target=critic_t)
     state.update(actor_opt=actor_opt, critic_opt=critic_opt, buffer=rb, env=env)
     state.update(noise=noise, next_obs=obs)
-    run.start(env, state, policy, extra=lambda: dict(updates=updates))
+    run.start(env, state, policy)
     guard = run.guard
-    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
     meter = run.meter("critic_loss", "actor_loss")
-    # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
-    # checkpoints on their ticks
-    iterations = run.iterations(
-        num_iterations, N, lambda: dict(updates=updates), args.learning_starts
-    )
+    iterations = run.iterations(num_iterations, N, learning_starts=args.learning_starts)
 
     def learn():
         """The `gradient_steps` updates of one vectorized step.
@@ -239,7 +235,7 @@ def main(args: Args) -> dict:
         if step >= args.learning_starts:
             beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, step / args.total_steps)
             update()
-            updates += args.gradient_steps
+            run.updates += args.gradient_steps
             guard.check(step)
     return run.finish(env)
 

@@ -37,6 +37,7 @@ from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
 ALGO = "dqn"
+PARENT, FAMILY = None, "DQN"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -193,14 +194,11 @@ def main(args: Args) -> dict:
     state = dict(
         model=q_net, target=target_net, optimizer=optimizer, buffer=rb, env=env, next_obs=obs
     )
-    run.start(env, state, policy, extra=lambda: dict(updates=updates))
+    run.start(env, state, policy)
     guard, group = run.guard, optimizer.param_groups[0]  # (resumed: the loaded group)
-    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps: the target's schedule
     meter = run.meter("td_loss", "q_mean")
-    # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
-    # checkpoints on their ticks
     for iteration in run.iterations(
-        num_iterations, N, lambda: dict(epsilon=eps), args.learning_starts
+        num_iterations, N, lambda: dict(epsilon=epsilon_at(args, run.step)), args.learning_starts
     ):
         if args.anneal_lr:
             group["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
@@ -234,8 +232,8 @@ def main(args: Args) -> dict:
                 loss.backward()
                 step_fn()
                 rb.update_priorities(b.indices, td_abs)
-                updates += 1
-                if updates % args.target_every == 0:
+                run.updates += 1
+                if run.updates % args.target_every == 0:
                     with torch.no_grad():
                         # Polyak averaging of the target (tau 1: a copy)
                         for p_t, p in zip(target_net.parameters(), q_net.parameters()):

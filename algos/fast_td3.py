@@ -42,6 +42,7 @@ from common.vec_env import check_single_agent
 from common.wrappers import RunningMeanStd, wrap_env
 
 ALGO = "fast_td3"
+PARENT, FAMILY = "td3", "DDPG/TD3/SAC"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -248,19 +249,14 @@ def main(args: Args) -> dict:
     state.update(window=window, noise=noise, next_obs=obs, noise_std=noise_std, obs_norm=obs_rms)
 
     def extra():  # the stored rows' discounts travel with the buffer
-        return dict(discounts=discounts[: len(rb)], updates=updates)
+        return dict(discounts=discounts[: len(rb)])
 
     run.start(env, state, policy, extra=extra)
     guard = run.guard
-    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
     if run.ckpt:
         discounts[: len(rb)] = run.ckpt["discounts"]  # the stored rows' discounts
     meter = run.meter("critic_loss", "actor_loss")
-    # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
-    # checkpoints on their ticks
-    iterations = run.iterations(
-        num_iterations, N, lambda: dict(updates=updates), args.learning_starts
-    )
+    iterations = run.iterations(num_iterations, N, learning_starts=args.learning_starts)
 
     def learn():
         """The `gradient_steps` updates of one vectorized step. The actor and the targets follow
@@ -286,7 +282,7 @@ def main(args: Args) -> dict:
             critic_step()
             guard.watch_params("parameters", critic)  # before the actor loss reads it
             rb.update_priorities(b.indices, td_abs)
-            if (updates + k) % args.policy_delay == 0:  # delayed actor and target updates
+            if (run.updates + k) % args.policy_delay == 0:  # delayed actor and target updates
                 a_loss = a_loss_fn(actor, critic, b)
                 meter.add(actor_loss=a_loss)
                 guard.watch("actor loss", a_loss)
@@ -325,7 +321,7 @@ def main(args: Args) -> dict:
         if step >= args.learning_starts:
             beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, step / args.total_steps)
             update()
-            updates += args.gradient_steps
+            run.updates += args.gradient_steps
             guard.check(step)
     return run.finish(env)
 

@@ -51,6 +51,7 @@ from common.run import Run
 from common.wrappers import ActionScaler
 
 ALGO = "maddpg"
+PARENT, FAMILY = "ddpg", "multi-agent"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -201,13 +202,10 @@ def main(args: Args) -> dict:
     meta = dict(n_agents=A, obs_dim=obs_dim, state_dim=state_dim, action_space=space)
     policy = partial(policy_from, actors, to_env)
     evaluate = partial(ma_evaluate, continuous_actions=True)
-    run.start(env, saved, policy, meta, extra=lambda: dict(updates=updates), evaluate=evaluate)
+    run.start(env, saved, policy, meta, evaluate=evaluate)
     guard = run.guard
-    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
     meter = run.meter("critic_loss", "actor_loss")
-    # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
-    # checkpoints on their ticks
-    for _ in run.iterations(num_iterations, N, lambda: dict(updates=updates), args.learning_starts):
+    for _ in run.iterations(num_iterations, N, learning_starts=args.learning_starts):
         # ---- explore: mu_i(o_i) + Gaussian (or colored) noise; uniform before learning_starts ---
         with torch.no_grad():
             if run.step < args.learning_starts:
@@ -241,7 +239,7 @@ def main(args: Args) -> dict:
                 with torch.no_grad():
                     for p_t, p in zip(params_t, params):  # Polyak averaging of the target
                         p_t.lerp_(p, args.tau)
-                updates += 1
+                run.updates += 1
                 guard.watch_params("parameters", [actors, critics])
                 guard.check(step)
     return run.finish(env)

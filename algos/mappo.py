@@ -53,6 +53,7 @@ from common.run import Run
 from common.wrappers import RunningMeanStd
 
 ALGO = "mappo"
+PARENT, FAMILY = "ppo_vec", "multi-agent"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass

@@ -45,6 +45,7 @@ from common.run import Run
 from common.wrappers import ActionScaler
 
 ALGO = "matd3"
+PARENT, FAMILY = "maddpg", "multi-agent"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -202,13 +203,10 @@ def main(args: Args) -> dict:
     meta = dict(n_agents=A, obs_dim=obs_dim, state_dim=state_dim, action_space=space)
     policy = partial(policy_from, actors, to_env)
     evaluate = partial(ma_evaluate, continuous_actions=True)
-    run.start(env, saved, policy, meta, extra=lambda: dict(updates=updates), evaluate=evaluate)
+    run.start(env, saved, policy, meta, evaluate=evaluate)
     guard = run.guard
-    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
     meter = run.meter("critic_loss", "actor_loss")
-    # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
-    # checkpoints on their ticks
-    for _ in run.iterations(num_iterations, N, lambda: dict(updates=updates), args.learning_starts):
+    for _ in run.iterations(num_iterations, N, learning_starts=args.learning_starts):
         # ---- explore: mu_i(o_i) + Gaussian (or colored) noise; uniform before learning_starts ---
         with torch.no_grad():
             if run.step < args.learning_starts:
@@ -233,8 +231,8 @@ def main(args: Args) -> dict:
                 critic_opt.zero_grad()
                 c_loss.backward()
                 critic_opt.step()
-                updates += 1
-                if updates % args.policy_delay == 0:  # delayed actor and target updates
+                run.updates += 1
+                if run.updates % args.policy_delay == 0:  # delayed actor and target updates
                     a_loss = a_loss_fn(actors, critics, b, A, state_dim, args.others_from_policy)
                     meter.add(actor_loss=a_loss)
                     guard.watch("actor loss", a_loss)

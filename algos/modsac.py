@@ -45,6 +45,7 @@ from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
 ALGO = "modsac"
+PARENT, FAMILY = "sac", "DDPG/TD3/SAC"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -230,20 +231,19 @@ def main(args: Args) -> dict:
     state = dict(actor=actor, critic=critic, critic_target=critic_t, actor_opt=actor_opt)
     state.update(critic_opt=critic_opt, alpha_opt=alpha_opt, buffer=rb, env=env, noise=noise)
     state.update(log_alpha=log_alpha, loss_ema=loss_ema, next_obs=obs)
-    run.start(env, state, policy, extra=lambda: dict(updates=updates, policy_delay=policy_delay))
+    run.start(env, state, policy, extra=lambda: dict(policy_delay=policy_delay))
     guard = run.guard
-    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
     # where the adaptive delay stands
     policy_delay = run.ckpt["policy_delay"] if run.ckpt else policy_delay
     meter = run.meter("critic_loss", "actor_loss")
 
     def metrics() -> dict:  # logged with the meter's means
-        return dict(updates=updates, alpha=log_alpha.exp().item(), policy_delay=policy_delay)
+        return dict(alpha=log_alpha.exp().item(), policy_delay=policy_delay)
 
     def learn():
         """The `gradient_steps` updates of one vectorized step, eagerly: the policy delay is read
         on the host every `mod_period` updates, which a CUDA graph's replay could not redo."""
-        nonlocal updates, policy_delay
+        nonlocal policy_delay
         for _ in range(args.gradient_steps):
             b = rb.sample(args.batch_size, beta=beta)
             alpha = log_alpha.detach().exp()
@@ -254,17 +254,17 @@ def main(args: Args) -> dict:
             c_loss.backward()
             critic_step()
             rb.update_priorities(b.indices, td_abs)
-            updates += 1
+            run.updates += 1
             with torch.no_grad():  # bias-free start: the first loss seeds both EMAs
-                c, first = c_loss.detach(), float(updates == 1)
+                c, first = c_loss.detach(), float(run.updates == 1)
                 ema = ema_decay * loss_ema + (1 - ema_decay) * c
                 loss_ema.copy_(first * c + (1 - first) * ema)
-            if updates % args.mod_period == 0:  # refresh the delay: one host sync
+            if run.updates % args.mod_period == 0:  # refresh the delay: one host sync
                 guard.check(step, sync=True)  # a NaN loss is named here, not by round() below
                 fast, slow = loss_ema.tolist()
                 delay = round(1 + args.mod_gain * (fast / max(slow, 1e-12) - 1.0))
                 policy_delay = int(min(max(delay, 1), args.mod_max_delay))
-            if updates % policy_delay == 0:  # the actor and temperature wait for the critics
+            if run.updates % policy_delay == 0:  # the actor and temperature wait for the critics
                 a_loss, logp = a_loss_fn(actor, critic, b, alpha)
                 meter.add(actor_loss=a_loss)
                 guard.watch("actor loss", a_loss)
@@ -282,8 +282,6 @@ def main(args: Args) -> dict:
             guard.watch_params("parameters", [actor, critic])
             guard.watch("parameters", log_alpha)  # a plain tensor, not in a module
 
-    # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
-    # checkpoints on their ticks
     for iteration in run.iterations(num_iterations, N, metrics, args.learning_starts):
         # ---- explore: sample the policy, uniform actions before learning_starts ------------------
         with torch.no_grad():

@@ -42,6 +42,7 @@ from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
 ALGO = "ppo_h"
+PARENT, FAMILY = "ppo_vec", "PPO"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -104,7 +105,7 @@ TASK_DEFAULTS = {
     **{t: dict(init_log_std=-1.0) for t in ("Ant-v5", "HalfCheetah-v5", "Walker2d-v5")},
     # Hopper: a fall's cost reaches a short rollout only through the critic's value at its cut;
     # a larger value loss lets 256 envs' rollouts learn, and twice the rate steadies every N
-    # (bench/README.md#a-stable-solve-issue-57)
+    # (bench/README.md#a-stable-solve)
     "Hopper-v5": dict(vf_coef=2.0, learning_rate=6e-4),
     "Pendulum-v1": dict(num_envs=64, num_steps=64, num_minibatches=32, update_epochs=5,
                         learning_rate=1e-3, gamma=0.9, norm_reward=True, total_steps=100_000),
@@ -362,8 +363,6 @@ def main(args: Args) -> dict:
     def metrics():  # the learning rate; the H-term's share of the loop's host time
         return dict(lr=group["lr"], h_term_time_share=h_time / max(loop_time, 1e-9))
 
-    # after each iteration the shell counts its steps, checks for NaN, and evaluates, logs and
-    # checkpoints on their ticks
     iterations = run.iterations(num_iterations, batch_size, metrics=metrics)
     for iteration in iterations:
         t_iter = time.perf_counter()

@@ -44,6 +44,7 @@ from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
 ALGO = "ppo_podracer"
+PARENT, FAMILY = "ppo_vec", "PPO"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -103,7 +104,7 @@ TASK_DEFAULTS = {
     **{t: dict(init_log_std=-1.0) for t in ("Ant-v5", "HalfCheetah-v5", "Walker2d-v5")},
     # Hopper: a fall's cost reaches a short rollout only through the critic's value at its cut;
     # a larger value loss lets 256 envs' rollouts learn, and twice the rate steadies every N
-    # (bench/README.md#a-stable-solve-issue-57)
+    # (bench/README.md#a-stable-solve)
     "Hopper-v5": dict(vf_coef=2.0, learning_rate=6e-4),
     # raw observations: running statistics that keep moving as the solved policy narrows the
     # states it visits knocked solved runs down (bench/README.md#a-stable-solve)
@@ -302,11 +303,10 @@ def main(args: Args) -> dict:
     # the state a checkpoint holds and a resumed run restores, named once (under torchrun each
     # rank's own: between fusions the ranks' models and optimizers differ; `ranks[r]` is rank r's)
     state = dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs)
-    run.start(env, state, policy, extra=lambda: dict(updates=updates, world_size=ctx.world_size))
+    run.start(env, state, policy, extra=lambda: dict(world_size=ctx.world_size))
     guard, group = run.guard, optimizer.param_groups[0]  # (resumed: the loaded group)
-    # optimizer steps so far: where the --fuse-every schedule is (old checkpoints: no early stops)
-    per_iteration = args.update_epochs * args.num_minibatches
-    updates = run.ckpt.get("updates", run.start_iter * per_iteration) if run.ckpt else 0
+    if run.ckpt and "updates" not in run.ckpt:  # where --fuse-every stands (older checkpoints)
+        run.updates = run.start_iter * args.update_epochs * args.num_minibatches
     # normalizer statistics, pooled across ranks under torchrun (evaluation uses rank 0's, pooled)
     norm_stats = distributed.norm_stats(env)
     meter = run.meter("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac")
@@ -355,7 +355,7 @@ def main(args: Args) -> dict:
                 step_fn()
                 ran += 1
                 guard.watch_params("parameters", agent)
-                if ctx.enabled and args.fuse_every and (updates + ran) % args.fuse_every == 0:
+                if ctx.enabled and args.fuse_every and (run.updates + ran) % args.fuse_every == 0:
                     distributed.fuse(ctx, [agent], [optimizer])
                     if fresh_stats:  # the rollout's normalizer statistics, once
                         distributed.fuse_statistics(ctx, norm_stats)
@@ -371,15 +371,14 @@ def main(args: Args) -> dict:
     # under torchrun the model-fusion schedule is Python control flow across iterations
     capture = args.capture and not args.compile and args.target_kl is None and not ctx.enabled
     iterate = run.capture(train_iteration, [env, guard, meter, optimizer], enabled=capture)
-    # after each iteration the shell counts its steps (all ranks'), checks for NaN, and on their
-    # ticks evaluates and logs (rank 0) and checkpoints (a collective: the ticks depend on the step
-    # alone, the same on every rank)
+    # (under torchrun rank 0 evaluates and logs; a checkpoint is a collective, on the same tick
+    # on every rank: the ticks depend on the step alone)
     steps = batch_size * ctx.world_size
     iterations = run.iterations(num_iterations, steps, metrics=lambda: dict(lr=group["lr"]))
     for iteration in iterations:
         if args.anneal_lr and args.lr_schedule == "linear":
             group["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
-        updates += iterate()
+        run.updates += iterate()
     result = run.finish(env)
     distributed.shutdown(ctx)
     return result

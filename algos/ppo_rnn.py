@@ -47,6 +47,7 @@ from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
 ALGO = "ppo_rnn"
+PARENT, FAMILY = "ppo_vec", "PPO"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -378,8 +379,6 @@ def main(args: Args) -> dict:
     # the check before capture needs every piece of state the iteration writes
     capture = args.capture and not args.compile and args.target_kl is None
     iterate = run.capture(train_iteration, [env, guard, meter, optimizer], enabled=capture)
-    # after each iteration the shell counts its steps, checks for NaN, and evaluates, logs and
-    # checkpoints on their ticks
     iterations = run.iterations(num_iterations, batch_size, metrics=lambda: dict(lr=group["lr"]))
     for iteration in iterations:
         if args.anneal_lr and args.lr_schedule == "linear":

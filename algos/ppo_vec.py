@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from common.cli import Clip, Count, Layers, NonNeg, Rate, RunArgs, Unit, cli, rollout_shape
+from common.cli import Clip, Count, Layers, NonNeg, Rate, RunArgs, Unit, cli, rollout_shape, task_id
 from common.distributions import Categoricals, Normal
 from common import encoders
 from common.errors import UserError
@@ -41,6 +41,7 @@ from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
 ALGO = "ppo_vec"
+PARENT, FAMILY = None, "PPO"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -93,7 +94,7 @@ TASK_DEFAULTS = {
     **{t: dict(init_log_std=-1.0) for t in ("Ant-v5", "HalfCheetah-v5", "Walker2d-v5")},
     # Hopper: a fall's cost reaches a short rollout only through the critic's value at its cut;
     # a larger value loss lets 256 envs' rollouts learn, and twice the rate steadies every N
-    # (bench/README.md#a-stable-solve-issue-57)
+    # (bench/README.md#a-stable-solve)
     "Hopper-v5": dict(vf_coef=2.0, learning_rate=6e-4),
     # raw observations: running statistics that keep moving as the solved policy narrows the
     # states it visits knocked solved runs down (bench/README.md#a-stable-solve)
@@ -125,9 +126,7 @@ def default_args(env_id: str, num_envs: int | None = None, device: str = "auto")
     big = gpu and (num_envs is None or num_envs >= 1024)
     cpu = {**MUJOCO_CPU_DEFAULTS, **rollout_shape(num_envs or 64)}
     scale = {} if task is None else MUJOCO_DEFAULTS if big else cpu
-    return replace(
-        Args(env=env_id), **{**scale, **TASK_DEFAULTS.get(task or envs.task_id(env_id), {})}
-    )
+    return replace(Args(env=env_id), **{**scale, **TASK_DEFAULTS.get(task or task_id(env_id), {})})
 
 
 def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.check_ranges)
@@ -339,8 +338,6 @@ def main(args: Args) -> dict:
     # the check before capture needs every piece of state the iteration writes
     capture = args.capture and not args.compile and args.target_kl is None
     iterate = run.capture(train_iteration, [env, guard, meter, optimizer], enabled=capture)
-    # after each iteration the shell counts its steps, checks for NaN, and evaluates, logs and
-    # checkpoints on their ticks
     iterations = run.iterations(num_iterations, batch_size, metrics=lambda: dict(lr=group["lr"]))
     for iteration in iterations:
         if args.anneal_lr and args.lr_schedule == "linear":

@@ -45,6 +45,7 @@ from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
 ALGO = "pqn"
+PARENT, FAMILY = "dqn", "DQN"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -189,9 +190,9 @@ def main(args: Args) -> dict:
     run.start(env, dict(model=q_net, optimizer=optimizer, env=env, next_obs=obs), policy)
     guard, group = run.guard, optimizer.param_groups[0]  # (resumed: the loaded group)
     meter = run.meter("td_loss", "q_mean")
-    # after each iteration the shell counts its steps, checks for NaN, and evaluates, logs and
-    # checkpoints on their ticks
-    for iteration in run.iterations(num_iterations, batch_size, lambda: dict(epsilon=eps)):
+    for iteration in run.iterations(
+        num_iterations, batch_size, lambda: dict(epsilon=epsilon_at(args, run.step))
+    ):
         if args.anneal_lr:
             group["lr"].fill_(args.learning_rate * (1.0 - iteration / num_iterations))
         # ---- rollout: epsilon-greedy over all sub-envs at once ----------------------------------
@@ -211,8 +212,10 @@ def main(args: Args) -> dict:
                 next_obs, reward, terminated, truncated, info = env.step(actions)
                 # s_t+1 of step t: the final observation where the episode ended
                 done, final = terminated | truncated, info["final_obs"]
-                rows = lambda x: done.view(N, *(1,) * (x.dim() - 1))  # noqa: E731 (any group rank)
-                s_next = {k: torch.where(rows(x), final[k], x) for k, x in next_obs.items()}
+                s_next = {  # (each group's rank)
+                    k: torch.where(done.view(N, *(1,) * (x.dim() - 1)), final[k], x)
+                    for k, x in next_obs.items()
+                }
                 store[t] = dict(next_obs=s_next, rewards=reward, terminated=terminated, dones=done)
                 obs.copy_(next_obs)
             next_max_q = q_fn(store["next_obs"].flatten()).max(-1).values.view(T, N)

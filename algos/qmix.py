@@ -45,6 +45,7 @@ from common.run import Run
 from common.wrappers import RunningMeanStd
 
 ALGO = "qmix"
+PARENT, FAMILY = "vdn", "multi-agent"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -244,13 +245,12 @@ def main(args: Args) -> dict:
     obs_shape, space = tuple(env.single_observation_space.shape), repr(env.single_action_space)
     meta = dict(obs_shape=obs_shape, action_space=space, n_agents=A, state_dim=state_dim)
     policy = partial(policy_from, model.agent)
-    run.start(env, saved, policy, meta, extra=lambda: dict(updates=updates), evaluate=ma_evaluate)
+    run.start(env, saved, policy, meta, evaluate=ma_evaluate)
     guard = run.guard
-    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps: the target's schedule
     meter = run.meter("td_loss", "q_tot_mean", "agent_q_mean")
-    # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
-    # checkpoints on their ticks
-    for _ in run.iterations(num_iterations, N, lambda: dict(epsilon=eps), args.learning_starts):
+    for _ in run.iterations(
+        num_iterations, N, lambda: dict(epsilon=epsilon_at(args, run.step)), args.learning_starts
+    ):
         # ---- explore: epsilon-greedy per agent, over all worlds at once -------------------------
         eps = epsilon_at(args, run.step)
         with torch.no_grad():
@@ -289,8 +289,8 @@ def main(args: Args) -> dict:
                 loss.backward()
                 nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
                 optimizer.step()
-                updates += 1
-                if updates % args.target_every == 0:
+                run.updates += 1
+                if run.updates % args.target_every == 0:
                     with torch.no_grad():
                         # Polyak averaging of the target (tau 1: a copy)
                         for p_t, p in zip(target.parameters(), model.parameters()):

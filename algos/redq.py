@@ -46,6 +46,7 @@ from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
 ALGO = "redq"
+PARENT, FAMILY = "sac", "DDPG/TD3/SAC"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -230,13 +231,12 @@ def main(args: Args) -> dict:
     state = dict(actor=actor, critic=critic, critic_target=critic_t, actor_opt=actor_opt)
     state.update(critic_opt=critic_opt, alpha_opt=alpha_opt, buffer=rb, env=env, noise=noise)
     state.update(log_alpha=log_alpha, next_obs=obs)
-    run.start(env, state, policy, extra=lambda: dict(updates=updates))
+    run.start(env, state, policy)
     guard = run.guard
-    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
     meter = run.meter("critic_loss", "actor_loss")
 
     def metrics() -> dict:  # logged with the meter's means
-        return dict(updates=updates, alpha=log_alpha.exp().item())
+        return dict(alpha=log_alpha.exp().item())
 
     def learn():
         """The `gradient_steps` updates of one vectorized step.
@@ -280,8 +280,6 @@ def main(args: Args) -> dict:
     update = run.capture(
         learn, [rb, guard, meter, actor_opt, critic_opt, alpha_opt], enabled=capture
     )
-    # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
-    # checkpoints on their ticks
     for iteration in run.iterations(num_iterations, N, metrics, args.learning_starts):
         # ---- explore: sample the policy, uniform actions before learning_starts ------------------
         with torch.no_grad():
@@ -299,7 +297,7 @@ def main(args: Args) -> dict:
         if step >= args.learning_starts:
             beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, step / args.total_steps)
             update()
-            updates += args.gradient_steps
+            run.updates += args.gradient_steps
             guard.check(step)
     return run.finish(env)
 

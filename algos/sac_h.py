@@ -44,6 +44,7 @@ from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
 ALGO = "sac_h"
+PARENT, FAMILY = "sac", "DDPG/TD3/SAC"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -263,14 +264,13 @@ def main(args: Args) -> dict:
     state.update(critic_opt=critic_opt, alpha_opt=alpha_opt, buffer=rb, env=env, noise=noise)
     state.update(log_alpha=log_alpha, next_obs=obs)
     state.update(h_store=store, h_opt=h_opt)
-    run.start(env, state, policy, extra=lambda: dict(updates=updates))
+    run.start(env, state, policy)
     guard = run.guard
-    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
     meter = run.meter("critic_loss", "actor_loss")
 
     def metrics() -> dict:  # logged with the meter's means
         share = h_time / max(loop_time, 1e-9)
-        return dict(updates=updates, h_term_time_share=share, alpha=log_alpha.exp().item())
+        return dict(h_term_time_share=share, alpha=log_alpha.exp().item())
 
     def learn():
         """The `gradient_steps` updates of one vectorized step.
@@ -311,8 +311,6 @@ def main(args: Args) -> dict:
     update = run.capture(
         learn, [rb, guard, meter, actor_opt, critic_opt, alpha_opt], enabled=capture
     )
-    # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
-    # checkpoints on their ticks
     for iteration in run.iterations(num_iterations, N, metrics, args.learning_starts):
         t_iter = time.perf_counter()
         # ---- explore: sample the policy, uniform actions before learning_starts ------------------
@@ -332,7 +330,7 @@ def main(args: Args) -> dict:
         if step >= args.learning_starts:
             beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, step / args.total_steps)
             update()
-            updates += args.gradient_steps
+            run.updates += args.gradient_steps
             guard.check(step)
 
         # ---- H-term: an extra actor-only step on trajectory windows ------------------------------

@@ -50,6 +50,7 @@ from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
 ALGO = "sac_podracer"
+PARENT, FAMILY = "sac", "DDPG/TD3/SAC"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -247,12 +248,11 @@ def main(args: Args) -> dict:
     state = dict(actor=actor, critic=critic, critic_target=critic_t, actor_opt=actor_opt)
     state.update(critic_opt=critic_opt, alpha_opt=alpha_opt, buffer=rb, env=env, noise=noise)
     state.update(log_alpha=log_alpha, next_obs=obs, explore_rng=explore_gen)
-    run.start(env, state, policy, extra=lambda: dict(updates=updates, learned=learned))
-    guard = run.guard
-    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
-    meter = run.meter("critic_loss", "actor_loss")
     # iterations whose updates are done
-    learned = run.ckpt.get("learned", run.start_iter) if run.ckpt else 0
+    learned = run.ckpt.get("learned", run.ckpt["iteration"]) if run.ckpt else 0
+    run.start(env, state, policy, extra=lambda: dict(learned=learned))
+    guard = run.guard
+    meter = run.meter("critic_loss", "actor_loss")
     pipe = actor_x = stage = None
     if args.pipeline:  # the explorer's own actor copy and staging buffer (see the docstring)
         pipe = pipeline.Pipeline(device)
@@ -278,7 +278,6 @@ def main(args: Args) -> dict:
     # ---- learn: gradient_steps updates per vectorized step past learning_starts ------------------
     def learn(first: int, last: int) -> None:
         """The updates owed for iterations [first, last), on the replay buffer as it is."""
-        nonlocal updates
         for i in range(first, last):
             step = (i + 1) * N * W
             if step < args.learning_starts:
@@ -297,7 +296,7 @@ def main(args: Args) -> dict:
                 critic_step()
                 guard.watch_params("parameters", critic)  # before the actor loss reads it
                 rb.update_priorities(b.indices, td_abs)
-                updates += 1
+                run.updates += 1
                 a_loss, logp = a_loss_fn(actor, critic, b, alpha)
                 meter.add(actor_loss=a_loss)
                 guard.watch("actor loss", a_loss)
@@ -319,14 +318,13 @@ def main(args: Args) -> dict:
                 guard.watch_params("parameters", actor)  # the critic: checked after its step
                 guard.watch("parameters", log_alpha)
                 guard.check(step)
-                if ctx.enabled and args.fuse_every and updates % args.fuse_every == 0:
+                if ctx.enabled and args.fuse_every and run.updates % args.fuse_every == 0:
                     distributed.fuse(ctx, fused, optimizers)
 
     def metrics() -> dict:  # logged with the meter's means (and the pipeline's overlap)
-        return dict(updates=updates, **(pipe.stats() if pipe is not None else {}))
+        return dict(alpha=log_alpha.exp().item(), **(pipe.stats() if pipe is not None else {}))
 
-    # after each segment the shell counts its env steps (all ranks'), checks for NaN, and on their
-    # ticks evaluates, logs and checkpoints (rank 0)
+    # one segment of K vectorized steps an iteration (under torchrun rank 0 evaluates and logs)
     for first in run.iterations(num_iterations, N * W, metrics, args.learning_starts, every=K):
         last = min(first + K, num_iterations)
         if pipe is None:  # explore one vectorized step, then learn from it

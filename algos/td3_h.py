@@ -43,6 +43,7 @@ from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
 ALGO = "td3_h"
+PARENT, FAMILY = "td3", "DDPG/TD3/SAC"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -224,13 +225,12 @@ def main(args: Args) -> dict:
     state = dict(actor=actor, critic=critic, actor_target=actor_t, critic_target=critic_t)
     state.update(actor_opt=actor_opt, critic_opt=critic_opt, buffer=rb, env=env)
     state.update(h_store=store, h_opt=h_opt, noise=noise, next_obs=obs)
-    run.start(env, state, policy, extra=lambda: dict(updates=updates))
+    run.start(env, state, policy)
     guard = run.guard
-    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
     meter = run.meter("critic_loss", "actor_loss")
 
     def metrics():
-        return dict(updates=updates, h_term_time_share=h_time / max(loop_time, 1e-9))
+        return dict(h_term_time_share=h_time / max(loop_time, 1e-9))
 
     def learn():
         """The `gradient_steps` updates of one vectorized step. The actor and the targets follow
@@ -254,7 +254,7 @@ def main(args: Args) -> dict:
             critic_step()
             guard.watch_params("parameters", critic)  # before the actor loss reads it
             rb.update_priorities(b.indices, td_abs)
-            if (updates + k) % args.policy_delay == 0:  # delayed actor and target updates
+            if (run.updates + k) % args.policy_delay == 0:  # delayed actor and target updates
                 a_loss = a_loss_fn(actor, critic, b)
                 meter.add(actor_loss=a_loss)
                 guard.watch("actor loss", a_loss)
@@ -267,8 +267,6 @@ def main(args: Args) -> dict:
             guard.watch_params("parameters", actor)  # the critic: checked after its step
 
     update = run.capture(learn, [rb, guard, meter, actor_opt, critic_opt], enabled=capture)
-    # after each step the shell counts the env steps, checks for NaN, and evaluates, logs and
-    # checkpoints on their ticks
     for iteration in run.iterations(num_iterations, N, metrics, args.learning_starts):
         t_iter = time.perf_counter()
         # ---- explore: mu(s) + Gaussian noise, uniform actions before learning_starts -------------
@@ -289,7 +287,7 @@ def main(args: Args) -> dict:
         if step >= args.learning_starts:
             beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, step / args.total_steps)
             update()
-            updates += args.gradient_steps
+            run.updates += args.gradient_steps
             guard.check(step)
 
         # ---- H-term: an extra actor-only step on trajectory windows ------------------------------

@@ -47,6 +47,7 @@ from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
 ALGO = "td3_podracer"
+PARENT, FAMILY = "td3", "DDPG/TD3/SAC"  # its lineage (CONTRIBUTING.md)
 
 
 @dataclass
@@ -215,12 +216,11 @@ def main(args: Args) -> dict:
     state = dict(actor=actor, critic=critic, actor_target=actor_t, critic_target=critic_t)
     state.update(actor_opt=actor_opt, critic_opt=critic_opt, buffer=rb, env=env)
     state.update(noise=noise, next_obs=obs, explore_rng=explore_gen)
-    run.start(env, state, policy, extra=lambda: dict(updates=updates, learned=learned))
-    guard = run.guard
-    updates = run.ckpt["updates"] if run.ckpt else 0  # gradient steps so far
-    meter = run.meter("critic_loss", "actor_loss")
     # iterations whose updates are done
-    learned = run.ckpt.get("learned", run.start_iter) if run.ckpt else 0
+    learned = run.ckpt.get("learned", run.ckpt["iteration"]) if run.ckpt else 0
+    run.start(env, state, policy, extra=lambda: dict(learned=learned))
+    guard = run.guard
+    meter = run.meter("critic_loss", "actor_loss")
     pipe = actor_x = stage = None
     if args.pipeline:  # the explorer's own actor copy and staging buffer (see the docstring)
         pipe = pipeline.Pipeline(device)
@@ -246,7 +246,6 @@ def main(args: Args) -> dict:
     # ---- learn: gradient_steps updates per vectorized step past learning_starts ------------------
     def learn(first: int, last: int) -> None:
         """The updates owed for iterations [first, last), on the replay buffer as it is."""
-        nonlocal updates
         for i in range(first, last):
             step = (i + 1) * N * W
             if step < args.learning_starts:
@@ -265,8 +264,8 @@ def main(args: Args) -> dict:
                 critic_step()
                 guard.watch_params("parameters", critic)  # before the actor loss reads it
                 rb.update_priorities(b.indices, td_abs)
-                updates += 1
-                if updates % args.policy_delay == 0:  # delayed actor and target updates
+                run.updates += 1
+                if run.updates % args.policy_delay == 0:  # delayed actor and target updates
                     a_loss = a_loss_fn(actor, critic, b)
                     meter.add(actor_loss=a_loss)
                     guard.watch("actor loss", a_loss)
@@ -280,14 +279,13 @@ def main(args: Args) -> dict:
                             p_t.lerp_(p, args.tau)
                 guard.watch_params("parameters", actor)  # the critic: checked after its step
                 guard.check(step)
-                if ctx.enabled and args.fuse_every and updates % args.fuse_every == 0:
+                if ctx.enabled and args.fuse_every and run.updates % args.fuse_every == 0:
                     distributed.fuse(ctx, fused, optimizers)
 
     def metrics():  # (and the pipeline's explore/learn overlap)
-        return dict(updates=updates, **(pipe.stats() if pipe is not None else {}))
+        return pipe.stats() if pipe is not None else {}
 
-    # after each segment the shell counts its env steps (all ranks'), checks for NaN, and on their
-    # ticks evaluates, logs and checkpoints (rank 0)
+    # one segment of K vectorized steps an iteration (under torchrun rank 0 evaluates and logs)
     for first in run.iterations(num_iterations, N * W, metrics, args.learning_starts, every=K):
         last = min(first + K, num_iterations)
         if pipe is None:  # explore one vectorized step, then learn from it

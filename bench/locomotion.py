@@ -223,12 +223,10 @@ def worker_ours(
 
     import torch
 
-    import common.logger
     from common.cli import RunArgs, cli
-    from common.evaluate import gym_rollouts
+    from tools.evaluate import gym_rollouts
 
     torch.set_num_threads(threads)
-    common.logger.plot_curves = lambda *a, **k: None  # rsl_rl draws nothing during training either
     mod = importlib.import_module(f"algos.{algo}")
     args = cli(mod.Args, argv=flags, defaults_for=getattr(mod, "default_args", None))
     res = mod.main(args)

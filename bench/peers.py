@@ -38,7 +38,7 @@ buffers and the logger's own writers are built). Training seconds to an evaluati
 its end minus the time of every evaluation up to it; the clock with the evaluations is in the
 per-seed tables. Medians over seeds; a seed that never solved counts as infinitely slow (the median
 is "n/a" when half of them did not). The seeds are held out: the defaults were chosen on seeds 1-5.
-Ours writes curves.png at each evaluation; the worker makes that plot a no-op (SB3 draws nothing).
+Ours runs with `--no-plots` (no curves.png at the end; SB3 draws nothing).
 """
 
 from __future__ import annotations
@@ -158,14 +158,15 @@ def worker(
     import torch
 
     from common.cli import cli
-    from common.evaluate import PolicyFn, gym_rollouts
+    from common.evaluate import PolicyFn
     from common.logger import Logger
+    from tools.evaluate import gym_rollouts
 
     torch.set_num_threads(1)
     mod = importlib.import_module(
         f"algos.{COMPARISONS[algo]['file'] if algo in COMPARISONS else algo}"
     )
-    # no curves.png at each evaluation (`--no-plots`): SB3 draws nothing either
+    # no curves.png (`--no-plots`): SB3 draws nothing either
     args = cli(
         mod.Args,
         argv=[
@@ -586,9 +587,8 @@ def afters(rows, i) -> str:
 
 def report(results, profiles, versions, total_seconds) -> str:
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    import torch
-
     import gymnasium
+    import torch
 
     out = [
         "Stable-Baselines3 (RL Zoo settings) vs ours (each file's defaults), side by side on this "

@@ -120,7 +120,6 @@ class Logger:
         self._burnt = 0  # iterations with updates seen by burn_in
         self.jsonl = self.run_dir / "metrics.jsonl"
         self.rows: list[dict] = []
-        self._written = -1  # len(self.rows) when metrics.csv and curves.png were last written
         if self.jsonl.exists():  # resumed: keep the curve so far
             with open(self.jsonl) as f:
                 self.rows = [json.loads(line) for line in f if line.strip()]
@@ -200,17 +199,14 @@ class Logger:
     ) -> dict:
         """One row: `metrics` (named statistics), then the training episodes' mean `return` and
         `ep_length` (`EpisodeStatistics.pop()`), then the evaluation's fields (`evaluate()`; its
-        per-episode `returns` left out). A row with an evaluation also rewrites `metrics.csv` and
-        `curves.png`."""
+        per-episode `returns` left out)."""
         if episodes is not None:
             metrics.update({"ep_length": episodes["length"], "return": episodes["return"]})
         if evaluation is not None:
             metrics.update({k: v for k, v in evaluation.items() if k != "returns"})
         row = self._log(step, metrics)
-        if evaluation is not None:
-            self.write_files()
-            if self.tb is not None:
-                self.tb.flush()
+        if evaluation is not None and self.tb is not None:
+            self.tb.flush()
         return row
 
     def _log(self, step: int, metrics: dict) -> dict:
@@ -256,12 +252,8 @@ class Logger:
         print(" | ".join(parts), flush=True)
 
     def write_files(self) -> None:
-        """Rewrite `metrics.csv` and `curves.png` from everything logged so far (nothing to do when
-        no row came since the last time: a run's last evaluation row and `close` would otherwise
-        draw the same plot twice)."""
-        if self._written == len(self.rows):
-            return
-        self._written = len(self.rows)
+        """`metrics.csv` and `curves.png` (unless `--no-plots`) from everything logged, at the end
+        of the run (`python -m tools.plot RUN_DIR` draws a run's curves at any time)."""
         keys: list[str] = []
         for r in self.rows:
             keys += [k for k in r if k not in keys]

@@ -18,7 +18,7 @@ the module shares the network's parameters and the normalizer's statistics (the 
 copy), so it is always the policy being trained; `common.run.Run` evaluates it and writes it to
 every checkpoint (`"policy"`: its `state_dict()`; `"policy_spec"`: how to rebuild it, plain data).
 `Policy.restore(path, algo, Net)` rebuilds it from a checkpoint alone, no env made (a file's
-`load_policy`); `common.export` writes it as TorchScript, a torch.export program or ONNX.
+`load_policy`); `tools.export` writes it as TorchScript, a torch.export program or ONNX.
 
 The network keeps its own layout: a PPO agent's actor and critic, a Q-network, an actor. `act` names
 the method that is the deterministic policy (`forward`, `deterministic`), or is `greedy`: the argmax

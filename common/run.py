@@ -38,13 +38,14 @@ What the shell does, so that no file repeats it:
 from __future__ import annotations
 
 import contextlib
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
 
 from common.checkpoint import (
+    RUNNING,
     check_spaces,
     load_checkpoint,
     resume_args,
@@ -52,7 +53,14 @@ from common.checkpoint import (
     save_checkpoint,
     spaces_of,
 )
-from common.device import compile_fn, resolve_device, rng_state, seed_everything, set_rng_state
+from common.device import (
+    compile_fn,
+    resolve_device,
+    rng_state,
+    seed_everything,
+    set_rng_state,
+    set_threads,
+)
 from common.errors import UserError
 from common.evaluate import evaluate
 from common.graphs import Captured
@@ -64,10 +72,6 @@ from common.wrappers import EpisodeStatistics, find_wrapper
 
 # the entries of a file's state that describe where its episodes stand (the names every file uses)
 EPISODE_STATE = ("next_obs", "hidden", "window")
-
-
-# the checkpoint path of the run under way: Ctrl-C in a file's loop body names it (common.cli)
-ACTIVE: list = []
 
 
 class Run:
@@ -105,9 +109,13 @@ class Run:
             self.own = (
                 self.ckpt["ranks"][self.rank] if ctx is not None and ctx.enabled else self.ckpt
             )
-        self.args = args
+        # the CPU threads, before the env is made (the MuJoCo backend sizes its pool from them);
+        # args.json and the checkpoint keep the number `auto` resolved to
+        self.args = replace(args, threads=set_threads(args.threads, self.device))
         seed_everything(args.seed + self.rank)
-        self.start_iter, self.step, self.eval_result = 0, 0, {}
+        # where the run stands: its next iteration, env steps, gradient steps (a file that counts
+        # its updates adds to `run.updates`: checkpointed, restored and logged here)
+        self.start_iter, self.step, self.updates, self.eval_result = 0, 0, 0, {}
         self.meters: list[Meter] = []
 
     def start(
@@ -151,6 +159,7 @@ class Run:
                 self.ckpt["global_step"],
                 self.ckpt["seconds"],
             )
+            self.updates = self.ckpt.get("updates", 0)
             set_rng_state(self.own["rng"])
         self.run_dir = self.logger = None
         self.ckpt_path = Path(args.out_dir) / "checkpoint.pt"
@@ -188,7 +197,7 @@ class Run:
                 resume_step=resumed,
             )
             self.ckpt_path = self.guard.checkpoint = self.run_dir / "checkpoint.pt"
-            ACTIVE[:] = [self.ckpt_path]
+            RUNNING[:] = [self.ckpt_path]
 
     def compile(self, fn: Callable, graphs: bool = True) -> Callable:
         """`fn` under `--compile` (`common.device.compile_fn`: on CUDA a graph of its own unless
@@ -217,10 +226,24 @@ class Run:
         learning_starts: int = 0,
         every: int = 1,
     ) -> Iterator[int]:
-        """Yield the iteration numbers from where the run stands (with `every` > 1, the first of
-        each segment of that many); after each, count its env steps, check for NaN/Inf, and
-        evaluate, log and checkpoint on their ticks (host syncs happen only there). The speed the
-        progress line shows counts from the first iteration past `learning_starts` env steps."""
+        """The training loop's contract, `for iteration in run.iterations(...)`: yield the iteration
+        numbers from where the run stands (a resumed run: from its checkpoint's; with `every` > 1,
+        the first of each segment of that many). Inside the loop body `run.step` is the env steps
+        before this iteration. After the body returns, in this order:
+
+        1. `run.step` grows by the iteration's `steps_per_iteration` env steps (all ranks');
+        2. the NaN guard checks what the iteration watched (losses, parameters, every env step's
+           observations and rewards);
+        3. on the evaluation tick (`--eval-every` env steps, and at the end): rank 0 evaluates the
+           deployable policy on a separate env;
+        4. on the log tick (at most once a second, and on an evaluation): rank 0 logs the meters'
+           means, the training episodes, `run.updates` (if the file counts them) and `metrics()`;
+        5. on the checkpoint tick (`--save-every` env steps, and at the end): the checkpoint,
+           atomic, never with a non-finite value (a collective under torchrun).
+
+        Host syncs happen only on those ticks. The speed the progress line shows counts from the
+        first iteration past `learning_starts` env steps. `run.iterations` refuses a schedule that
+        cannot train (`--total-steps` below one iteration, `--learning-starts` past the end)."""
         self._open(num_iterations, steps_per_iteration, learning_starts)
         hint = resume_hint(self.ckpt_path) if self.is_main else contextlib.nullcontext()
         with hint:  # Ctrl-C: say which checkpoint to --resume from
@@ -241,6 +264,8 @@ class Run:
                         )
                 if self.is_main and do_log:
                     stats = {k: v for m in self.meters for k, v in m.pop().items()}
+                    if self.updates:
+                        stats["updates"] = self.updates
                     self.logger.log(
                         self.step,
                         self.episodes.pop(),
@@ -279,6 +304,7 @@ class Run:
                 **self._deployable(),
                 "iteration": next_iteration,
                 "global_step": self.step,
+                "updates": self.updates,
                 "seconds": self.logger.seconds,
                 "ticks": (self.ticks.last_eval, self.ticks.last_save),
                 **({"ranks": every} if every is not None else {}),
@@ -307,16 +333,18 @@ class Run:
         }
 
     def finish(self, env) -> dict:
-        """Close the logger and the env; the run's summary."""
+        """Close the logger and the env; the run's summary (its seconds of training: the clock
+        before the curves are drawn)."""
+        seconds = self.logger.seconds if self.is_main else float("nan")
         if self.is_main:
             self.logger.close()
-        ACTIVE.clear()
+        RUNNING.clear()
         env.close()
         return {
             "eval_return": self.eval_result.get("eval_return", float("nan")),
             "eval_return_std": self.eval_result.get("eval_return_std", float("nan")),
             "steps": self.step,
-            "seconds": self.logger.seconds if self.is_main else float("nan"),
+            "seconds": seconds,
             "checkpoint": str(self.ckpt_path),
             "run_dir": str(self.run_dir),
         }

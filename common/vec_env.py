@@ -86,13 +86,13 @@ __all__ = [
 ]
 
 
-def _describe_space(space: gym.Space) -> str:
-    if isinstance(space, gym.spaces.Discrete):
-        return f"Discrete({space.n})"
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        return f"MultiDiscrete({space.nvec.tolist()})"
+def describe(space: gym.Space) -> str:
+    """A space in a few words, for messages and for what a checkpoint records of its env: type,
+    shape and dtype (a Box's bounds left out), the sub-spaces of a Dict."""
     if isinstance(space, gym.spaces.Box):
-        return f"Box(shape={tuple(space.shape)})"
+        return f"Box(shape={tuple(space.shape)}, {space.dtype})"
+    if isinstance(space, gym.spaces.Dict):
+        return "Dict(" + ", ".join(f"{k}: {describe(v)}" for k, v in space.spaces.items()) + ")"
     return repr(space)
 
 
@@ -127,14 +127,14 @@ def check_actions(
             or actions.dtype == torch.bool
         ):
             raise UserTypeError(
-                f"{_describe_space(space)} actions must be an integer tensor of shape {expected}, "
+                f"{describe(space)} actions must be an integer tensor of shape {expected}, "
                 f"got dtype {actions.dtype}; pass e.g. logits.argmax(-1) or actions.long()"
             )
     elif isinstance(space, gym.spaces.Box):
         expected = (*lead, *space.shape)
         if not actions.dtype.is_floating_point:
             raise UserTypeError(
-                f"{_describe_space(space)} actions must be a floating-point tensor of shape "
+                f"{describe(space)} actions must be a floating-point tensor of shape "
                 f"{expected}, got dtype {actions.dtype}"
             )
     else:  # pragma: no cover - no such env yet
@@ -142,7 +142,7 @@ def check_actions(
     if tuple(actions.shape) != expected:
         raise UserError(
             f"actions have shape {tuple(actions.shape)} but this env ({batch}, "
-            f"{_describe_space(space)} actions) expects shape {expected}"
+            f"{describe(space)} actions) expects shape {expected}"
         )
     return actions
 

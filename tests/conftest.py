@@ -73,7 +73,7 @@ def free_port() -> int:
 
 # Several command lines run as __main__ (runpy) in one interpreter: one torch import (~3 s on a slow
 # host) instead of one a command line. Each: ["path", "algos/x.py", argv] (`python algos/x.py ...`)
-# or ["module", "common.export", argv] (`python -m common.export ...`); the result is what the
+# or ["module", "tools.export", argv] (`python -m tools.export ...`); the result is what the
 # process would have printed and its exit status: an uncaught exception goes through sys.excepthook
 # (the entry points' `user_error_hook` prints its one line and exits 2).
 _RUN_AS_MAIN = """
@@ -238,8 +238,9 @@ _SMALL_AC_H = {
     "h_term_update_gap": 1,
     "h_term_batch": 16,
 }
-# single-agent files (algos/<name>.py) -> Args settings
-SMALL_RUNS = {
+# file (algos/<name>.py) -> tiny CPU Args settings with a checkpoint before the end, for the fault,
+# resume and export tests; a file not named here takes its parent's (`small_settings`)
+_OWN_SMALL = {
     "ppo_vec": dict(
         env="CartPole-v1",
         num_envs=16,
@@ -390,6 +391,53 @@ VD_TINY = dict(
     quiet=True,
     device="cpu",
 )
+_OWN_SMALL.update(
+    maddpg=MADDPG_TINY,
+    # pink exploration noise: its block and position travel in the checkpoint (maddpg runs white)
+    matd3=dict(MADDPG_TINY, noise_color=1.0),
+    mappo=MAPPO_TINY,
+    qmix=VD_TINY,
+    vdn=VD_TINY,
+)
+
+# the one family list; every algorithm file declares its own (`PARENT, FAMILY = ...`)
+FAMILIES = ("PPO", "DQN", "DDPG/TD3/SAC", "multi-agent")
+ALGO_FILES = sorted(p.stem for p in (ROOT / "algos").glob("*.py") if p.stem != "__init__")
+
+
+def declaration(name: str, algos: pathlib.Path = ROOT / "algos") -> tuple[str | None, str] | None:
+    """`(PARENT, FAMILY)` as algos/<name>.py declares them (read, not imported), or None."""
+    import ast
+
+    for node in ast.parse((algos / f"{name}.py").read_text()).body:
+        targets = node.targets[0] if isinstance(node, ast.Assign) else None
+        if isinstance(targets, ast.Tuple) and [getattr(t, "id", "") for t in targets.elts] == [
+            "PARENT",
+            "FAMILY",
+        ]:
+            parent, family = ast.literal_eval(node.value)
+            return parent, family
+    return None
+
+
+def small_settings(name: str, algos: pathlib.Path = ROOT / "algos") -> dict | None:
+    """The file's tiny settings: its own, else its parent's (a copied file runs as its parent's
+    tests run it), else None (no declaration to follow)."""
+    seen = set()
+    while name not in _OWN_SMALL:
+        found = declaration(name, algos) if (algos / f"{name}.py").is_file() else None
+        if found is None or found[0] is None or name in seen:
+            return None
+        seen.add(name)
+        name = found[0]
+    return _OWN_SMALL[name]
+
+
+MULTI_AGENT = {n for n in ALGO_FILES if (declaration(n) or (None, ""))[1] == "multi-agent"}
+# every algorithm file's small settings; SMALL_RUNS: the single-agent ones
+ALL_SMALL_RUNS = {n: c for n in ALGO_FILES if (c := small_settings(n)) is not None}
+SMALL_RUNS = {n: c for n, c in ALL_SMALL_RUNS.items() if n not in MULTI_AGENT}
+
 # the small settings run without curves.png (`--no-plots`): drawing it was a third of such a run's
 # time, and the fault, resume and export tests run them hundreds of times (tests/test_run.py checks
 # the plot)
@@ -397,7 +445,7 @@ for _cfg in (
     _SMALL_DQN,
     _SMALL_AC,
     _SMALL_AC_H,
-    *SMALL_RUNS.values(),
+    *_OWN_SMALL.values(),
     SMALL_PPO_PENDULUM_NORMALIZED,
     SMALL_PPO_HOPPER,
     SMALL_SAC_HOPPER,

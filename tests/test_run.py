@@ -345,6 +345,7 @@ def test_the_run_shell_saves_the_state_a_file_names_and_restores_it(tmp_path):
         "rng",
         "iteration",
         "global_step",
+        "updates",
         "seconds",
         "ticks",
     }
