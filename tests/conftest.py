@@ -64,6 +64,29 @@ def assert_user_error(exc: BaseException, capfd) -> str:
     return lines[0]
 
 
+def prose_lines(path: pathlib.Path):
+    """(line number, text) of every comment and docstring line of a Python file (what
+    test_lineage.py reads for measurements and test_links.py for links)."""
+    import ast
+    import io
+    import tokenize
+
+    src = path.read_text(encoding="utf-8")
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type == tokenize.COMMENT:
+            yield tok.start[0], tok.string
+    lines = src.splitlines()
+    for node in ast.walk(ast.parse(src)):
+        body = getattr(node, "body", None)
+        for stmt in body if isinstance(body, list) else []:
+            if (
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Constant)
+                and isinstance(stmt.value.value, str)
+            ):
+                yield from ((i, lines[i - 1]) for i in range(stmt.lineno, stmt.end_lineno + 1))
+
+
 def free_port() -> int:
     """A free TCP port on the loopback interface (for torchrun's rendezvous and gloo)."""
     with socket.socket() as s:

@@ -23,8 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import ALGO_FILES, FAMILIES, declaration
+from conftest import ALGO_FILES, FAMILIES, declaration, prose_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGOS = ROOT / "algos"
@@ -484,27 +483,6 @@ MEASUREMENT = re.compile(
 )
 
 
-def _prose(path: Path):
-    """(line number, text) of every comment and docstring line of a Python file."""
-    import io
-    import tokenize
-
-    src = path.read_text()
-    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
-        if tok.type == tokenize.COMMENT:
-            yield tok.start[0], tok.string
-    lines = src.splitlines()
-    for node in ast.walk(ast.parse(src)):
-        body = getattr(node, "body", None)
-        for stmt in body if isinstance(body, list) else []:
-            if (
-                isinstance(stmt, ast.Expr)
-                and isinstance(stmt.value, ast.Constant)
-                and isinstance(stmt.value.value, str)
-            ):
-                yield from ((i, lines[i - 1]) for i in range(stmt.lineno, stmt.end_lineno + 1))
-
-
 def test_measurements_live_in_bench_not_in_the_code():
     """Issue 56: comments and docstrings of algos/, common/ and envs/ say why, not how much;
     measured numbers rot there, so they live in bench/ (a comment may point to
@@ -513,7 +491,7 @@ def test_measurements_live_in_bench_not_in_the_code():
         f"{p.relative_to(ROOT)}:{i}: {text.strip()}"
         for d in ("algos", "common", "envs")
         for p in sorted((ROOT / d).rglob("*.py"))
-        for i, text in _prose(p)
+        for i, text in prose_lines(p)
         if MEASUREMENT.search(text)
     ]
     assert not found, "measurements in the code (move them to bench/README.md):\n" + "\n".join(

@@ -11,14 +11,13 @@ checked the same way. Web links (http, https, mailto) are not followed.
 
 from __future__ import annotations
 
-import ast
-import io
 import re
 import subprocess
-import tokenize
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import unquote
+
+from conftest import prose_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE_DIRS = ("algos", "common", "envs", "tools", "bench", "population", "tests")
@@ -131,27 +130,9 @@ def markdown_links(path: Path):
                 yield i, t
 
 
-def _prose(path: Path):
-    """(line number, text) of every comment and docstring line of a Python file."""
-    src = path.read_text(encoding="utf-8")
-    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
-        if tok.type == tokenize.COMMENT:
-            yield tok.start[0], tok.string
-    lines = src.splitlines()
-    for node in ast.walk(ast.parse(src)):
-        body = getattr(node, "body", None)
-        for stmt in body if isinstance(body, list) else []:
-            if (
-                isinstance(stmt, ast.Expr)
-                and isinstance(stmt.value, ast.Constant)
-                and isinstance(stmt.value.value, str)
-            ):
-                yield from ((i, lines[i - 1]) for i in range(stmt.lineno, stmt.end_lineno + 1))
-
-
 def code_links(path: Path):
     """(line number, target) of every Markdown path in a Python file's comments and docstrings."""
-    for i, text in _prose(path):
+    for i, text in prose_lines(path):
         for m in CODE_LINK.finditer(text):
             if not OUTPUT.search(text[: m.start()]):  # a file a command writes need not exist yet
                 yield i, m.group(1) + (m.group(2) or "")
