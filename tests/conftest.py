@@ -67,7 +67,6 @@ def assert_user_error(exc: BaseException, capfd) -> str:
 def prose_lines(path: pathlib.Path):
     """(line number, text) of every comment and docstring line of a Python file (what
     test_lineage.py reads for measurements and test_links.py for links)."""
-    import ast
     import io
     import tokenize
 
@@ -76,6 +75,14 @@ def prose_lines(path: pathlib.Path):
         if tok.type == tokenize.COMMENT:
             yield tok.start[0], tok.string
     lines = src.splitlines()
+    yield from ((i, lines[i - 1]) for i in sorted(docstring_lines(src)))
+
+
+def docstring_lines(src: str) -> set[int]:
+    """The line numbers of every docstring (module, class, function, field) of Python source."""
+    import ast
+
+    out: set[int] = set()
     for node in ast.walk(ast.parse(src)):
         body = getattr(node, "body", None)
         for stmt in body if isinstance(body, list) else []:
@@ -84,7 +91,8 @@ def prose_lines(path: pathlib.Path):
                 and isinstance(stmt.value, ast.Constant)
                 and isinstance(stmt.value.value, str)
             ):
-                yield from ((i, lines[i - 1]) for i in range(stmt.lineno, stmt.end_lineno + 1))
+                out.update(range(stmt.lineno, stmt.end_lineno + 1))
+    return out
 
 
 def free_port() -> int:

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ALGO_FILES, FAMILIES, declaration, prose_lines
+from conftest import ALGO_FILES, FAMILIES, declaration, docstring_lines, prose_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGOS = ROOT / "algos"
@@ -137,16 +137,7 @@ def lineage() -> list[tuple[str, str, str | None, str, str]]:
 def code_lines(path: Path) -> list[str]:
     """The file's code as `diff -w` reads it: docstrings, blank lines and indentation left out."""
     src = path.read_text()
-    docstrings: set[int] = set()
-    for node in ast.walk(ast.parse(src)):
-        body = getattr(node, "body", None)
-        for stmt in body if isinstance(body, list) else []:
-            if (
-                isinstance(stmt, ast.Expr)
-                and isinstance(stmt.value, ast.Constant)
-                and isinstance(stmt.value.value, str)
-            ):
-                docstrings.update(range(stmt.lineno, stmt.end_lineno + 1))
+    docstrings = docstring_lines(src)
     return [
         line.strip()
         for i, line in enumerate(src.splitlines(), 1)
