@@ -44,9 +44,10 @@ from common.checkpoint import load_checkpoint
 from common.cli import Count, Count0, Frac, Layers, NonNeg, Rate, RunArgs, Unit, cli
 from common.ensemble import EnsembleMLP
 from common.errors import UserError
-from common.evaluate import PolicyFn, ma_evaluate
+from common.evaluate import ma_evaluate
 from common.ma_vec_env import MAEpisodeStatistics
 from common.noise import ColoredNoise
+from common.policy import PolicyFn
 from common.run import Run
 from common.wrappers import ActionScaler
 

@@ -10,7 +10,7 @@ reading the output of its own GRU (Cho et al., 2014, arXiv:1406.1078) instead of
   (truncated backpropagation through time over `--num-steps`), zeroing it at the same episode
   starts; minibatches are whole sub-env sequences (`--num-envs` / `--num-minibatches` each);
 * the hidden state is in the checkpoint (exact resume), and `load_policy` returns a stateful policy
-  (`common.evaluate.RecurrentPolicyFn`): `policy.reset()` before new episodes, `policy.reset(done)`
+  (`common.policy.RecurrentPolicyFn`): `policy.reset()` before new episodes, `policy.reset(done)`
   to forget the sub-envs of a vec env that start over.
 A GRU, not an LSTM: one state tensor (simpler to carry, reset and save), on par with the LSTM in
 Chung et al. (2014, arXiv:1412.3555). The rest (truncation bootstrap, value clipping, schedules,

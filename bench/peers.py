@@ -158,7 +158,7 @@ def worker(
     import torch
 
     from common.cli import cli
-    from common.evaluate import PolicyFn
+    from common.policy import PolicyFn
     from common.logger import Logger
     from tools.evaluate import gym_rollouts
 

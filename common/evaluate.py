@@ -1,6 +1,6 @@
-"""Evaluation during training: the deterministic policy object (`PolicyFn`), and deterministic
-evaluation of a policy on fresh envs (`evaluate`, and `ma_evaluate` for multi-agent envs). The
-command line that evaluates a saved checkpoint is `python -m tools.evaluate`.
+"""Deterministic evaluation of a policy on fresh envs (`evaluate`, and `ma_evaluate` for
+multi-agent envs), during training and after it. The command line that evaluates a saved checkpoint
+is `python -m tools.evaluate`.
 
 This is the one module of `common/` that imports `envs` (to build evaluation envs).
 """
@@ -10,107 +10,9 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-import numpy as np
 import torch
 
 from common.vec_env import policy_obs
-
-
-class PolicyFn:
-    """A deterministic policy for deployment: `policy(obs) -> action`.
-
-    Takes a torch tensor or a numpy array, batched `[B, *obs_shape]` or single `[*obs_shape]`, and
-    answers in kind (numpy in, numpy out), so the same object drives our vec envs and a plain
-    `gymnasium.make(env_id)` env. `core` maps raw observations to env-native actions on `device`.
-    """
-
-    def __init__(
-        self,
-        core: Callable[[torch.Tensor], torch.Tensor],
-        device="cpu",
-        env_id: str | None = None,
-        obs_shape: tuple | None = None,
-    ):
-        self.core, self.device, self.env_id, self.obs_shape = (
-            core,
-            torch.device(device),
-            env_id,
-            obs_shape,
-        )
-        # a common.policy.Policy: exportable
-        self.module = core if isinstance(core, torch.nn.Module) else None
-
-    @torch.no_grad()
-    def __call__(self, obs, action_mask=None):
-        """`action_mask` (bool, True = allowed; an env's `info["action_mask"]`): for a policy of a
-        masked env."""
-        as_numpy = not isinstance(obs, torch.Tensor)
-        x = torch.as_tensor(
-            np.asarray(obs) if as_numpy else obs, dtype=torch.float32, device=self.device
-        )
-        single = self.obs_shape is not None and x.dim() == len(self.obs_shape)
-        if single:
-            x = x.unsqueeze(0)
-        if action_mask is not None:
-            m = torch.as_tensor(
-                np.asarray(action_mask)
-                if not isinstance(action_mask, torch.Tensor)
-                else action_mask,
-                dtype=torch.bool,
-                device=self.device,
-            )
-            a = self.core(x, action_mask=m.unsqueeze(0) if single else m)
-        else:
-            a = self.core(x)
-        if single:
-            a = a.squeeze(0)
-        return a.cpu().numpy() if as_numpy else a
-
-
-class RecurrentPolicyFn(PolicyFn):
-    """A `PolicyFn` with memory (a recurrent policy, `algos/ppo_rnn.py`):
-    `core(obs, state) -> (action, state)`, the state batch first, one row per observation of the
-    batch, kept from call to call.
-
-        policy.reset()         forget everything: call it before new episodes (`evaluate` does)
-        policy.reset(done)     forget the rows where `done` (bool [B]) is true: with a vec env that
-        resets
-                               its sub-envs itself, pass `terminated | truncated` after each step
-
-    The first call, and a call with another batch size, start from `initial_state(batch)`
-    (zeros)."""
-
-    def __init__(
-        self,
-        core: Callable,
-        initial_state: Callable[[int], torch.Tensor],
-        device="cpu",
-        env_id: str | None = None,
-        obs_shape: tuple | None = None,
-    ):
-        self.recurrent_core, self.initial_state, self.state = core, initial_state, None
-
-        def step(x, **kw):
-            if self.state is None or self.state.shape[0] != x.shape[0]:
-                self.state = initial_state(x.shape[0])
-            action, self.state = core(x, self.state, **kw)
-            return action
-
-        super().__init__(step, device, env_id, obs_shape)
-        self.module = core if isinstance(core, torch.nn.Module) else None
-
-    def reset(self, done=None) -> None:
-        if done is None or self.state is None:
-            self.state = None
-            return
-        keep = ~torch.as_tensor(
-            np.asarray(done) if not isinstance(done, torch.Tensor) else done,
-            dtype=torch.bool,
-            device=self.state.device,
-        )
-        self.state = self.state * keep.view(-1, *([1] * (self.state.dim() - 1))).to(
-            self.state.dtype
-        )
 
 
 @torch.no_grad()

@@ -1,24 +1,22 @@
 """The deployable policy: one `nn.Module` from the env's raw observations to the env's actions.
 
-    obs -> clamp((obs - mean) / sqrt(var + eps), -clip, clip)   the observation normalizer (buffers;
-    none
-                                                                when the run did not normalize)
-        -> {"policy": obs, "action_mask": mask}                 named groups, to a network that
-        reads them (a
-                                                                masked env's mask; none given: all
-                                                                allowed)
-        -> net.<act>(obs)                                       the file's network, deterministic:
-        an action
-                                                                in [-1, 1]^d, or a discrete index
-        -> low + (clamp(a, -1, 1) + 1) / 2 * (high - low)       the action scaling (buffers; Box
-        spaces only)
+    obs -> clamp((obs - mean) / sqrt(var + eps), -clip, clip)  the observation normalizer (buffers;
+                                                               none when the run did not normalize)
+        -> {"policy": obs, "action_mask": mask}                named groups, to a network that reads
+                                                               them (a masked env's mask; none
+                                                               given: all allowed)
+        -> net.<act>(obs)                                      the file's network, deterministic: an
+                                                               action in [-1, 1]^d, or an index
+        -> low + (clamp(a, -1, 1) + 1) / 2 * (high - low)      the action scaling (buffers; Box
+                                                               spaces only)
 
 An algorithm file builds it once around its training network (`Policy.of(agent, net_kwargs, env)`):
 the module shares the network's parameters and the normalizer's statistics (the same tensors, no
 copy), so it is always the policy being trained; `common.run.Run` evaluates it and writes it to
 every checkpoint (`"policy"`: its `state_dict()`; `"policy_spec"`: how to rebuild it, plain data).
 `Policy.restore(path, algo, Net)` rebuilds it from a checkpoint alone, no env made (a file's
-`load_policy`); `tools.export` writes it as TorchScript, a torch.export program or ONNX.
+`load_policy`), as a `PolicyFn`: the callable a user deploys, numpy or torch in and out;
+`tools.export` writes it as TorchScript, a torch.export program or ONNX.
 
 The network keeps its own layout: a PPO agent's actor and critic, a Q-network, an actor. `act` names
 the method that is the deterministic policy (`forward`, `deterministic`), or is `greedy`: the argmax
@@ -27,6 +25,8 @@ of a Q-network's values; a recurrent one (`RecurrentPolicy`) takes and returns i
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import gymnasium as gym
 import numpy as np
@@ -279,11 +279,9 @@ def load(path: str, algo: str, net_cls: type, device="cpu") -> Policy:
 
 
 def deployed(policy: Policy, device=None):
-    """`policy` as the callable a user deploys (`common.evaluate.PolicyFn`): torch or numpy in (and
+    """`policy` as the callable a user deploys (`PolicyFn`): torch or numpy in (and
     out), batched or single observations; a recurrent one keeps its memory between calls (`reset()`
     forgets it)."""
-    from common.evaluate import PolicyFn, RecurrentPolicyFn
-
     device = device if device is not None else next(policy.parameters()).device
     env_id = getattr(policy, "env_id", None)
     if isinstance(policy, RecurrentPolicy):
@@ -291,3 +289,100 @@ def deployed(policy: Policy, device=None):
             policy, policy.initial_state, device, env_id=env_id, obs_shape=policy.obs_shape
         )
     return PolicyFn(policy, device, env_id=env_id, obs_shape=policy.obs_shape)
+
+
+class PolicyFn:
+    """A deterministic policy for deployment: `policy(obs) -> action`.
+
+    Takes a torch tensor or a numpy array, batched `[B, *obs_shape]` or single `[*obs_shape]`, and
+    answers in kind (numpy in, numpy out), so the same object drives our vec envs and a plain
+    `gymnasium.make(env_id)` env. `core` maps raw observations to env-native actions on `device`.
+    """
+
+    def __init__(
+        self,
+        core: Callable[[torch.Tensor], torch.Tensor],
+        device="cpu",
+        env_id: str | None = None,
+        obs_shape: tuple | None = None,
+    ):
+        self.core, self.device, self.env_id, self.obs_shape = (
+            core,
+            torch.device(device),
+            env_id,
+            obs_shape,
+        )
+        # a common.policy.Policy: exportable
+        self.module = core if isinstance(core, torch.nn.Module) else None
+
+    @torch.no_grad()
+    def __call__(self, obs, action_mask=None):
+        """`action_mask` (bool, True = allowed; an env's `info["action_mask"]`): for a policy of a
+        masked env."""
+        as_numpy = not isinstance(obs, torch.Tensor)
+        x = torch.as_tensor(
+            np.asarray(obs) if as_numpy else obs, dtype=torch.float32, device=self.device
+        )
+        single = self.obs_shape is not None and x.dim() == len(self.obs_shape)
+        if single:
+            x = x.unsqueeze(0)
+        if action_mask is not None:
+            m = torch.as_tensor(
+                np.asarray(action_mask)
+                if not isinstance(action_mask, torch.Tensor)
+                else action_mask,
+                dtype=torch.bool,
+                device=self.device,
+            )
+            a = self.core(x, action_mask=m.unsqueeze(0) if single else m)
+        else:
+            a = self.core(x)
+        if single:
+            a = a.squeeze(0)
+        return a.cpu().numpy() if as_numpy else a
+
+
+class RecurrentPolicyFn(PolicyFn):
+    """A `PolicyFn` with memory (a recurrent policy, `algos/ppo_rnn.py`):
+    `core(obs, state) -> (action, state)`, the state batch first, one row per observation of the
+    batch, kept from call to call.
+
+        policy.reset()        forget everything: call it before new episodes (`evaluate` does)
+        policy.reset(done)    forget the rows where `done` (bool [B]) is true: with a vec env
+                              that resets its sub-envs itself, pass `terminated | truncated`
+                              after each step
+
+    The first call, and a call with another batch size, start from `initial_state(batch)`
+    (zeros)."""
+
+    def __init__(
+        self,
+        core: Callable,
+        initial_state: Callable[[int], torch.Tensor],
+        device="cpu",
+        env_id: str | None = None,
+        obs_shape: tuple | None = None,
+    ):
+        self.recurrent_core, self.initial_state, self.state = core, initial_state, None
+
+        def step(x, **kw):
+            if self.state is None or self.state.shape[0] != x.shape[0]:
+                self.state = initial_state(x.shape[0])
+            action, self.state = core(x, self.state, **kw)
+            return action
+
+        super().__init__(step, device, env_id, obs_shape)
+        self.module = core if isinstance(core, torch.nn.Module) else None
+
+    def reset(self, done=None) -> None:
+        if done is None or self.state is None:
+            self.state = None
+            return
+        keep = ~torch.as_tensor(
+            np.asarray(done) if not isinstance(done, torch.Tensor) else done,
+            dtype=torch.bool,
+            device=self.state.device,
+        )
+        self.state = self.state * keep.view(-1, *([1] * (self.state.dim() - 1))).to(
+            self.state.dtype
+        )

@@ -98,8 +98,8 @@ def register(env_id: str, factory) -> None:
     """Make a torch vec env of your own available as `env_id` to `make` and so to every algorithm
     file (`main(Args(env=env_id))`). `factory(num_envs=..., device=..., seed=..., **kwargs)` returns
     an object that keeps the contract of `common/vec_env.py` (subclass
-    `common.vec_env.TorchVecEnv`); `make` checks it with one reset and one step
-    (`common.vec_env.check_env`) before training starts. A gymnasium env (numpy, one sub-env) needs
+    `envs.base.TorchVecEnv`); `make` checks it with one reset and one step
+    (`envs.base.check_env`) before training starts. A gymnasium env (numpy, one sub-env) needs
     no registration here: register it with gymnasium and pass its id. From the command line,
     `--env package.module:factory` imports and registers the factory."""
     if not callable(factory):
@@ -227,7 +227,7 @@ def _make(env_id: str, num_envs: int, device, seed, **kwargs):
         # to gymnasium below)
         register(env_id, _import_factory(env_id))
     if env_id in CUSTOM:
-        from common.vec_env import check_env
+        from envs.base import check_env
 
         kwargs.pop("vectorization_mode", None)
         env = CUSTOM[env_id](num_envs=num_envs, device=device, seed=seed, **kwargs)

@@ -54,7 +54,7 @@ import numpy as np
 import torch
 
 from common.errors import UserError
-from common.vec_env import TorchVecEnv
+from envs.base import TorchVecEnv
 
 __all__ = ["Chasing", "pursuit_policy"]
 

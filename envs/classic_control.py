@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from common.vec_env import TorchVecEnv
+from envs.base import TorchVecEnv
 
 
 class CartPole(TorchVecEnv):

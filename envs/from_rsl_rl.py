@@ -50,7 +50,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from common.errors import UserError, UserTypeError
-from common.vec_env import NormalTensors, check_actions
+from common.vec_env import NormalTensors
+from envs.base import check_actions
 
 
 class FromRslRl(NormalTensors, gym.vector.VectorEnv):

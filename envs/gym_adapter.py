@@ -14,7 +14,8 @@ from gymnasium.vector import AutoresetMode
 
 from common.device import canonical
 from common.errors import MissingPackage, UserError
-from common.vec_env import NormalTensors, check_actions
+from common.vec_env import NormalTensors
+from envs.base import check_actions
 
 
 class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):

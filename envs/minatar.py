@@ -36,7 +36,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from common.vec_env import TorchVecEnv
+from envs.base import TorchVecEnv
 
 # the package's full action set, by index: noop, left, up, right, down, fire
 NOOP, LEFT, UP, RIGHT, DOWN, FIRE = range(6)

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from common.errors import UserError
-from common.ma_vec_env import MultiAgentTorchVecEnv
+from envs.base import MultiAgentTorchVecEnv
 
 # discrete action -> unit force direction (mpe2's `_set_action`: 1 left, 2 right, 3 down, 4 up)
 _DIRECTIONS = [[0.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [0.0, -1.0], [0.0, 1.0]]

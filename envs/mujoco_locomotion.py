@@ -38,7 +38,7 @@ from gymnasium.vector.utils import batch_space
 from common import graphs
 from common.device import canonical, simulator_threads
 from common.errors import UserError, MissingPackage, UserTypeError
-from common.vec_env import ActionChecks
+from envs.base import ActionChecks
 
 __all__ = ["MUJOCO_TASKS", "ALIASES", "make_mujoco", "Locomotion", "canonical_id", "BACKENDS"]
 

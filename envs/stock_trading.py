@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from common.errors import UserError
-from common.vec_env import TorchVecEnv
+from envs.base import TorchVecEnv
 from envs.stock_data import StockData, from_env_var, load_sp500
 
 __all__ = [
@@ -302,7 +302,7 @@ def buy_and_hold(
 @torch.no_grad()
 def backtest(policy, data: StockData | None = None, device="cpu", **env_kwargs) -> dict:
     """Run a deterministic `policy` (obs tensor [1, obs_dim] -> action tensor [1, S], e.g. a
-    `common.evaluate.PolicyFn` from `common.evaluate.load_policy`) over the backtest split.
+    `common.policy.PolicyFn` from a file's `load_policy`) over the backtest split.
 
     Returns `dates` (numpy datetime64 [T]), `values` (account values [T], v_0 = initial cash, the
     env's convention), `buy_and_hold` (equal-weight baseline [T], same cash and fees) and `weights`

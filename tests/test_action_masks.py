@@ -15,7 +15,7 @@ import torch
 
 import envs
 from common.distributions import Categoricals, action_nvec
-from common.vec_env import check_env
+from envs.base import check_env
 from common.wrappers import ObsGroups
 from conftest import checkpoint_params, run_with_snapshots
 from envs.masked import MaskedWalk

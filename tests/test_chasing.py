@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import envs
-from common.vec_env import TorchVecEnv
+from envs.base import TorchVecEnv
 from envs.chasing import Chasing, clip_norm, pursuit_policy
 
 # ppo_vec settings that learn Chasing-v0 (eval return ~11.1-11.4 against the scripted pursuit's

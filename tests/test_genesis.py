@@ -15,7 +15,7 @@ import torch
 pytest.importorskip("genesis", reason="Genesis is optional: python bench/genesis_go2.py setup")
 
 import envs  # noqa: E402
-from common.vec_env import check_env  # noqa: E402
+from envs.base import check_env  # noqa: E402
 
 # a scene build compiles Genesis's kernels (about a minute once cached)
 pytestmark = pytest.mark.slow

@@ -83,7 +83,7 @@ def _site(frame) -> str | None:
         if f.startswith(TORCH_OPTIM):
             return None  # Adam's host-side step counter (see the module docstring)
         if f.startswith(OURS):
-            if frame.f_code.co_name == "_validate" and f.endswith("common/vec_env.py"):
+            if frame.f_code.co_name == "_validate" and f.endswith("envs/base.py"):
                 return None  # the CPU action validation, by design
             if frame.f_code.co_name == "watch" and f.endswith("common/guard.py"):
                 # NumericGuard on CPU checks at once, by design (deferred on an accelerator)

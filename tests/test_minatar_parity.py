@@ -173,7 +173,7 @@ def test_minatar_matches_the_package_as_difficulty_ramps(game, pick, setup):
                                               ("MinAtar/Seaquest-v0", 6),
                                               ("MinAtar/SpaceInvaders-v1", 4)])  # fmt: skip
 def test_minatar_ids_make_contract_envs(env_id, n_actions):
-    from common.vec_env import check_env
+    from envs.base import check_env
 
     env = envs.make(env_id, num_envs=8, seed=0)
     check_env(env, 8, torch.device("cpu"))

@@ -16,7 +16,7 @@ from conftest import ROOT
 import envs
 import envs.partial
 from common.encoders import group_dims
-from common.vec_env import check_env
+from envs.base import check_env
 from common.wrappers import NormalizeObservation, wrap_env
 
 PRIV = "CartPoleNoVel-Privileged-v0"

@@ -7,7 +7,9 @@ import pytest
 import torch
 
 import envs
-from common.vec_env import AutoresetMode, TorchVecEnv
+from gymnasium.vector import AutoresetMode
+
+from envs.base import TorchVecEnv
 
 
 @pytest.mark.parametrize("env_id", sorted(envs.NATIVE))
