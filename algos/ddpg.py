@@ -121,15 +121,15 @@ def critic_loss(actor_t: Actor, critic: Critic, critic_t: Critic, gamma: float, 
     """Importance-weighted squared TD error against r + gamma * (1 - terminated) * Q'(s',
     mu'(s'))."""
     with torch.no_grad():
-        next_q = critic_t(b.next_obs, actor_t(b.next_obs))[0]
-        target = b.rewards + gamma * (1.0 - b.terminated) * next_q
-    q = critic(b.obs, b.actions)[0]
+        next_q = critic_t(b["next_obs"], actor_t(b["next_obs"]))[0]
+        target = b["rewards"] + gamma * (1.0 - b["terminated"]) * next_q
+    q = critic(b["obs"], b["actions"])[0]
     td = q - target
-    return (b.weights * td.square()).mean(), td.detach().abs()
+    return (b["weights"] * td.square()).mean(), td.detach().abs()
 
 
 def actor_loss(actor: Actor, critic: Critic, b):
-    return -critic(b.obs, actor(b.obs))[0].mean()
+    return -critic(b["obs"], actor(b["obs"]))[0].mean()
 
 
 def make_env(args: Args, device, seed: int):
@@ -159,11 +159,6 @@ def main(args: Args) -> dict:
     adam_kw = dict(capturable=True) if capturable else dict(fused=device.type == "cpu")
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, **adam_kw)
     critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr, **adam_kw)
-    rb_args = (args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device)
-    if args.per:
-        rb = PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
-    else:
-        rb = ReplayBuffer(*rb_args)
     # --compile, else as they are
     c_loss_fn, a_loss_fn = run.compile(critic_loss), run.compile(actor_loss)
     act_fn = run.compile(actor)
@@ -176,6 +171,12 @@ def main(args: Args) -> dict:
     noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
     num_iterations = args.total_steps // N
     obs = env.reset(seed=args.seed)[0].clone()  # where the next step starts: a fixed buffer
+    # replay rows shaped and typed as one vectorized step's observation and actions
+    rb_args = (args.buffer_size, obs, torch.zeros(N, act_dim, device=device))
+    if args.per:
+        rb = PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
+    else:
+        rb = ReplayBuffer(*rb_args)
     # the deployable policy: normalizer, actor, action scaling (common/policy.py)
     policy = Policy.of(actor, net, env)
     # the state a checkpoint holds and a resumed run restores, named once
@@ -204,7 +205,7 @@ def main(args: Args) -> dict:
             c_loss.backward()
             critic_step()
             guard.watch_params("parameters", critic)  # before the actor loss reads it
-            rb.update_priorities(b.indices, td_abs)
+            rb.update_priorities(b["indices"], td_abs)
             a_loss = a_loss_fn(actor, critic, b)
             meter.add(actor_loss=a_loss)
             guard.watch("actor loss", a_loss)

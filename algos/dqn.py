@@ -131,17 +131,17 @@ class QNetwork(nn.Module):
 def td_loss(q_net: QNetwork, target_net: QNetwork, gamma: float, alpha: float, b):
     """Importance-weighted squared error between Q(s, a) and the TD target
     r + gamma * (1 - terminated) * max_a' Q_target(s', a'), less alpha * the action gap."""
-    a = b.actions.long().unsqueeze(-1)
+    a = b["actions"].long().unsqueeze(-1)
     with torch.no_grad():
-        q_target = target_net(Batch.cat([b.next_obs, b.obs]) if alpha > 0 else b.next_obs)
-        next_q = q_target[: len(b.rewards)].max(-1).values
-        target = b.rewards + gamma * (1.0 - b.terminated) * next_q
+        q_target = target_net(Batch.cat([b["next_obs"], b["obs"]]) if alpha > 0 else b["next_obs"])
+        next_q = q_target[: len(b["rewards"])].max(-1).values
+        target = b["rewards"] + gamma * (1.0 - b["terminated"]) * next_q
         if alpha > 0:  # the target network's gap between the greedy action and the one taken, at s
-            here = q_target[len(b.rewards) :]
+            here = q_target[len(b["rewards"]) :]
             target = target - alpha * (here.max(-1).values - here.gather(-1, a).squeeze(-1))
-    q = q_net(b.obs).gather(-1, a).squeeze(-1)
+    q = q_net(b["obs"]).gather(-1, a).squeeze(-1)
     td = q - target
-    return (b.weights * td.square()).mean(), q.detach().mean(), td.detach().abs()
+    return (b["weights"] * td.square()).mean(), q.detach().mean(), td.detach().abs()
 
 
 def epsilon_at(args: Args, step: int) -> float:
@@ -173,7 +173,7 @@ def main(args: Args) -> dict:
     optimizer = torch.optim.Adam(q_net.parameters(), lr=lr, **adam)
     obs = Batch(env.reset(seed=args.seed)[0]).clone()  # where the next step starts: a fixed buffer
     # storage for each observation group, the actions, rewards and flags
-    rb_args = (args.buffer_size, obs, (), torch.long, device)
+    rb_args = (args.buffer_size, obs, torch.zeros(args.num_envs, dtype=torch.long, device=device))
     if args.per:
         rb = PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
     else:
@@ -231,7 +231,7 @@ def main(args: Args) -> dict:
                 optimizer.zero_grad()
                 loss.backward()
                 step_fn()
-                rb.update_priorities(b.indices, td_abs)
+                rb.update_priorities(b["indices"], td_abs)
                 run.updates += 1
                 if run.updates % args.target_every == 0:
                     with torch.no_grad():

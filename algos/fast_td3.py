@@ -173,17 +173,17 @@ def critic_loss(actor_t, critic, critic_t, discount, b, target_noise: float, noi
     R + gamma^k (1 - terminated) * min_k Q'_k(s_{t+k}, clip(mu'(s_{t+k}) + clip(noise))), with
     `discount` the batch's gamma^k (1 - terminated) and its observations normalized."""
     with torch.no_grad():
-        noise = (torch.randn_like(b.actions) * target_noise).clamp(-noise_clip, noise_clip)
-        next_act = (actor_t(b.next_obs) + noise).clamp(-1.0, 1.0)
-        next_q = critic_t(b.next_obs, next_act).min(0).values
-        target = b.rewards + discount * next_q
-    q = critic(b.obs, b.actions)  # [2, B]
+        noise = (torch.randn_like(b["actions"]) * target_noise).clamp(-noise_clip, noise_clip)
+        next_act = (actor_t(b["next_obs"]) + noise).clamp(-1.0, 1.0)
+        next_q = critic_t(b["next_obs"], next_act).min(0).values
+        target = b["rewards"] + discount * next_q
+    q = critic(b["obs"], b["actions"])  # [2, B]
     td = q - target
-    return (b.weights * td.square()).mean(0).sum(), td.detach().abs().mean(0)
+    return (b["weights"] * td.square()).mean(0).sum(), td.detach().abs().mean(0)
 
 
 def actor_loss(actor: Actor, critic: Critic, b):
-    return -critic(b.obs, actor(b.obs))[0].mean()
+    return -critic(b["obs"], actor(b["obs"]))[0].mean()
 
 
 def make_env(args: Args, device, seed: int):
@@ -219,11 +219,6 @@ def main(args: Args) -> dict:
     adam_kw = dict(capturable=True) if capturable else dict(fused=device.type == "cpu")
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, **adam_kw)
     critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr, **adam_kw)
-    rb_args = (args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device)
-    if args.per:
-        rb = PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
-    else:
-        rb = ReplayBuffer(*rb_args)
     discounts = torch.zeros(args.buffer_size, device=device)  # gamma^k (1 - terminated) of each row
     window = NStepWindow(args.n_step, args.gamma)
     # --compile, else as they are
@@ -238,6 +233,12 @@ def main(args: Args) -> dict:
     noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
     num_iterations = args.total_steps // N
     obs = env.reset(seed=args.seed)[0].clone()  # where the next step starts: a fixed buffer
+    # replay rows shaped and typed as one vectorized step's observation and actions
+    rb_args = (args.buffer_size, obs, torch.zeros(N, act_dim, device=device))
+    if args.per:
+        rb = PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
+    else:
+        rb = ReplayBuffer(*rb_args)
     if obs_rms is not None:
         obs_rms.update(obs)
     noise_std = args.noise_min + (args.noise_max - args.noise_min) * torch.rand(N, 1, device=device)
@@ -271,9 +272,9 @@ def main(args: Args) -> dict:
         `--compile` (its own graphs)."""
         for k in range(1, args.gradient_steps + 1):
             b = rb.sample(args.batch_size, beta=beta)
-            b = b._replace(obs=norm(b.obs), next_obs=norm(b.next_obs))
+            b["obs"], b["next_obs"] = norm(b["obs"]), norm(b["next_obs"])
             smoothing = args.target_noise, args.noise_clip
-            gamma_k = discounts[b.indices]
+            gamma_k = discounts[b["indices"]]
             c_loss, td_abs = c_loss_fn(actor_t, critic, critic_t, gamma_k, b, *smoothing)
             meter.add(critic_loss=c_loss)
             guard.watch("critic loss", c_loss)
@@ -281,7 +282,7 @@ def main(args: Args) -> dict:
             c_loss.backward()
             critic_step()
             guard.watch_params("parameters", critic)  # before the actor loss reads it
-            rb.update_priorities(b.indices, td_abs)
+            rb.update_priorities(b["indices"], td_abs)
             if (run.updates + k) % args.policy_delay == 0:  # delayed actor and target updates
                 a_loss = a_loss_fn(actor, critic, b)
                 meter.add(actor_loss=a_loss)

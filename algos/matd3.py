@@ -125,24 +125,24 @@ def unpack(x: torch.Tensor, n_agents: int, state_dim: int):
 def critic_loss(actors_t, critics, critics_t, args: Args, b, n_agents: int, state_dim: int):
     """Both critics of each agent against its own target
     r_i + gamma * (1 - terminated) * min_k Q'_{k,i}(s', clip(mu'(o') + clip(noise)))."""
-    state = unpack(b.obs, n_agents, state_dim)[1]
-    next_obs, next_state = unpack(b.next_obs, n_agents, state_dim)
+    state = unpack(b["obs"], n_agents, state_dim)[1]
+    next_obs, next_state = unpack(b["next_obs"], n_agents, state_dim)
     with torch.no_grad():
         clip = args.noise_clip
-        noise = (torch.randn_like(b.actions) * args.target_noise).clamp(-clip, clip)
+        noise = (torch.randn_like(b["actions"]) * args.target_noise).clamp(-clip, clip)
         next_act = (actors_t(next_obs) + noise).clamp(-1.0, 1.0)
         next_q = critics_t(next_state, next_act).min(0).values  # [A, B]
-        target = b.rewards.T + args.gamma * (1.0 - b.terminated) * next_q
-    q = critics(state, b.actions)  # [2, A, B]
+        target = b["rewards"].T + args.gamma * (1.0 - b["terminated"]) * next_q
+    q = critics(state, b["actions"])  # [2, A, B]
     td = q - target
     return td.square().mean(-1).sum()
 
 
 def actor_loss(actors, critics, b, n_agents: int, state_dim: int, others_from_policy: bool):
     """-sum_i mean Q_i(s, a_1, ..., mu_i(o_i), ..., a_A): agent i's own action in row i."""
-    obs, state = unpack(b.obs, n_agents, state_dim)
+    obs, state = unpack(b["obs"], n_agents, state_dim)
     mu = actors(obs)  # [B, A, act]
-    others = mu.detach() if others_from_policy else b.actions
+    others = mu.detach() if others_from_policy else b["actions"]
     own = torch.eye(n_agents, dtype=torch.bool, device=mu.device)[:, None, :, None]  # [A, 1, A, 1]
     joint = torch.where(own, mu.unsqueeze(0), others.unsqueeze(0))  # [A, B, A, act]
     q = critics(state.expand(n_agents, *state.shape), joint)[0]  # [A, B]
@@ -184,8 +184,10 @@ def main(args: Args) -> dict:
     critic_opt = torch.optim.Adam(critics.parameters(), lr=args.critic_lr)
     to_env = ActionScaler(env.single_action_space, device)
     # replay: a row of all agents' observations and the global state, one reward per agent
-    row = (A * obs_dim + state_dim,)
-    rb = ReplayBuffer(args.buffer_size, row, (A, act_dim), torch.float32, device, reward_shape=(A,))
+    one_step = partial(torch.zeros, args.num_envs, device=device)  # examples: shapes, dtypes
+    rb = ReplayBuffer(
+        args.buffer_size, one_step(A * obs_dim + state_dim), one_step(A, act_dim), one_step(A)
+    )
     c_loss_fn, a_loss_fn = run.compile(critic_loss), run.compile(actor_loss)  # (--compile)
     params_t = list(actors_t.parameters()) + list(critics_t.parameters())
     params = list(actors.parameters()) + list(critics.parameters())

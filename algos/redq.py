@@ -163,19 +163,19 @@ def critic_loss(actor, critic, critic_t, gamma: float, b, alpha: torch.Tensor, n
     r + gamma * (1 - terminated) * (min_{k in K} Q'_k(s', a') - alpha * log pi(a'|s')),
     a' ~ pi(.|s'), K a random subset of M target critics."""
     with torch.no_grad():
-        next_act, next_logp = actor.sample(b.next_obs)
-        subset = torch.randperm(critic_t.q.k, device=b.obs.device)[:num_min]  # M of N evaluated
-        next_q = critic_t(b.next_obs, next_act, subset).min(0).values - alpha * next_logp
-        target = b.rewards + gamma * (1.0 - b.terminated) * next_q
-    q = critic(b.obs, b.actions)  # [2, B]
+        next_act, next_logp = actor.sample(b["next_obs"])
+        subset = torch.randperm(critic_t.q.k, device=b["obs"].device)[:num_min]  # M of N evaluated
+        next_q = critic_t(b["next_obs"], next_act, subset).min(0).values - alpha * next_logp
+        target = b["rewards"] + gamma * (1.0 - b["terminated"]) * next_q
+    q = critic(b["obs"], b["actions"])  # [2, B]
     td = q - target
-    return (b.weights * td.square()).mean(0).sum(), td.detach().abs().mean(0)
+    return (b["weights"] * td.square()).mean(0).sum(), td.detach().abs().mean(0)
 
 
 def actor_loss(actor: Actor, critic: Critic, b, alpha: torch.Tensor):
     """E[alpha * log pi(a|s) - mean_k Q_k(s, a)], a ~ pi(.|s) reparameterized; and log pi."""
-    action, logp = actor.sample(b.obs)
-    q = critic(b.obs, action).mean(0)
+    action, logp = actor.sample(b["obs"])
+    q = critic(b["obs"], action).mean(0)
     return (alpha * logp - q).mean(), logp.detach()
 
 
@@ -208,11 +208,6 @@ def main(args: Args) -> dict:
     log_alpha = nn.Parameter(torch.full((1,), math.log(args.init_alpha), device=device))
     alpha_opt = torch.optim.Adam([log_alpha], lr=args.alpha_lr, **adam_kw)
     target_entropy = -float(act_dim)
-    rb_args = (args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device)
-    if args.per:
-        rb = PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
-    else:
-        rb = ReplayBuffer(*rb_args)
     # --compile, else as they are
     c_loss_fn, a_loss_fn = run.compile(critic_loss), run.compile(actor_loss)
     act_fn = run.compile(actor.sample)
@@ -225,6 +220,12 @@ def main(args: Args) -> dict:
     noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
     num_iterations = args.total_steps // N
     obs = env.reset(seed=args.seed)[0].clone()  # where the next step starts: a fixed buffer
+    # replay rows shaped and typed as one vectorized step's observation and actions
+    rb_args = (args.buffer_size, obs, torch.zeros(N, act_dim, device=device))
+    if args.per:
+        rb = PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
+    else:
+        rb = ReplayBuffer(*rb_args)
     # the deployable policy: normalizer, actor, action scaling (common/policy.py)
     policy = Policy.of(actor, net, env)
     # the state a checkpoint holds and a resumed run restores, named once
@@ -257,7 +258,7 @@ def main(args: Args) -> dict:
                 critic_opt.zero_grad()
                 c_loss.backward()
                 critic_step()
-                rb.update_priorities(b.indices, td_abs)
+                rb.update_priorities(b["indices"], td_abs)
                 with torch.no_grad():
                     for p_t, p in zip(params_t, params):  # Polyak averaging of the target
                         p_t.lerp_(p, args.tau)

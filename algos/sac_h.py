@@ -181,18 +181,18 @@ def critic_loss(actor, critic, critic_t, gamma: float, b, alpha: torch.Tensor):
     """Importance-weighted squared TD error of both critics against the soft target
     r + gamma * (1 - terminated) * (min_k Q'_k(s', a') - alpha * log pi(a'|s')), a' ~ pi(.|s')."""
     with torch.no_grad():
-        next_act, next_logp = actor.sample(b.next_obs)
-        next_q = critic_t(b.next_obs, next_act).min(0).values - alpha * next_logp
-        target = b.rewards + gamma * (1.0 - b.terminated) * next_q
-    q = critic(b.obs, b.actions)  # [2, B]
+        next_act, next_logp = actor.sample(b["next_obs"])
+        next_q = critic_t(b["next_obs"], next_act).min(0).values - alpha * next_logp
+        target = b["rewards"] + gamma * (1.0 - b["terminated"]) * next_q
+    q = critic(b["obs"], b["actions"])  # [2, B]
     td = q - target
-    return (b.weights * td.square()).mean(0).sum(), td.detach().abs().mean(0)
+    return (b["weights"] * td.square()).mean(0).sum(), td.detach().abs().mean(0)
 
 
 def actor_loss(actor: Actor, critic: Critic, b, alpha: torch.Tensor):
     """E[alpha * log pi(a|s) - min_k Q_k(s, a)], a ~ pi(.|s) reparameterized; and log pi."""
-    action, logp = actor.sample(b.obs)
-    q = critic(b.obs, action).min(0).values
+    action, logp = actor.sample(b["obs"])
+    q = critic(b["obs"], action).min(0).values
     return (alpha * logp - q).mean(), logp.detach()
 
 
@@ -234,11 +234,6 @@ def main(args: Args) -> dict:
     log_alpha = nn.Parameter(torch.full((1,), math.log(args.init_alpha), device=device))
     alpha_opt = torch.optim.Adam([log_alpha], lr=args.alpha_lr, **adam_kw)
     target_entropy = -float(act_dim)
-    rb_args = (args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device)
-    if args.per:
-        rb = PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
-    else:
-        rb = ReplayBuffer(*rb_args)
     # --compile, else as they are
     c_loss_fn, a_loss_fn = run.compile(critic_loss), run.compile(actor_loss)
     act_fn = run.compile(actor.sample)
@@ -257,6 +252,12 @@ def main(args: Args) -> dict:
     h_time = loop_time = 0.0
     num_iterations = args.total_steps // N
     obs = env.reset(seed=args.seed)[0].clone()  # where the next step starts: a fixed buffer
+    # replay rows shaped and typed as one vectorized step's observation and actions
+    rb_args = (args.buffer_size, obs, torch.zeros(N, act_dim, device=device))
+    if args.per:
+        rb = PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
+    else:
+        rb = ReplayBuffer(*rb_args)
     # the deployable policy: normalizer, actor, action scaling (common/policy.py)
     policy = Policy.of(actor, net, env)
     # the state a checkpoint holds and a resumed run restores, named once
@@ -290,7 +291,7 @@ def main(args: Args) -> dict:
             c_loss.backward()
             critic_step()
             guard.watch_params("parameters", critic)  # before the actor loss reads it
-            rb.update_priorities(b.indices, td_abs)
+            rb.update_priorities(b["indices"], td_abs)
             a_loss, logp = a_loss_fn(actor, critic, b, alpha)
             meter.add(actor_loss=a_loss)
             guard.watch("actor loss", a_loss)

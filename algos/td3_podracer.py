@@ -142,17 +142,17 @@ def critic_loss(actor_t, critic, critic_t, gamma: float, b, target_noise: float,
     """Importance-weighted squared TD error of both critics against
     r + gamma * (1 - terminated) * min_k Q'_k(s', clip(mu'(s') + clip(noise)))."""
     with torch.no_grad():
-        noise = (torch.randn_like(b.actions) * target_noise).clamp(-noise_clip, noise_clip)
-        next_act = (actor_t(b.next_obs) + noise).clamp(-1.0, 1.0)
-        next_q = critic_t(b.next_obs, next_act).min(0).values
-        target = b.rewards + gamma * (1.0 - b.terminated) * next_q
-    q = critic(b.obs, b.actions)  # [2, B]
+        noise = (torch.randn_like(b["actions"]) * target_noise).clamp(-noise_clip, noise_clip)
+        next_act = (actor_t(b["next_obs"]) + noise).clamp(-1.0, 1.0)
+        next_q = critic_t(b["next_obs"], next_act).min(0).values
+        target = b["rewards"] + gamma * (1.0 - b["terminated"]) * next_q
+    q = critic(b["obs"], b["actions"])  # [2, B]
     td = q - target
-    return (b.weights * td.square()).mean(0).sum(), td.detach().abs().mean(0)
+    return (b["weights"] * td.square()).mean(0).sum(), td.detach().abs().mean(0)
 
 
 def actor_loss(actor: Actor, critic: Critic, b):
-    return -critic(b.obs, actor(b.obs))[0].mean()
+    return -critic(b["obs"], actor(b["obs"]))[0].mean()
 
 
 def make_env(args: Args, device, seed: int):
@@ -187,11 +187,6 @@ def main(args: Args) -> dict:
     adam_kw = dict(capturable=True) if capturable else dict(fused=device.type == "cpu")
     actor_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, **adam_kw)
     critic_opt = torch.optim.Adam(critic.parameters(), lr=args.critic_lr, **adam_kw)
-    rb_args = (args.buffer_size, (obs_dim,), (act_dim,), torch.float32, device)
-    if args.per:
-        rb = buffers.PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
-    else:
-        rb = buffers.ReplayBuffer(*rb_args)
     # --compile, else as they are
     c_loss_fn, a_loss_fn = run.compile(critic_loss), run.compile(actor_loss)
     act_fn = run.compile(actor)
@@ -206,6 +201,12 @@ def main(args: Args) -> dict:
     K = args.pipeline_segment if args.pipeline else 1  # vectorized steps per segment
     num_iterations = args.total_steps // (N * W)  # --total-steps counts all ranks
     obs = env.reset(seed=env_seed)[0].clone()  # where the next step starts: a fixed buffer
+    # replay rows shaped and typed as one vectorized step's observation and actions
+    rb_args = (args.buffer_size, obs, torch.zeros(N, act_dim, device=device))
+    if args.per:
+        rb = buffers.PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
+    else:
+        rb = buffers.ReplayBuffer(*rb_args)
     explore_gen = None  # the explorer thread's own generator (--pipeline)
     if args.pipeline:
         explore_gen = torch.Generator(device).manual_seed(int(torch.randint(2**62, ())))
@@ -263,7 +264,7 @@ def main(args: Args) -> dict:
                     distributed.allreduce_gradients(ctx, [critic])
                 critic_step()
                 guard.watch_params("parameters", critic)  # before the actor loss reads it
-                rb.update_priorities(b.indices, td_abs)
+                rb.update_priorities(b["indices"], td_abs)
                 run.updates += 1
                 if run.updates % args.policy_delay == 0:  # delayed actor and target updates
                     a_loss = a_loss_fn(actor, critic, b)

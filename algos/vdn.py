@@ -86,43 +86,6 @@ def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.
         raise UserError(f"--buffer-size must hold one vectorized step ({args.num_envs})")
 
 
-class TeamReplayBuffer(ReplayBuffer):
-    """`common.buffers.ReplayBuffer` with obs [A, obs_dim], joint actions [A] and the team reward,
-    plus what the multi-agent target needs: the global state before and after, and the actions
-    available after (the mask of the bootstrap max)."""
-
-    EXTRA = ("state", "next_state", "next_avail")
-
-    def __init__(self, capacity, n_agents, obs_dim, state_dim, n_actions, device):
-        super().__init__(capacity, (n_agents, obs_dim), (n_agents,), torch.long, device)
-        self.state = torch.zeros(capacity, state_dim, device=self.device)
-        self.next_state = torch.zeros(capacity, state_dim, device=self.device)
-        avail_shape = (capacity, n_agents, n_actions)
-        self.next_avail = torch.ones(avail_shape, dtype=torch.bool, device=self.device)
-
-    def add(self, obs, actions, reward, next_obs, terminated, state, next_state, next_avail):
-        idx = super().add(obs, actions, reward, next_obs, terminated)
-        self.state[idx] = state.to(torch.float32)
-        self.next_state[idx] = next_state.to(torch.float32)
-        self.next_avail[idx] = next_avail
-        return idx
-
-    def sample(self, batch_size: int):
-        """(Batch, state, next_state, next_avail) of uniformly drawn rows."""
-        idx = self.sample_indices(batch_size)
-        return self.get(idx), self.state[idx], self.next_state[idx], self.next_avail[idx]
-
-    def state_dict(self) -> dict:
-        sd = super().state_dict()
-        sd.update({k: getattr(self, k)[: self.size].clone() for k in self.EXTRA})
-        return sd
-
-    def load_state_dict(self, sd: dict) -> None:
-        super().load_state_dict(sd)
-        for k in self.EXTRA:
-            getattr(self, k)[: sd["size"]] = sd[k].to(self.device)
-
-
 class AgentQNetwork(nn.Module):
     """Q_a(o_a, .) of every agent at once: one shared MLP, its input obs + a one-hot agent id."""
 
@@ -172,15 +135,15 @@ def chosen_q_tot(model: QLearner, obs, actions, state):
     return model.mixer(agent_qs, state), agent_qs
 
 
-def td_loss(model, target, gamma: float, double_q: bool, b, state, next_state, next_avail):
+def td_loss(model, target, gamma: float, double_q: bool, b):
     """Squared error of Q_tot(s, u) against r + gamma * (1 - terminated) * Q_tot_target(s', u'*)."""
     with torch.no_grad():
-        next_q_target = target.agent(b.next_obs)
-        picker = model.agent(b.next_obs) if double_q else next_q_target
-        best = masked(picker, next_avail).argmax(-1, keepdim=True)
-        next_tot = target.mixer(next_q_target.gather(-1, best).squeeze(-1), next_state)
-        y = b.rewards + gamma * (1.0 - b.terminated) * next_tot
-    q_tot, agent_qs = chosen_q_tot(model, b.obs, b.actions, state)
+        next_q_target = target.agent(b["next_obs"])
+        picker = model.agent(b["next_obs"]) if double_q else next_q_target
+        best = masked(picker, b["next_avail"]).argmax(-1, keepdim=True)
+        next_tot = target.mixer(next_q_target.gather(-1, best).squeeze(-1), b["next_state"])
+        y = b["rewards"] + gamma * (1.0 - b["terminated"]) * next_tot
+    q_tot, agent_qs = chosen_q_tot(model, b["obs"], b["actions"], b["state"])
     td = q_tot - y
     return td.square().mean(), q_tot.detach().mean(), agent_qs.detach().mean()
 
@@ -216,7 +179,6 @@ def main(args: Args) -> dict:
     target = QLearner(obs_dim, A, n_actions, state_dim, args).to(device)
     target.load_state_dict(model.state_dict())
     optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate)
-    rb = TeamReplayBuffer(args.buffer_size, A, obs_dim, state_dim, n_actions, device)
     reward_rms = RunningMeanStd((), device)
     loss_fn = run.compile(td_loss)  # --compile, else as it is
 
@@ -225,6 +187,12 @@ def main(args: Args) -> dict:
     # where the next step starts (observations, state, available actions): fixed buffers
     obs, info = env.reset(seed=args.seed)
     obs, state, avail = obs.clone(), info["state"].clone(), info["avail_actions"].clone()
+    # replay rows as one vectorized step: observations, joint actions, the team reward; and what the
+    # multi-agent target needs: the global state before and after, the actions available after
+    actions = torch.zeros(N, A, dtype=torch.long, device=device)
+    rb = ReplayBuffer(
+        args.buffer_size, obs, actions, state=state, next_state=state, next_avail=avail
+    )
     # the state a checkpoint holds and a resumed run restores, named once
     saved = dict(model=model, target=target, optimizer=optimizer, buffer=rb, reward_rms=reward_rms)
     saved |= dict(env=env, next_obs=obs, next_state=state, next_avail=avail)
@@ -256,7 +224,8 @@ def main(args: Args) -> dict:
         final_obs, final_state = info["final_obs"], info["final_state"]
         team_reward = rewards.mean(-1)
         reward_rms.update(team_reward)
-        rb.add(obs, actions, team_reward, final_obs, terminated, state, final_state, final_avail)
+        extra = dict(state=state, next_state=final_state, next_avail=final_avail)
+        rb.add(obs, actions, team_reward, final_obs, terminated, **extra)
         obs.copy_(next_obs), state.copy_(info["state"]), avail.copy_(next_avail)
         step = run.step + N  # env steps so far, this one's included
         guard.check(step)
@@ -264,11 +233,11 @@ def main(args: Args) -> dict:
         # ---- learn ----------------------------------------------------------------------------
         if step > args.learning_starts:
             for _ in range(args.gradient_steps):
-                b, *s = rb.sample(args.batch_size)  # s: state, next_state, next_avail
+                b = rb.sample(args.batch_size)
                 if args.standardise_rewards:
-                    r = (b.rewards - reward_rms.mean) / (reward_rms.var + 1e-8).sqrt()
-                    b = b._replace(rewards=r.float())
-                loss, q_tot, agent_q = loss_fn(model, target, args.gamma, args.double_q, b, *s)
+                    r = (b["rewards"] - reward_rms.mean) / (reward_rms.var + 1e-8).sqrt()
+                    b["rewards"] = r.float()
+                loss, q_tot, agent_q = loss_fn(model, target, args.gamma, args.double_q, b)
                 meter.add(td_loss=loss, q_tot_mean=q_tot, agent_q_mean=agent_q)
                 guard.watch("TD loss", loss)
                 optimizer.zero_grad()

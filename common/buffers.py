@@ -12,22 +12,10 @@ stacks share all but their newest one, so a transition costs about one frame ins
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 
 from common.errors import UserError
-from common.storage import Batch as Named  # (not the replay `Batch` below)
-
-
-class Batch(NamedTuple):
-    obs: torch.Tensor
-    actions: torch.Tensor
-    rewards: torch.Tensor
-    next_obs: torch.Tensor
-    terminated: torch.Tensor  # float {0, 1}: 1 cuts the bootstrap (truncation does not)
-    indices: torch.Tensor  # rows sampled (for priority updates)
-    weights: torch.Tensor  # importance-sampling weights (ones for uniform replay)
+from common.storage import Batch
 
 
 class FrameStore:
@@ -127,53 +115,40 @@ def _frame_stack(x: torch.Tensor) -> bool:
 
 
 class ReplayBuffer:
-    """Circular transition storage: `add()` a vectorized step, `sample(batch_size)` a batch.
+    """Circular transition storage, one row per sub-env step, as named tensors (`Batch`):
 
-    Store the true next observation (`info["final_obs"]` where an episode ended) and
-    `terminated` only: a truncated transition then bootstraps from its real next state.
+        rb = ReplayBuffer(capacity, obs, actions)            # examples of one step: [n, ...]
+        rb.add(obs, actions, rewards, next_obs, terminated)  # n transitions
+        b = rb.sample(batch_size)  # a Batch: b["obs"], b["actions"], b["rewards"], b["next_obs"],
+                                   # b["terminated"], b["indices"] (rows), b["weights"] (ones)
+
+    `obs` is a tensor or named groups (each group kept in its own dtype), and `next_obs` is kept as
+    it. Each field keeps its example's row shape and dtype; `rewards` are float32 `[n]` unless an
+    example is given (`[n, A]`: one per agent), `terminated` float32 {0, 1}. Store the true next
+    observation (`info["final_obs"]` where an episode ended) and `terminated` only: a truncated
+    transition then bootstraps from its real next state. Any further field (`state=example`) is
+    kept per row too and given to `add` by name.
     """
 
-    def __init__(
-        self,
-        capacity: int,
-        obs_shape: tuple,
-        action_shape: tuple = (),
-        action_dtype=torch.float32,
-        device="cpu",
-        obs_dtype=torch.float32,
-        reward_shape: tuple = (),
-    ):
+    def __init__(self, capacity: int, obs, actions: torch.Tensor, rewards=None, **extra):
         if capacity <= 0:
             raise UserError(f"buffer capacity must be positive, got {capacity}")
         self.capacity = int(capacity)
-        self.device = torch.device(device)
-        # uninitialized: only the rows below `size` are ever read or saved, and a large buffer is
-        # not written in full up front (a million rows of joint observations would be zero-filled at
-        # start-up for nothing; the pages are touched as transitions arrive)
-        # named observation groups: {name: an example batch [n, ...]}
+        self.device = actions.device
         self.frames = None  # stacked camera frames of the `policy` group: kept once each
-        if isinstance(obs_shape, dict) and _frame_stack(obs_shape.get("policy", torch.empty(0))):
-            self.frames = FrameStore(capacity, obs_shape["policy"], self.device)
-            obs_shape = {k: x for k, x in obs_shape.items() if k != "policy"}
-        if isinstance(obs_shape, dict):
-            self.obs = Named(
-                {
-                    k: torch.empty((capacity, *x.shape[1:]), dtype=x.dtype, device=self.device)
-                    for k, x in obs_shape.items()
-                }
-            )
-            self.next_obs = Named({k: torch.empty_like(x) for k, x in self.obs.items()})
-        else:
-            self.obs = torch.empty((capacity, *obs_shape), dtype=obs_dtype, device=self.device)
-            self.next_obs = torch.empty((capacity, *obs_shape), dtype=obs_dtype, device=self.device)
-        self.actions = torch.empty(
-            (capacity, *action_shape), dtype=action_dtype, device=self.device
+        if isinstance(obs, dict) and _frame_stack(obs.get("policy", torch.empty(0))):
+            self.frames = FrameStore(capacity, obs["policy"], self.device)
+            obs = {k: x for k, x in obs.items() if k != "policy"}
+        if rewards is None:
+            rewards = torch.zeros(actions.shape[0], device=self.device)
+        flags = torch.zeros(actions.shape[0], device=self.device)
+        # uninitialized: only the rows below `size` are ever read or saved, and a large buffer is
+        # not written in full up front (its pages are touched as transitions arrive)
+        self.data = Batch.empty(
+            capacity,
+            **_rows(dict(obs=obs, next_obs=obs, actions=actions, rewards=rewards)),
+            **_rows(dict(terminated=flags, **extra)),
         )
-        # (A,): per agent
-        self.rewards = torch.empty(
-            (capacity, *reward_shape), dtype=torch.float32, device=self.device
-        )
-        self.terminated = torch.empty(capacity, dtype=torch.float32, device=self.device)
         self.pos = 0  # next write index
         self.size = 0  # number of valid rows
         # `size` on the device, which a CUDA graph's replay reads (sample_indices)
@@ -186,7 +161,7 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return self.size
 
-    def add(self, obs, actions, rewards, next_obs, terminated) -> torch.Tensor:
+    def add(self, obs, actions, rewards, next_obs, terminated, **extra) -> torch.Tensor:
         """Write a batch of n transitions; returns the row indices written (for priorities)."""
         n = actions.shape[0]
         if n > self.capacity:
@@ -196,15 +171,9 @@ class ReplayBuffer:
         idx = (self.pos + torch.arange(n, device=self.device)) % self.capacity
         if self.frames is not None:
             self.frames.add(idx, obs["policy"], next_obs["policy"])
-            obs, next_obs = (Named({k: x[k] for k in self.obs}) for x in (obs, next_obs))
-        if isinstance(self.obs, dict):  # each group into its own storage (in its dtype)
-            self.obs[idx], self.next_obs[idx] = obs, next_obs
-        else:
-            self.obs[idx] = obs.to(self.obs.dtype)
-            self.next_obs[idx] = next_obs.to(self.obs.dtype)
-        self.actions[idx] = actions.to(self.actions.dtype)
-        self.rewards[idx] = rewards.to(torch.float32)
-        self.terminated[idx] = terminated.to(torch.float32)
+            obs, next_obs = ({k: x[k] for k in self.data["obs"]} for x in (obs, next_obs))
+        given = dict(obs=obs, next_obs=next_obs, actions=actions, rewards=rewards)
+        _write(self.data, idx, dict(given, terminated=terminated, **extra))
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
         self.filled.fill_(self.size)
@@ -227,20 +196,13 @@ class ReplayBuffer:
         return torch.randint(0, self.size, (batch_size,), device=self.device, generator=generator)
 
     def get(self, idx: torch.Tensor, weights: torch.Tensor | None = None) -> Batch:
-        if weights is None:
-            weights = torch.ones(idx.shape[0], device=self.device)
-        obs, next_obs = self.obs[idx], self.next_obs[idx]
+        """Rows `idx` of every field, with `indices` (= idx) and `weights` (ones by default)."""
+        b = self.data[idx]
         if self.frames is not None:
-            obs["policy"], next_obs["policy"] = self.frames.get(idx)
-        return Batch(
-            obs,
-            self.actions[idx],
-            self.rewards[idx],
-            next_obs,
-            self.terminated[idx],
-            idx,
-            weights,
-        )
+            b["obs"]["policy"], b["next_obs"]["policy"] = self.frames.get(idx)
+        b["indices"] = idx
+        b["weights"] = torch.ones(idx.shape[0], device=self.device) if weights is None else weights
+        return b
 
     def sample(
         self, batch_size: int, beta: float | None = None, generator: torch.Generator | None = None
@@ -253,17 +215,12 @@ class ReplayBuffer:
 
     def state_dict(self) -> dict:
         """Only the filled rows are saved."""
-        n = self.size
         return {
             "capacity": self.capacity,
             "pos": self.pos,
-            "size": n,
-            "obs": self.obs[:n].clone(),
-            "next_obs": self.next_obs[:n].clone(),
-            "actions": self.actions[:n].clone(),
-            "rewards": self.rewards[:n].clone(),
-            "terminated": self.terminated[:n].clone(),
-            **({} if self.frames is None else {"frames": self.frames.state_dict(n)}),
+            "size": self.size,
+            **self.data[: self.size].state_dict(),
+            **({} if self.frames is None else {"frames": self.frames.state_dict(self.size)}),
         }
 
     def load_state_dict(self, sd: dict) -> None:
@@ -274,19 +231,32 @@ class ReplayBuffer:
                 else tuple(obs.shape[1:])
             )
 
-        if sd["capacity"] != self.capacity or rows(sd["obs"]) != rows(self.obs):
+        if sd["capacity"] != self.capacity or rows(sd["obs"]) != rows(self.data["obs"]):
             raise UserError(
                 f"saved replay buffer (capacity {sd['capacity']}, obs {rows(sd['obs'])}) does not "
-                f"fit this one (capacity {self.capacity}, obs {rows(self.obs)}): resume with the "
-                "same --buffer-size and env"
+                f"fit this one (capacity {self.capacity}, obs {rows(self.data['obs'])}): resume "
+                "with the same --buffer-size and env"
             )
         n = sd["size"]
-        for name in ("obs", "next_obs", "actions", "rewards", "terminated"):
-            getattr(self, name)[:n] = sd[name]  # (copied to this buffer's device)
+        self.data[:n] = {k: sd[k] for k in self.data}  # (copied to this buffer's device)
         if self.frames is not None:
             self.frames.load_state_dict(sd["frames"])
         self.pos, self.size = sd["pos"], n
         self.filled.fill_(n)
+
+
+def _rows(examples: dict) -> dict:
+    """One row of each example batch (`[n, ...]` -> `[...]`, groups alike)."""
+    return {k: _rows(x) if isinstance(x, dict) else x[0] for k, x in examples.items()}
+
+
+def _write(store: dict, idx: torch.Tensor, given: dict) -> None:
+    """`given`'s tensors into rows `idx` of `store`'s, each cast to its store's dtype."""
+    for k, dest in store.items():
+        if isinstance(dest, dict):
+            _write(dest, idx, given[k])
+        else:
+            dest[idx] = given[k].to(dest.dtype)
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
@@ -322,15 +292,14 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     def __init__(
         self,
         capacity: int,
-        obs_shape: tuple,
-        action_shape: tuple = (),
-        action_dtype=torch.float32,
-        device="cpu",
-        obs_dtype=torch.float32,
+        obs,
+        actions: torch.Tensor,
+        rewards=None,
         alpha: float = 0.6,
         eps: float = 1e-6,
+        **extra,
     ):
-        super().__init__(capacity, obs_shape, action_shape, action_dtype, device, obs_dtype)
+        super().__init__(capacity, obs, actions, rewards, **extra)
         if alpha < 0:
             raise UserError(f"prioritized replay needs alpha >= 0 (0 = uniform), got {alpha}")
         if eps <= 0:
@@ -373,9 +342,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return self.tree[self.num_leaves : self.num_leaves + self.size]
 
     # ---- buffer API -----------------------------------------------------------------------------
-    def add(self, obs, actions, rewards, next_obs, terminated) -> torch.Tensor:
+    def add(self, obs, actions, rewards, next_obs, terminated, **extra) -> torch.Tensor:
         """Write n transitions (overwriting the oldest when full) with leaf = max_p^alpha each."""
-        idx = super().add(obs, actions, rewards, next_obs, terminated)
+        idx = super().add(obs, actions, rewards, next_obs, terminated, **extra)
         self._set_leaves(idx, (self.max_priority**self.alpha).expand(idx.shape[0]))
         return idx
 
@@ -494,7 +463,7 @@ class TrajectoryStore:
         self.device = dev = torch.device(device)
         # named observation groups: {name: an example batch [N, ...]}
         if isinstance(obs_shape, dict):
-            self.obs = Named(
+            self.obs = Batch(
                 {k: x.new_zeros((num_envs, horizon, *x.shape[1:])) for k, x in obs_shape.items()}
             )
         else:

@@ -98,12 +98,6 @@ def flush(stage, rb) -> None:
     `stage`."""
     n = stage.size
     if n:
-        rb.add(
-            stage.obs[:n],
-            stage.actions[:n],
-            stage.rewards[:n],
-            stage.next_obs[:n],
-            stage.terminated[:n],
-        )
+        rb.add(**stage.data[:n])
     stage.pos = stage.size = 0
     stage.filled.zero_()  # its fill on the device too (ReplayBuffer.sample_indices)

@@ -7,7 +7,7 @@ import importlib
 import pytest
 import torch
 
-from common.buffers import Batch
+from common.storage import Batch
 
 
 def _batch(n=6, obs_dim=3, n_actions=3, mask=False, seed=0):
@@ -45,17 +45,17 @@ def test_td_target(algo, alpha, mask):
     loss, q_mean, td_abs = module.td_loss(q_net, target_net, gamma, alpha, b)
 
     with torch.no_grad():
-        q_all, qt_next, qt_here = q_net(b.obs), target_net(b.next_obs), target_net(b.obs)
+        q_all, qt_next, qt_here = q_net(b["obs"]), target_net(b["next_obs"]), target_net(b["obs"])
         if mask:  # the forbidden action is never the max nor the argmax
             qt_next, qt_here = qt_next[:, :-1], qt_here[:, :-1]
-        a = b.actions.long()
+        a = b["actions"].long()
         if algo == "dqn":
             next_q = qt_next.max(-1).values
         else:
-            picker = q_net(b.next_obs)[:, : qt_next.shape[1]]
+            picker = q_net(b["next_obs"])[:, : qt_next.shape[1]]
             next_q = qt_next.gather(-1, picker.argmax(-1, keepdim=True)).squeeze(-1)
         gap = qt_here.max(-1).values - qt_here.gather(-1, a[:, None]).squeeze(-1)
-        target = b.rewards + gamma * (1 - b.terminated) * next_q - alpha * gap
+        target = b["rewards"] + gamma * (1 - b["terminated"]) * next_q - alpha * gap
         q = q_all.gather(-1, a[:, None]).squeeze(-1)
     assert (gap >= 0).all() and (gap > 1e-4).any()  # the batch exercises the gap term
     torch.testing.assert_close(td_abs, (q - target).abs(), rtol=1e-5, atol=1e-6)

@@ -50,16 +50,17 @@ def _fill(rb, plain, stream, steps):
 def _same(rb, plain):
     idx = torch.arange(len(plain))
     got, want = rb.get(idx), plain.get(idx)
-    assert torch.equal(got.obs["policy"], want.obs) and torch.equal(
-        got.next_obs["policy"], want.next_obs
+    assert torch.equal(got["obs"]["policy"], want["obs"]) and torch.equal(
+        got["next_obs"]["policy"], want["next_obs"]
     )
 
 
 def test_stacked_frames_are_stored_once_and_come_back_exact():
     n, cap = 4, 400
     example = Named(policy=torch.zeros(n, 4, 36, 36, dtype=torch.uint8))
-    rb = ReplayBuffer(cap, example, (), torch.long)
-    plain = ReplayBuffer(cap, (4, 36, 36), (), torch.long, obs_dtype=torch.uint8)
+    actions = torch.zeros(n, dtype=torch.long)
+    rb = ReplayBuffer(cap, example, actions)
+    plain = ReplayBuffer(cap, example["policy"], actions)
     assert rb.frames is not None and plain.frames is None
     stream = FrameStacks(n, reset_p=0.01)
     _fill(rb, plain, stream, 60)  # not yet full
@@ -71,11 +72,11 @@ def test_stacked_frames_are_stored_once_and_come_back_exact():
     for _ in range(2048):
         rb.sample(32)  # the overflow check passes
     # a checkpoint brings back the same frames and ids; adding goes on from there
-    again = ReplayBuffer(cap, example, (), torch.long)
+    again = ReplayBuffer(cap, example, actions)
     again.load_state_dict(rb.state_dict())
     _same(again, plain)
     twin = FrameStacks(n, 0.01, seed=5)
-    twin_plain = ReplayBuffer(cap, (4, 36, 36), (), torch.long, obs_dtype=torch.uint8)
+    twin_plain = ReplayBuffer(cap, example["policy"], actions)
     twin_plain.load_state_dict(plain.state_dict())
     _fill(again, twin_plain, twin, 50)
     _same(again, twin_plain)
@@ -84,7 +85,7 @@ def test_stacked_frames_are_stored_once_and_come_back_exact():
 def test_data_that_is_not_a_frame_stack_is_refused_not_sampled_wrong():
     n = 4
     example = Named(policy=torch.zeros(n, 4, 36, 36, dtype=torch.uint8))
-    rb = ReplayBuffer(64, example, (), torch.long)
+    rb = ReplayBuffer(64, example, torch.zeros(n, dtype=torch.long))
     g = torch.Generator().manual_seed(0)
     for _ in range(100):  # every observation new: 8 frames a transition, the ring overflows
         obs, nxt = (
@@ -99,5 +100,7 @@ def test_data_that_is_not_a_frame_stack_is_refused_not_sampled_wrong():
 
 def test_small_images_and_flat_observations_are_stored_whole():
     for shape in [(4, 10, 10), (8,)]:  # MinAtar's planes are channels, not frames
-        rb = ReplayBuffer(16, Named(policy=torch.zeros(2, *shape, dtype=torch.uint8)), ())
+        rb = ReplayBuffer(
+            16, Named(policy=torch.zeros(2, *shape, dtype=torch.uint8)), torch.zeros(2)
+        )
         assert rb.frames is None

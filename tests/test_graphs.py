@@ -356,7 +356,7 @@ def test_a_captured_sample_reaches_the_rows_added_after_the_capture():
         pytest.skip("needs CUDA")
     from common.buffers import ReplayBuffer
 
-    rb = ReplayBuffer(1000, (1,), (), device="cuda")
+    rb = ReplayBuffer(1000, torch.zeros(1, 1, device="cuda"), torch.zeros(1, device="cuda"))
     rows = torch.arange(1000.0, device="cuda")[:, None]
 
     def add(lo, hi):

@@ -117,11 +117,7 @@ def test_actor_gradient_reaches_only_own_action(module):
         module.Actors(A, obs_dim, act_dim, (16,)),
         module.Critics(A, S, act_dim, (16,)),
     )
-    batch = type(
-        "B",
-        (),
-        dict(obs=torch.randn(B, A * obs_dim + S), actions=torch.rand(B, A, act_dim) * 2 - 1),
-    )
+    batch = dict(obs=torch.randn(B, A * obs_dim + S), actions=torch.rand(B, A, act_dim) * 2 - 1)
     full = torch.autograd.grad(
         module.actor_loss(actors, critics, batch, A, S, False), actors.net.net[0].weight
     )[0]

@@ -12,7 +12,7 @@ import torch
 
 from common.buffers import PrioritizedReplayBuffer, ReplayBuffer
 
-OBS = (2,)
+OBS = (torch.zeros(1, 2), torch.zeros(1))  # examples of one step: an observation [2], an action
 
 
 class Ref:
@@ -52,7 +52,7 @@ def add_rows(buf, ref, n, counter):
 
 
 def make(capacity, n_rows, alpha=0.6, eps=1e-6, chunk=None):
-    buf = PrioritizedReplayBuffer(capacity, OBS, alpha=alpha, eps=eps)
+    buf = PrioritizedReplayBuffer(capacity, *OBS, alpha=alpha, eps=eps)
     ref = Ref(capacity, alpha, eps)
     counter = 0
     chunk = chunk or n_rows
@@ -71,7 +71,7 @@ def draw_counts(buf, draws, batch, seed):
     counts = torch.zeros(buf.capacity, dtype=torch.long)
     for _ in range(draws // batch):
         b = buf.sample(batch, beta=0.4, generator=g)
-        counts += torch.bincount(b.indices, minlength=buf.capacity)
+        counts += torch.bincount(b["indices"], minlength=buf.capacity)
     return counts.numpy()
 
 
@@ -120,7 +120,7 @@ def test_sampling_frequencies_after_wraparound():
     for n in (13, 13, 13, 13, 13):  # 75 rows total: rows 0..24 overwritten once, with max_p
         _, counter = add_rows(buf, ref, n, counter)
     assert buf.size == 50 and buf.pos == 25
-    np.testing.assert_array_equal(buf.obs[:, 0].numpy(), ref.written)
+    np.testing.assert_array_equal(buf.data["obs"][:, 0].numpy(), ref.written)
     # overwritten rows got a fresh max priority leaf, not their old one
     np.testing.assert_allclose(buf.leaf_priorities()[:10].numpy(), (6.0 + 1e-6) ** 0.6, rtol=1e-6)
     rng = np.random.default_rng(2)
@@ -140,7 +140,7 @@ def test_sampling_is_stratified():
     cum_before = cum_after - q / q.sum()
     g = torch.Generator().manual_seed(9)
     for B in (1, 7, 64, 300):
-        idx = buf.sample(B, generator=g).indices.numpy()
+        idx = buf.sample(B, generator=g)["indices"].numpy()
         j = np.arange(B)
         assert np.all(cum_before[idx] <= (j + 1) / B + 1e-9) and np.all(
             cum_after[idx] >= j / B - 1e-9
@@ -157,13 +157,15 @@ def test_weights_match_formula(beta, capacity, size):
     g = torch.Generator().manual_seed(4)
     for _ in range(5):
         b = buf.sample(256, beta=beta, generator=g)
-        idx = b.indices.numpy()
+        idx = b["indices"].numpy()
         w = (size * ref.probs()[idx]) ** (-beta)
         w /= w.max()
-        assert b.weights.dtype == torch.float32 and b.weights.shape == (256,)
-        np.testing.assert_allclose(b.weights.numpy(), w, rtol=1e-5)
-        assert b.weights.max().item() == 1.0
-        np.testing.assert_array_equal(b.obs[:, 0].numpy(), ref.written[idx])  # rows match indices
+        assert b["weights"].dtype == torch.float32 and b["weights"].shape == (256,)
+        np.testing.assert_allclose(b["weights"].numpy(), w, rtol=1e-5)
+        assert b["weights"].max().item() == 1.0
+        np.testing.assert_array_equal(
+            b["obs"][:, 0].numpy(), ref.written[idx]
+        )  # rows match indices
 
 
 def check_tree(buf):
@@ -224,16 +226,16 @@ def test_new_rows_get_max_priority():
 def test_never_samples_beyond_size():
     buf, _ = make(1000, 7)  # 1024 leaves, 7 filled
     g = torch.Generator().manual_seed(6)
-    idx = torch.cat([buf.sample(512, generator=g).indices for _ in range(20)])
+    idx = torch.cat([buf.sample(512, generator=g)["indices"] for _ in range(20)])
     assert idx.min() >= 0 and idx.max() < 7
     # Simulate floating-point overshoot: a root larger than its leaves' sum sends draws right,
     # onto empty leaves; the guard must still return filled rows.
     buf.tree[1] *= 3.0
-    idx = torch.cat([buf.sample(512, generator=g).indices for _ in range(20)])
+    idx = torch.cat([buf.sample(512, generator=g)["indices"] for _ in range(20)])
     assert idx.max() == 6 and idx.min() >= 0
     # a single-row buffer (capacity 1: the root is the only leaf)
     one, _ = make(1, 1)
-    assert torch.all(one.sample(8, generator=g).indices == 0)
+    assert torch.all(one.sample(8, generator=g)["indices"] == 0)
 
 
 def test_state_dict_roundtrip_reproduces_samples():
@@ -243,18 +245,17 @@ def test_state_dict_roundtrip_reproduces_samples():
     blob = io.BytesIO()
     torch.save(buf.state_dict(), blob)
     blob.seek(0)
-    other = PrioritizedReplayBuffer(50, OBS)
+    other = PrioritizedReplayBuffer(50, *OBS)
     other.load_state_dict(torch.load(blob))
     assert torch.equal(other.tree, buf.tree) and torch.equal(other.max_priority, buf.max_priority)
     assert (other.pos, other.size) == (buf.pos, buf.size)
     for trial in range(3):
         a = buf.sample(64, beta=0.5, generator=torch.Generator().manual_seed(trial))
         b = other.sample(64, beta=0.5, generator=torch.Generator().manual_seed(trial))
-        for x, y in zip(a, b):
-            assert torch.equal(x, y)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
         td = torch.randn(64, generator=torch.Generator().manual_seed(100 + trial))
-        buf.update_priorities(a.indices, td)
-        other.update_priorities(b.indices, td)
+        buf.update_priorities(a["indices"], td)
+        other.update_priorities(b["indices"], td)
         add_rows(buf, None, 5, 1000 + 5 * trial)
         add_rows(other, None, 5, 1000 + 5 * trial)
         assert torch.equal(other.tree, buf.tree)
@@ -263,26 +264,26 @@ def test_state_dict_roundtrip_reproduces_samples():
 def test_state_dict_mismatches_raise():
     buf, _ = make(20, 5)
     with pytest.raises(ValueError, match="alpha"):
-        PrioritizedReplayBuffer(20, OBS, alpha=0.7).load_state_dict(buf.state_dict())
-    uniform = ReplayBuffer(20, OBS)
+        PrioritizedReplayBuffer(20, *OBS, alpha=0.7).load_state_dict(buf.state_dict())
+    uniform = ReplayBuffer(20, *OBS)
     uniform.add(
         torch.zeros(3, 2), torch.zeros(3), torch.zeros(3), torch.zeros(3, 2), torch.zeros(3)
     )
     with pytest.raises(ValueError, match="prioritized"):
-        PrioritizedReplayBuffer(20, OBS).load_state_dict(uniform.state_dict())
+        PrioritizedReplayBuffer(20, *OBS).load_state_dict(uniform.state_dict())
 
 
 def test_errors():
-    buf = PrioritizedReplayBuffer(8, OBS)
+    buf = PrioritizedReplayBuffer(8, *OBS)
     with pytest.raises(RuntimeError, match="empty"):
         buf.sample(4)
     add_rows(buf, None, 3, 0)
     with pytest.raises(ValueError, match="beta"):
         buf.sample(4, beta=None)
     with pytest.raises(ValueError, match="alpha"):
-        PrioritizedReplayBuffer(8, OBS, alpha=-0.1)
+        PrioritizedReplayBuffer(8, *OBS, alpha=-0.1)
     with pytest.raises(ValueError, match="eps"):
-        PrioritizedReplayBuffer(8, OBS, eps=0.0)
+        PrioritizedReplayBuffer(8, *OBS, eps=0.0)
 
 
 @pytest.mark.cuda
@@ -290,7 +291,7 @@ def test_errors():
     not torch.cuda.is_available(), reason="needs CUDA (pytest -m cuda on a GPU machine)"
 )
 def test_no_host_sync_on_cuda():
-    buf = PrioritizedReplayBuffer(1000, OBS, device="cuda")
+    buf = PrioritizedReplayBuffer(1000, *(x.cuda() for x in OBS))
     x = torch.zeros(64, 2, device="cuda")
     z = torch.zeros(64, device="cuda")
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -300,6 +301,6 @@ def test_no_host_sync_on_cuda():
         for _ in range(3):
             buf.add(x, z, z, x, z)
             b = buf.sample(32, beta=0.4, generator=g)
-            buf.update_priorities(b.indices, torch.randn(32, device="cuda"))
+            buf.update_priorities(b["indices"], torch.randn(32, device="cuda"))
     finally:
         torch.cuda.set_sync_debug_mode(0)

@@ -65,20 +65,27 @@ def test_resolve_device():
 
 
 def test_replay_buffer_wraps_and_samples_valid_rows():
-    rb = ReplayBuffer(10, (2,), (), torch.long)
+    example = (torch.zeros(3, 2), torch.zeros(3, dtype=torch.long))  # one step: obs, action
+    rb = ReplayBuffer(10, *example)
     for k in range(4):  # 4 adds of 3 = 12 > capacity 10: wraps around
         obs = torch.full((3, 2), float(k))
         rb.add(obs, torch.full((3,), k), torch.full((3,), float(k)), obs + 0.5, torch.zeros(3))
     assert len(rb) == 10 and rb.pos == 2
-    assert rb.rewards[:2].tolist() == [3.0, 3.0]  # oldest rows overwritten
+    assert rb.data["rewards"][:2].tolist() == [3.0, 3.0]  # oldest rows overwritten
     b = rb.sample(1000)
-    assert set(b.rewards.unique().tolist()) == {0.0, 1.0, 2.0, 3.0}
-    assert torch.equal(b.next_obs, b.obs + 0.5) and torch.equal(b.actions.float(), b.rewards)
-    fresh = ReplayBuffer(10, (2,), (), torch.long)
+    assert set(b["rewards"].unique().tolist()) == {0.0, 1.0, 2.0, 3.0}
+    assert torch.equal(b["next_obs"], b["obs"] + 0.5) and torch.equal(
+        b["actions"].float(), b["rewards"]
+    )
+    fresh = ReplayBuffer(10, *example)
     fresh.load_state_dict(rb.state_dict())
-    assert torch.equal(fresh.obs, rb.obs) and fresh.pos == rb.pos and fresh.size == rb.size
+    assert (
+        torch.equal(fresh.data["obs"], rb.data["obs"])
+        and fresh.pos == rb.pos
+        and fresh.size == rb.size
+    )
     with pytest.raises(ValueError, match="same --buffer-size"):
-        ReplayBuffer(20, (2,), (), torch.long).load_state_dict(rb.state_dict())
+        ReplayBuffer(20, *example).load_state_dict(rb.state_dict())
 
 
 def test_meter_means_each_name_since_the_last_pop():
