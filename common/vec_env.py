@@ -22,7 +22,7 @@ A vec env follows gymnasium's `VectorEnv` API with torch tensors on `env.device`
   writes the env's state in place (`copy_`, `out=`, masked fills), keeps no Python counters that
   advance per step, and returns tensors that do not share memory with that state. The PPO files then
   replay each iteration, the env's steps inside, as one CUDA graph (common/graphs.py, which checks
-  this before capturing). `TorchVecEnv`, the batched MuJoCo tasks and the wrappers in
+  this before capturing). `envs.base.TorchVecEnv`, the batched MuJoCo tasks and the wrappers in
   `common.wrappers` keep it.
 
 * `step` and `reset` may be called inside `torch.inference_mode()` (rsl_rl's runner does) and
@@ -41,10 +41,9 @@ A vec env follows gymnasium's `VectorEnv` API with torch tensors on `env.device`
   `Discrete(n)`, `[N, sum(nvec)]` for `MultiDiscrete(nvec)` (each dimension's allowed values,
   concatenated). The multi-agent envs' `info["avail_actions"]` (`common/ma_vec_env.py`) is the same
   convention with an agent axis. The ppo_vec family and the dqn family mask their logits / their
-  argmax with it; files that cannot mask refuse such an env with one line. An env
-  that masks says so before its first reset: `env.has_action_mask = True` (`TorchVecEnv` sets it
-  when a subclass defines `_action_mask`); `info["final_action_mask"]` may hold the masks of
-  `final_obs`.
+  argmax with it; files that cannot mask refuse such an env with one line. An env that masks says
+  so before its first reset: `env.has_action_mask = True` (`envs.base.TorchVecEnv` sets it when a
+  subclass defines `_action_mask`); `info["final_action_mask"]` may hold the masks of `final_obs`.
 * `MultiDiscrete(nvec)` actions: integer tensors `[N, len(nvec)]`, each column in `[0, nvec[i])`.
 
 What the algorithm files read: the PPO and DQN families wrap the env in `common.wrappers.ObsGroups`,
