@@ -38,6 +38,7 @@ from common.errors import UserError
 from common.noise import ColoredNoise
 from common.policy import Policy
 from common.run import Run
+from common.storage import Batch
 from common.vec_env import check_single_agent
 from common.wrappers import RunningMeanStd, wrap_env
 
@@ -121,8 +122,8 @@ class Actor(nn.Module):
         layers += [nn.Linear(sizes[-1], act_dim), nn.Tanh()]
         self.net = nn.Sequential(*layers)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs)
+    def forward(self, obs: dict) -> torch.Tensor:
+        return self.net(obs["policy"])
 
 
 class Critic(nn.Module):
@@ -132,8 +133,8 @@ class Critic(nn.Module):
         super().__init__()
         self.q = EnsembleMLP(num_critics, obs_dim + act_dim, hidden, 1)
 
-    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
-        return self.q(torch.cat([obs, act], -1)).squeeze(-1)
+    def forward(self, obs: dict, act: torch.Tensor) -> torch.Tensor:
+        return self.q(torch.cat([obs["policy"], act], -1)).squeeze(-1)
 
 
 class NStepWindow:
@@ -154,15 +155,18 @@ class NStepWindow:
         boot, discount = self.steps[-1][3], torch.zeros_like(reward)
         for j, (_, _, r, nxt, term, d) in enumerate(self.steps):
             ret = ret + alive * self.gamma**j * r
-            boot = torch.where((alive & d)[:, None], nxt, boot)  # the episode's end, or s_{t+n}
+            # the episode's end, or s_{t+n}
+            boot = {k: torch.where((alive & d)[:, None], x, boot[k]) for k, x in nxt.items()}
             last = alive & (d | (j == self.n - 1))
             discount = torch.where(last, self.gamma ** (j + 1) * (1.0 - term.float()), discount)
             alive = alive & ~d
         self.steps.pop(0)
         return obs0, act0, ret, boot, discount
 
-    def state_dict(self) -> dict:
-        return {"steps": self.steps}
+    def state_dict(self) -> dict:  # observations as plain dicts
+        return {
+            "steps": [tuple(dict(x) if isinstance(x, dict) else x for x in s) for s in self.steps]
+        }
 
     def load_state_dict(self, sd: dict) -> None:
         self.steps = list(sd["steps"])
@@ -190,7 +194,8 @@ def make_env(args: Args, device, seed: int):
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
 
     env = envs.make(args.env, args.num_envs, device, seed, backend=args.mujoco_backend)
-    return wrap_env(env, gamma=args.gamma)  # raw observations: normalized in main() (--norm-obs)
+    # raw observations: normalized in main() (--norm-obs)
+    return wrap_env(env, gamma=args.gamma, groups=True)
 
 
 def main(args: Args) -> dict:
@@ -198,12 +203,12 @@ def main(args: Args) -> dict:
     args, device = run.args, run.device
     env = make_env(args, device, args.seed)
     check_args(args, env)
-    obs_space, act_space = env.single_observation_space, env.single_action_space
+    obs_space, act_space = env.single_observation_space["policy"], env.single_action_space
     obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
     obs_rms = RunningMeanStd(obs_space.shape, device) if args.norm_obs else None
 
     def norm(obs):  # with the statistics of now, also for observations stored long ago
-        return obs_rms.normalize(obs) if obs_rms is not None else obs
+        return Batch(obs, policy=obs_rms.normalize(obs["policy"])) if obs_rms is not None else obs
 
     net = dict(obs_dim=obs_dim, act_dim=act_dim, hidden=args.hidden)
     actor = Actor(**net).to(device)
@@ -232,7 +237,7 @@ def main(args: Args) -> dict:
     N = args.num_envs
     noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
     num_iterations = args.total_steps // N
-    obs = env.reset(seed=args.seed)[0].clone()  # where the next step starts: a fixed buffer
+    obs = Batch(env.reset(seed=args.seed)[0]).clone()  # where the next step starts: a fixed buffer
     # replay rows shaped and typed as one vectorized step's observation and actions
     rb_args = (args.buffer_size, obs, torch.zeros(N, act_dim, device=device))
     if args.per:
@@ -240,7 +245,7 @@ def main(args: Args) -> dict:
     else:
         rb = ReplayBuffer(*rb_args)
     if obs_rms is not None:
-        obs_rms.update(obs)
+        obs_rms.update(obs["policy"])
     noise_std = args.noise_min + (args.noise_max - args.noise_min) * torch.rand(N, 1, device=device)
     # the deployable policy: normalizer, actor, action scaling (common/policy.py)
     policy = Policy.of(actor, net, env, obs_norm=obs_rms)
@@ -306,7 +311,7 @@ def main(args: Args) -> dict:
                 actions = (actions + noise_std * noise.sample()).clamp(-1, 1)
         next_obs, reward, terminated, truncated, info = env.step(actions)
         if obs_rms is not None:
-            obs_rms.update(next_obs)
+            obs_rms.update(next_obs["policy"])
         done = terminated | truncated
         fresh = args.noise_min + (args.noise_max - args.noise_min) * torch.rand(N, 1, device=device)
         noise_std.copy_(torch.where(done[:, None], fresh, noise_std))  # a new std for a new episode

@@ -40,6 +40,7 @@ from common.errors import UserError
 from common.noise import ColoredNoise
 from common.policy import Policy
 from common.run import Run
+from common.storage import Batch
 from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
@@ -136,13 +137,13 @@ class Actor(nn.Module):
         self.mean = nn.Linear(sizes[-1], act_dim)
         self.log_std = nn.Linear(sizes[-1], act_dim)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.mean(self.trunk(obs)))
+    def forward(self, obs: dict) -> torch.Tensor:
+        return torch.tanh(self.mean(self.trunk(obs["policy"])))
 
-    def sample(self, obs: torch.Tensor, eps: torch.Tensor | None = None):
+    def sample(self, obs: dict, eps: torch.Tensor | None = None):
         """A reparameterized action in (-1, 1) and its log-probability `[B]`; `eps` is the
         standard-normal draw to use (exploration's colored noise), a fresh one if None."""
-        h = self.trunk(obs)
+        h = self.trunk(obs["policy"])
         mean = self.mean(h)
         log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
         std = log_std.exp()
@@ -154,10 +155,10 @@ class Actor(nn.Module):
         log_prob = log_prob - (2 * (math.log(2) - u - F.softplus(-2 * u))).sum(-1)
         return action, log_prob
 
-    def log_prob(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    def log_prob(self, obs: dict, action: torch.Tensor) -> torch.Tensor:
         """log pi(action|obs) `[B]` of given actions in (-1, 1) (clipped away from +-1 to invert
         the tanh)."""
-        h = self.trunk(obs)
+        h = self.trunk(obs["policy"])
         mean = self.mean(h)
         log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
         u = torch.atanh(action.clamp(-0.999999, 0.999999))
@@ -173,8 +174,8 @@ class Critic(nn.Module):
         super().__init__()
         self.q = EnsembleMLP(num_critics, obs_dim + act_dim, hidden, 1)
 
-    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
-        return self.q(torch.cat([obs, act], -1)).squeeze(-1)
+    def forward(self, obs: dict, act: torch.Tensor) -> torch.Tensor:
+        return self.q(torch.cat([obs["policy"], act], -1)).squeeze(-1)
 
 
 def critic_loss(actor, critic, critic_t, gamma: float, b, alpha: torch.Tensor):
@@ -209,7 +210,7 @@ def make_env(args: Args, device, seed: int):
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
 
     env = envs.make(args.env, args.num_envs, device, seed, backend=args.mujoco_backend)
-    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
+    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma, groups=True)
 
 
 def main(args: Args) -> dict:
@@ -217,7 +218,7 @@ def main(args: Args) -> dict:
     args, device = run.args, run.device
     env = make_env(args, device, args.seed)
     check_args(args, env)
-    obs_space, act_space = env.single_observation_space, env.single_action_space
+    obs_space, act_space = env.single_observation_space["policy"], env.single_action_space
     obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
     net = dict(obs_dim=obs_dim, act_dim=act_dim, hidden=args.hidden)
     actor = Actor(**net).to(device)
@@ -244,20 +245,20 @@ def main(args: Args) -> dict:
 
     N = args.num_envs
     noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
-    horizon, episodes = args.h_term_horizon, args.h_term_max_episodes
-    store = TrajectoryStore(N, horizon, (obs_dim,), (act_dim,), torch.float32, episodes, device)
     # its own Adam: log-probabilities of old actions can have large gradients that would distort
     # the actor optimizer's moment estimates
     h_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, **adam_kw)
     h_time = loop_time = 0.0
     num_iterations = args.total_steps // N
-    obs = env.reset(seed=args.seed)[0].clone()  # where the next step starts: a fixed buffer
+    obs = Batch(env.reset(seed=args.seed)[0]).clone()  # where the next step starts: a fixed buffer
     # replay rows shaped and typed as one vectorized step's observation and actions
     rb_args = (args.buffer_size, obs, torch.zeros(N, act_dim, device=device))
     if args.per:
         rb = PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
     else:
         rb = ReplayBuffer(*rb_args)
+    horizon, episodes = args.h_term_horizon, args.h_term_max_episodes
+    store = TrajectoryStore(N, horizon, obs, (act_dim,), torch.float32, episodes, device)
     # the deployable policy: normalizer, actor, action scaling (common/policy.py)
     policy = Policy.of(actor, net, env)
     # the state a checkpoint holds and a resumed run restores, named once
@@ -340,7 +341,7 @@ def main(args: Args) -> dict:
             windows = args.h_term_batch, args.h_term_k_step, args.h_term_drop_rate
             w_obs, w_act, w_mask, w_ret, _ = store.sample(*windows)
             B, K = w_mask.shape
-            logp = actor.log_prob(w_obs.reshape(B * K, obs_dim), w_act.reshape(B * K, act_dim))
+            logp = actor.log_prob(w_obs.flatten(), w_act.reshape(B * K, act_dim))
             h_args = args.h_term_gamma, args.h_term_lambda
             h_loss = h_term_loss(logp.reshape(B, K), w_mask, w_ret, *h_args)
             guard.watch("H-term loss", h_loss)

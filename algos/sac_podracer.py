@@ -46,6 +46,7 @@ from common.errors import UserError
 from common.noise import ColoredNoise
 from common.policy import Policy
 from common.run import Run
+from common.storage import Batch
 from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
@@ -135,13 +136,13 @@ class Actor(nn.Module):
         self.mean = nn.Linear(sizes[-1], act_dim)
         self.log_std = nn.Linear(sizes[-1], act_dim)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.mean(self.trunk(obs)))
+    def forward(self, obs: dict) -> torch.Tensor:
+        return torch.tanh(self.mean(self.trunk(obs["policy"])))
 
-    def sample(self, obs: torch.Tensor, eps: torch.Tensor | None = None):
+    def sample(self, obs: dict, eps: torch.Tensor | None = None):
         """A reparameterized action in (-1, 1) and its log-probability `[B]`; `eps` is the
         standard-normal draw to use (exploration's colored noise), a fresh one if None."""
-        h = self.trunk(obs)
+        h = self.trunk(obs["policy"])
         mean = self.mean(h)
         log_std = self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
         std = log_std.exp()
@@ -161,8 +162,8 @@ class Critic(nn.Module):
         super().__init__()
         self.q = EnsembleMLP(num_critics, obs_dim + act_dim, hidden, 1)
 
-    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
-        return self.q(torch.cat([obs, act], -1)).squeeze(-1)
+    def forward(self, obs: dict, act: torch.Tensor) -> torch.Tensor:
+        return self.q(torch.cat([obs["policy"], act], -1)).squeeze(-1)
 
 
 def critic_loss(actor, critic, critic_t, gamma: float, b, alpha: torch.Tensor):
@@ -188,7 +189,7 @@ def make_env(args: Args, device, seed: int):
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
 
     env = envs.make(args.env, args.num_envs, device, seed, backend=args.mujoco_backend)
-    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
+    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma, groups=True)
 
 
 def main(args: Args) -> dict:
@@ -201,7 +202,7 @@ def main(args: Args) -> dict:
     env_seed = args.seed + 1000 * ctx.rank
     env = make_env(args, device, env_seed)
     check_args(args, env)
-    obs_space, act_space = env.single_observation_space, env.single_action_space
+    obs_space, act_space = env.single_observation_space["policy"], env.single_action_space
     obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
     net = dict(obs_dim=obs_dim, act_dim=act_dim, hidden=args.hidden)
     actor = Actor(**net).to(device)
@@ -232,7 +233,7 @@ def main(args: Args) -> dict:
     noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
     K = args.pipeline_segment if args.pipeline else 1  # vectorized steps per segment
     num_iterations = args.total_steps // (N * W)  # --total-steps counts all ranks
-    obs = env.reset(seed=env_seed)[0].clone()  # where the next step starts: a fixed buffer
+    obs = Batch(env.reset(seed=env_seed)[0]).clone()  # where the next step starts: a fixed buffer
     # replay rows shaped and typed as one vectorized step's observation and actions
     rb_args = (args.buffer_size, obs, torch.zeros(N, act_dim, device=device))
     if args.per:

@@ -37,6 +37,7 @@ from common.errors import UserError
 from common.noise import ColoredNoise
 from common.policy import Policy
 from common.run import Run
+from common.storage import Batch
 from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
@@ -109,8 +110,8 @@ class Actor(nn.Module):
         layers += [nn.Linear(sizes[-1], act_dim), nn.Tanh()]
         self.net = nn.Sequential(*layers)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs)
+    def forward(self, obs: dict) -> torch.Tensor:
+        return self.net(obs["policy"])
 
 
 class Critic(nn.Module):
@@ -120,8 +121,8 @@ class Critic(nn.Module):
         super().__init__()
         self.q = EnsembleMLP(num_critics, obs_dim + act_dim, hidden, 1)
 
-    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
-        return self.q(torch.cat([obs, act], -1)).squeeze(-1)
+    def forward(self, obs: dict, act: torch.Tensor) -> torch.Tensor:
+        return self.q(torch.cat([obs["policy"], act], -1)).squeeze(-1)
 
 
 def critic_loss(actor_t, critic, critic_t, gamma: float, b, target_noise: float, noise_clip: float):
@@ -145,7 +146,7 @@ def make_env(args: Args, device, seed: int):
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
 
     env = envs.make(args.env, args.num_envs, device, seed, backend=args.mujoco_backend)
-    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
+    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma, groups=True)
 
 
 def main(args: Args) -> dict:
@@ -153,7 +154,7 @@ def main(args: Args) -> dict:
     args, device = run.args, run.device
     env = make_env(args, device, args.seed)
     check_args(args, env)
-    obs_space, act_space = env.single_observation_space, env.single_action_space
+    obs_space, act_space = env.single_observation_space["policy"], env.single_action_space
     obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
     net = dict(obs_dim=obs_dim, act_dim=act_dim, hidden=args.hidden)
     actor = Actor(**net).to(device)
@@ -180,7 +181,7 @@ def main(args: Args) -> dict:
     N = args.num_envs
     noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
     num_iterations = args.total_steps // N
-    obs = env.reset(seed=args.seed)[0].clone()  # where the next step starts: a fixed buffer
+    obs = Batch(env.reset(seed=args.seed)[0]).clone()  # where the next step starts: a fixed buffer
     # replay rows shaped and typed as one vectorized step's observation and actions
     rb_args = (args.buffer_size, obs, torch.zeros(N, act_dim, device=device))
     if args.per:

@@ -39,6 +39,7 @@ from common.errors import UserError
 from common.noise import ColoredNoise
 from common.policy import Policy
 from common.run import Run
+from common.storage import Batch
 from common.vec_env import check_single_agent
 from common.wrappers import wrap_env
 
@@ -127,8 +128,8 @@ class Actor(nn.Module):
         layers += [nn.Linear(sizes[-1], act_dim), nn.Tanh()]
         self.net = nn.Sequential(*layers)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs)
+    def forward(self, obs: dict) -> torch.Tensor:
+        return self.net(obs["policy"])
 
 
 class Critic(nn.Module):
@@ -138,8 +139,8 @@ class Critic(nn.Module):
         super().__init__()
         self.q = EnsembleMLP(num_critics, obs_dim + act_dim, hidden, 1)
 
-    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
-        return self.q(torch.cat([obs, act], -1)).squeeze(-1)
+    def forward(self, obs: dict, act: torch.Tensor) -> torch.Tensor:
+        return self.q(torch.cat([obs["policy"], act], -1)).squeeze(-1)
 
 
 def critic_loss(actor_t, critic, critic_t, gamma: float, b, target_noise: float, noise_clip: float):
@@ -172,7 +173,7 @@ def make_env(args: Args, device, seed: int):
     import envs  # here, not at the top: a checkpoint's policy loads without the env package
 
     env = envs.make(args.env, args.num_envs, device, seed, backend=args.mujoco_backend)
-    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma)
+    return wrap_env(env, norm_obs=args.norm_obs, gamma=args.gamma, groups=True)
 
 
 def main(args: Args) -> dict:
@@ -180,7 +181,7 @@ def main(args: Args) -> dict:
     args, device = run.args, run.device
     env = make_env(args, device, args.seed)
     check_args(args, env)
-    obs_space, act_space = env.single_observation_space, env.single_action_space
+    obs_space, act_space = env.single_observation_space["policy"], env.single_action_space
     obs_dim, act_dim = int(np.prod(obs_space.shape)), int(np.prod(act_space.shape))
     net = dict(obs_dim=obs_dim, act_dim=act_dim, hidden=args.hidden)
     actor = Actor(**net).to(device)
@@ -206,20 +207,20 @@ def main(args: Args) -> dict:
 
     N = args.num_envs
     noise = ColoredNoise(args.noise_color, (N, act_dim), device=device)
-    h_shapes = (obs_dim,), (act_dim,), torch.float32
-    store = TrajectoryStore(N, args.h_term_horizon, *h_shapes, args.h_term_max_episodes, device)
     # its own Adam: log-probabilities of old actions can have large gradients that would distort
     # the actor optimizer's moment estimates
     h_opt = torch.optim.Adam(actor.parameters(), lr=args.actor_lr, **adam_kw)
     h_time = loop_time = 0.0
     num_iterations = args.total_steps // N
-    obs = env.reset(seed=args.seed)[0].clone()  # where the next step starts: a fixed buffer
+    obs = Batch(env.reset(seed=args.seed)[0]).clone()  # where the next step starts: a fixed buffer
     # replay rows shaped and typed as one vectorized step's observation and actions
     rb_args = (args.buffer_size, obs, torch.zeros(N, act_dim, device=device))
     if args.per:
         rb = PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
     else:
         rb = ReplayBuffer(*rb_args)
+    h_shapes = (obs, (act_dim,), torch.float32)  # the H-term's store of recent steps
+    store = TrajectoryStore(N, args.h_term_horizon, *h_shapes, args.h_term_max_episodes, device)
     # the deployable policy: normalizer, actor, action scaling (common/policy.py)
     policy = Policy.of(actor, net, env)
     # the state a checkpoint holds and a resumed run restores, named once
@@ -297,7 +298,7 @@ def main(args: Args) -> dict:
             windows = args.h_term_batch, args.h_term_k_step, args.h_term_drop_rate
             w_obs, w_act, w_mask, w_ret, _ = store.sample(*windows)
             B, K = w_mask.shape
-            mu = actor(w_obs.reshape(B * K, obs_dim))  # log N(a; mu(s), sigma^2 I)
+            mu = actor(w_obs.flatten())  # log N(a; mu(s), sigma^2 I)
             std = torch.full_like(mu, args.exploration_noise)  # not a float: a host copy each time
             pi_dist = torch.distributions.Normal(mu, std, validate_args=False)  # no validation sync
             logp = pi_dist.log_prob(w_act.reshape(B * K, act_dim)).sum(-1).reshape(B, K)

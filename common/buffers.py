@@ -524,7 +524,8 @@ class TrajectoryStore:
 
     def state_dict(self) -> dict:
         # (saving waits anyway)
-        return {"t": int(self.t), **{k: getattr(self, k).clone() for k in self._STATE}}
+        state = {k: getattr(self, k) for k in self._STATE}  # plain tensors and dicts of them:
+        return {"t": int(self.t), **Batch(state).state_dict()}  # no class of ours in a checkpoint
 
     def load_state_dict(self, sd: dict) -> None:
         def shapes(obs):

@@ -10,6 +10,8 @@ Format history:
 * rl-checkpoint/2: `log_alpha` has shape (1,); `spaces` records the env's observation and action
   spaces (and agent count), so that a resume on a changed env is refused by name. /1 files are
   migrated.
+* rl-checkpoint/3: the DDPG/TD3/SAC files keep observations as named groups (`{"policy": obs}`), as
+  the other families do. /2 files of those files are migrated.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import torch
 
 from common.errors import UserError, UserFileNotFoundError, UserOSError
 
-CHECKPOINT_FORMAT = "rl-checkpoint/2"
+CHECKPOINT_FORMAT = "rl-checkpoint/3"
 
 
 def _v1_to_v2(ckpt: dict) -> dict:
@@ -42,8 +44,39 @@ def _v1_to_v2(ckpt: dict) -> dict:
     return ckpt
 
 
+# the files whose observations became named groups in rl-checkpoint/3
+GROUPED_IN_3 = ("ddpg", "td3", "sac", "modsac", "redq", "fast_td3", "ddpg_h", "td3_h", "sac_h")
+GROUPED_IN_3 += ("sac_podracer", "td3_podracer")
+
+
+def _v2_to_v3(ckpt: dict) -> dict:
+    """rl-checkpoint/2 -> /3: in a checkpoint of one of `GROUPED_IN_3`, `{"policy": x}` where an
+    observation tensor `x` stood (the next observation, the replay rows, the H-term store, the
+    n-step window; every torchrun rank's), and a policy that takes named groups."""
+
+    def group(x):
+        return {"policy": x} if torch.is_tensor(x) else x
+
+    if ckpt.get("algo") in GROUPED_IN_3:
+        for state in [ckpt, *ckpt.get("ranks", [])]:
+            if "next_obs" in state:
+                state["next_obs"] = group(state["next_obs"])
+            for entry, keys in (("buffer", ("obs", "next_obs")), ("h_store", ("obs",))):
+                for k in keys if entry in state else ():
+                    state[entry][k] = group(state[entry][k])
+            if "window" in state:  # fast_td3: (obs, actions, reward, final_obs, terminated, done)
+                steps = state["window"]["steps"]
+                state["window"]["steps"] = [
+                    (group(s[0]), *s[1:3], group(s[3]), *s[4:]) for s in steps
+                ]
+        if "policy_spec" in ckpt:
+            ckpt["policy_spec"]["groups"] = True
+    ckpt["format"] = "rl-checkpoint/3"
+    return ckpt
+
+
 # format found -> the function that brings it one version forward
-MIGRATIONS = {"rl-checkpoint/1": _v1_to_v2}
+MIGRATIONS = {"rl-checkpoint/1": _v1_to_v2, "rl-checkpoint/2": _v2_to_v3}
 
 
 def _remove_stale_temps(path: Path) -> None:

@@ -46,7 +46,7 @@ A vec env follows gymnasium's `VectorEnv` API with torch tensors on `env.device`
   subclass defines `_action_mask`); `info["final_action_mask"]` may hold the masks of `final_obs`.
 * `MultiDiscrete(nvec)` actions: integer tensors `[N, len(nvec)]`, each column in `[0, nvec[i])`.
 
-What the algorithm files read: the PPO and DQN families wrap the env in `common.wrappers.ObsGroups`,
+What the algorithm files read: the single-agent files wrap the env in `common.wrappers.ObsGroups`,
 so that every observation arrives as named groups,
 `{"policy": ..., "critic": ... (where the env has it), "action_mask": bool ... (where it masks)}`,
 `final_obs` alike; their networks read the groups by name and their storage (`common.storage.Batch`,

@@ -17,8 +17,8 @@ def _by_hand(steps, n, gamma, t, e):
         ret += gamma**j * float(r[e])
         k = j + 1
         if done[e]:
-            return ret, nxt[e], 0.0 if term[e] else gamma**k
-    return ret, steps[t + n - 1][3][e], gamma**k
+            return ret, nxt["policy"][e], 0.0 if term[e] else gamma**k
+    return ret, steps[t + n - 1][3]["policy"][e], gamma**k
 
 
 def test_n_step_window_matches_a_loop_by_hand():
@@ -31,10 +31,10 @@ def test_n_step_window_matches_a_loop_by_hand():
         term = done & (torch.rand(N, generator=gen) < 0.5)
         steps.append(
             (
-                torch.randn(N, 4, generator=gen),
+                {"policy": torch.randn(N, 4, generator=gen)},  # named groups, as the env gives
                 torch.randn(N, 2, generator=gen),
                 torch.randn(N, generator=gen),
-                torch.randn(N, 4, generator=gen),
+                {"policy": torch.randn(N, 4, generator=gen)},
                 term,
                 done,
             )
@@ -44,24 +44,25 @@ def test_n_step_window_matches_a_loop_by_hand():
     assert all(o is None for o in out[: n - 1]) and len(window.steps) == n - 1
     for t, o in enumerate(out[n - 1 :]):
         obs, act, ret, boot, discount = o
-        assert torch.equal(obs, steps[t][0]) and torch.equal(act, steps[t][1])
+        assert torch.equal(obs["policy"], steps[t][0]["policy"]) and torch.equal(act, steps[t][1])
         for e in range(N):
             r, b, d = _by_hand(steps, n, gamma, t, e)
             assert (
                 abs(float(ret[e]) - r) < 1e-5
-                and torch.equal(boot[e], b)
+                and torch.equal(boot["policy"][e], b)
                 and abs(float(discount[e]) - d) < 1e-6
             )
 
 
 def test_one_step_window_is_td3s_transition():
     window = NStepWindow(1, 0.99)
-    obs, act, rew, nxt = torch.randn(3, 4), torch.randn(3, 2), torch.randn(3), torch.randn(3, 4)
+    obs, act, rew = {"policy": torch.randn(3, 4)}, torch.randn(3, 2), torch.randn(3)
+    nxt = {"policy": torch.randn(3, 4)}
     term, done = torch.tensor([True, False, False]), torch.tensor([True, True, False])
     o, a, r, b, d = window.push(obs, act, rew, nxt, term, done)
     assert (
         torch.equal(r, rew)
-        and torch.equal(b, nxt)
+        and torch.equal(b["policy"], nxt["policy"])
         and torch.allclose(d, torch.tensor([0.0, 0.99, 0.99]))
     )
 

@@ -108,6 +108,6 @@ def test_sac_h_log_prob_matches_sampling_density():
 
     torch.manual_seed(0)
     actor = sac_h.Actor(3, 2, (16, 16))
-    obs = torch.randn(64, 3)
+    obs = {"policy": torch.randn(64, 3)}  # named groups, as the env gives
     action, logp = actor.sample(obs)
     torch.testing.assert_close(actor.log_prob(obs, action), logp, rtol=1e-3, atol=1e-3)

@@ -299,6 +299,52 @@ def test_a_v1_sac_checkpoint_with_a_0dim_temperature_resumes(tmp_path):
     assert torch.load(out["checkpoint"], weights_only=False)["log_alpha"].shape == (1,)
 
 
+@pytest.mark.parametrize("algo", ["td3", "fast_td3", "sac_h"])
+def test_a_v2_checkpoint_of_the_ddpg_family_resumes_to_the_same_numbers(tmp_path, algo):
+    """rl-checkpoint/2 kept the DDPG/TD3/SAC files' observations as one tensor where they are named
+    groups now (the next observation, the replay rows, fast_td3's n-step window, the H-term store):
+    such a checkpoint, migrated on load, resumes to the same numbers as today's."""
+    import importlib
+    import shutil
+
+    from conftest import SMALL_RUNS, assert_same
+
+    module = importlib.import_module(f"algos.{algo}")
+    kw = dict(SMALL_RUNS[algo], out_dir=str(tmp_path / "runs"))
+    start, n = kw.get("learning_starts", 0), kw["num_envs"]
+    half = (start + (kw["total_steps"] - start) // 2) // n * n  # learning, and more to go
+    ck = torch.load(module.main(module.Args(**dict(kw, total_steps=half)))["checkpoint"])
+
+    def flat(x):
+        return x["policy"]
+
+    (tmp_path / "new").mkdir()
+    torch.save(ck, tmp_path / "new" / "checkpoint.pt")
+    ck["format"], ck["policy_spec"]["groups"] = "rl-checkpoint/2", False
+    ck["next_obs"] = flat(ck["next_obs"])
+    ck["buffer"]["obs"], ck["buffer"]["next_obs"] = map(
+        flat, (ck["buffer"]["obs"], ck["buffer"]["next_obs"])
+    )
+    if "h_store" in ck:
+        ck["h_store"]["obs"] = flat(ck["h_store"]["obs"])
+    if "window" in ck:
+        ck["window"]["steps"] = [
+            (flat(s[0]), *s[1:3], flat(s[3]), *s[4:]) for s in ck["window"]["steps"]
+        ]
+    (tmp_path / "old").mkdir()
+    torch.save(ck, tmp_path / "old" / "checkpoint.pt")
+    ends = [
+        torch.load(
+            module.main(module.Args(**dict(kw, resume=str(tmp_path / d / "checkpoint.pt"))))[
+                "checkpoint"
+            ]
+        )
+        for d in ("new", "old")
+    ]
+    for key in set(ends[0]) - {"args", "seconds"}:
+        assert_same(ends[0][key], ends[1][key], key)
+
+
 def test_a_full_disk_mid_write_is_one_line_and_keeps_the_previous_file(
     tmp_path, monkeypatch, capfd
 ):
