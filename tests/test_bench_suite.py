@@ -1,6 +1,6 @@
-"""bench/suite.py: the report reads saved metrics only and states what it measured (final eval mean
-+- std over seeds, time to solve, references), and its curves are drawn; the group definitions are
-runnable commands of the algorithm files."""
+"""bench/suite.py: the report reads saved metrics only and states what it measured (the final
+evaluation's interquartile mean over seeds with its bootstrap interval, time to solve, references),
+and its curves are drawn; the group definitions are runnable commands of the algorithm files."""
 
 import json
 import re
@@ -58,17 +58,33 @@ def test_report_table_and_curves(fake_group):
     row = next(line for line in text.splitlines() if line.startswith("| CartPole-v1 | ppo_vec"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2] == "300"
-    assert cells[3] == f"{np.mean([500, 490]):.1f} +- {np.std([500, 490]):.1f}"
+    # two seeds: the IQM is their mean; a resample of two is both low, mixed or both high
+    assert cells[3] == "495.0 [490.0, 500.0]"
     assert cells[4] == "500.0, 490.0"
     assert cells[5] == f"{np.mean([3.0, 6.0]):.0f}"
     assert cells[6].startswith(f"{np.mean([2.0, 6.0]):.0f} s (2/2 >= 475)")
     assert "RL Zoo: 500.0 +- 0.0 (100k)" in cells[7]
     dqn = next(line for line in text.splitlines() if line.startswith("| CartPole-v1 | dqn"))
-    assert "40.0 +- 0.0" in dqn and "not reached" in dqn
+    assert "40.0 [40.0, 40.0]" in dqn and "not reached" in dqn
     assert "mean return over 10 episodes" in text and "RL Baselines3 Zoo" in text
     png = fake_group / "fake_CartPole-v1.png"
     assert png.is_file() and png.stat().st_size > 10_000
     assert (fake_group / "fake.md").read_text() == text
+
+
+def test_the_docs_quick_table_is_the_reports(tmp_path, monkeypatch):
+    """docs/results.md's quick table is what `bash benchmark.sh report quick` makes of the
+    checked-in metrics: generated, never copied by hand."""
+    import shutil
+
+    begin, end = suite.markers("quick")
+    docs = (ROOT / "docs" / "results.md").read_text()
+    shutil.copytree(suite.results_dir("quick") / "runs", tmp_path / "quick" / "runs")
+    monkeypatch.setattr(suite, "results_dir", lambda group: tmp_path / group)
+    monkeypatch.setattr(suite, "DOCS", tmp_path / "results.md")
+    suite.DOCS.write_text(f"{begin}\n{end}\n")
+    suite.report("quick")
+    assert suite.DOCS.read_text() == docs[docs.index(begin) : docs.index(end) + len(end)] + "\n"
 
 
 def test_report_without_metrics_names_the_command(tmp_path, monkeypatch):
