@@ -71,20 +71,18 @@ def side_ours(
     args.total_steps, args.eval_every, args.save_every, args.quiet = steps, 10**12, 0, True
     args.out_dir = out_dir
     # no evaluation (a run always evaluates at its end): its env steps would land in the env buckets
-    import common.run
+    from common.run import hooks
 
-    evaluate, common.run.evaluate = (
-        common.run.evaluate,
-        lambda *a, **k: {"eval_return": float("nan"), "eval_return_std": float("nan")},
-    )
+    nan = float("nan")
+
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     prof.enable()
-    try:
-        res = ppo_vec.main(args)
+    try:  # no evaluation: the profile is the training loop's
+        with hooks(evaluate=lambda *a, **k: {"eval_return": nan, "eval_return_std": nan}):
+            res = ppo_vec.main(args)
     finally:
         prof.disable()
-        common.run.evaluate = evaluate
     total = time.perf_counter() - t0
     st = pstats.Stats(prof, stream=sys.stderr)
     st.sort_stats("tottime").print_stats(12)  # the heaviest functions, for the log

@@ -159,7 +159,6 @@ def worker(
 
     from common.cli import cli
     from common.policy import PolicyFn
-    from common.logger import Logger
     from tools.evaluate import gym_rollouts
 
     torch.set_num_threads(1)
@@ -187,18 +186,11 @@ def worker(
     probe.close()
     state = {"logger": None, "evals": [], "eval_start": None}
 
-    class ClockedLogger(Logger):
-        def __init__(self, *a, **k):
-            super().__init__(*a, **k)
-            state["logger"] = self
-
-        def log(self, step, episodes=None, evaluation=None, **metrics):
-            row = super().log(step, episodes, evaluation, **metrics)
-            if evaluation is not None:
-                state["evals"][-1]["step"] = int(step)
-                if stop_at_hit and evaluation["eval_return"] >= threshold:
-                    raise Reached
-            return row
+    def on_log(run, row):  # an evaluation's row: its step; a first-hit run stops there
+        if "eval_return" in row:
+            state["evals"][-1]["step"] = int(row["step"])
+            if stop_at_hit and row["eval_return"] >= threshold:
+                raise Reached
 
     def gym_evaluate(policy, env_id, episodes=10, seed=0, device="cpu", **_):
         t = time.perf_counter()
@@ -218,11 +210,11 @@ def worker(
         state["final"] = {k: v for k, v in r.items() if k != "returns"}
         return r
 
-    import common.run
+    def on_open(run):
+        state["logger"] = run.logger
 
-    shell = common.run if hasattr(mod, "Run") else mod  # the run shell of a migrated file
-    shell.Logger = ClockedLogger
-    shell.evaluate = gym_evaluate
+    from common.run import hooks
+
     prof = None
     if profile:
         import cProfile
@@ -230,7 +222,8 @@ def worker(
         prof = cProfile.Profile()
         prof.enable()
     try:
-        mod.main(args)
+        with hooks(on_open=on_open, on_log=on_log, evaluate=gym_evaluate):
+            mod.main(args)
     except Reached:
         pass
     if prof is not None:

@@ -175,9 +175,9 @@ def run_single(job) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    import common.run
     from algos import ppo_vec
     from common.cli import cli
+    from common.run import hooks
 
     out_dir = Path(out_dir)
     if out_dir.exists():
@@ -185,24 +185,19 @@ def run_single(job) -> dict:
     snaps = out_dir / "snapshots"
     snaps.mkdir(parents=True)
     wall_at: dict[int, float] = {}
-    save, t0 = common.run.save_checkpoint, time.perf_counter()
+    t0 = time.perf_counter()
 
-    def keep(path, payload):  # the run's own checkpoint write, plus a copy named by its step
-        result = save(path, payload)
-        shutil.copy(path, snaps / f"step{payload['global_step']:09d}.pt")
-        wall_at[int(payload["global_step"])] = time.perf_counter() - t0
-        return result
+    def keep(run, path):  # a copy of each checkpoint the run writes, named by its step
+        shutil.copy(path, snaps / f"step{run.step:09d}.pt")
+        wall_at[run.step] = time.perf_counter() - t0
 
-    common.run.save_checkpoint = keep
     args = cli(
         ppo_vec.Args,
         defaults_for=getattr(ppo_vec, "default_args", None),
         argv=[*single_flags(a, seed), "--out-dir", str(out_dir)],
     )
-    try:
+    with hooks(on_save=keep):
         r = ppo_vec.main(args)
-    finally:
-        common.run.save_checkpoint = save
     wall = time.perf_counter() - t0
     # every snapshot scored as the population scores a round (same episodes, same number)
     evals = [

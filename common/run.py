@@ -33,12 +33,15 @@ What the shell does, so that no file repeats it:
   non-finite value). Ctrl-C names the checkpoint to `--resume` from.
 * under torchrun (`ctx` from `common.distributed.init`): every rank its own seed offset and state
   (the checkpoint keeps `ranks[r]`), rank 0 alone evaluates, logs and writes.
+
+Code around a file's `main` (a benchmark, a population) attaches to its run through `hooks`, never
+by replacing a module's names: `with hooks(on_log=..., evaluate=...): module.main(args)`.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -72,6 +75,32 @@ from common.wrappers import EpisodeStatistics, find_wrapper
 
 # the entries of a file's state that describe where its episodes stand (the names every file uses)
 EPISODE_STATE = ("next_obs", "hidden", "window")
+
+
+@dataclass
+class Hooks:
+    """What code around a file's `main` attaches to the run it makes (`hooks`); rank 0 calls each
+    at its moment."""
+
+    on_open: Callable | None = None  # on_open(run): the run directory and logger are open
+    # evaluate(policy, env_id, episodes, seed=, device=) -> dict, in place of the file's evaluation
+    evaluate: Callable | None = None
+    on_log: Callable | None = None  # on_log(run, row): a row was logged (its evaluation's included)
+    on_save: Callable | None = None  # on_save(run, path): the checkpoint was written
+
+
+_HOOKS: list[Hooks] = []
+
+
+@contextlib.contextmanager
+def hooks(**kwargs) -> Iterator[Hooks]:
+    """`Hooks(**kwargs)` for the runs made inside the block."""
+    attached = Hooks(**kwargs)
+    _HOOKS.append(attached)
+    try:
+        yield attached
+    finally:
+        _HOOKS.remove(attached)
 
 
 class Run:
@@ -117,6 +146,7 @@ class Run:
         # its updates adds to `run.updates`: checkpointed, restored and logged here)
         self.start_iter, self.step, self.updates, self.eval_result = 0, 0, 0, {}
         self.meters: list[Meter] = []
+        self.hooks = _HOOKS[-1] if _HOOKS else Hooks()
 
     def start(
         self,
@@ -198,6 +228,8 @@ class Run:
             )
             self.ckpt_path = self.guard.checkpoint = self.run_dir / "checkpoint.pt"
             RUNNING[:] = [self.ckpt_path]
+            if self.hooks.on_open:
+                self.hooks.on_open(self)
 
     def compile(self, fn: Callable, graphs: bool = True) -> Callable:
         """`fn` under `--compile` (`common.device.compile_fn`: on CUDA a graph of its own unless
@@ -255,7 +287,7 @@ class Run:
                 do_log, do_eval, do_save = self.ticks(self.step, is_last=last == num_iterations)
                 if self.is_main and do_eval:
                     with self.logger.paused():
-                        self.eval_result = (self.evaluate or evaluate)(
+                        self.eval_result = (self.hooks.evaluate or self.evaluate or evaluate)(
                             self._evaluated(),
                             self.args.env,
                             self.args.eval_episodes,
@@ -266,13 +298,15 @@ class Run:
                     stats = {k: v for m in self.meters for k, v in m.pop().items()}
                     if self.updates:
                         stats["updates"] = self.updates
-                    self.logger.log(
+                    row = self.logger.log(
                         self.step,
                         self.episodes.pop(),
                         self.eval_result if do_eval else None,
                         **stats,
                         **metrics(),
                     )
+                    if self.hooks.on_log:
+                        self.hooks.on_log(self, row)
                 if do_save:
                     self.save(last)
                 if self.is_main:
@@ -310,6 +344,8 @@ class Run:
                 **({"ranks": every} if every is not None else {}),
             },
         )
+        if self.hooks.on_save:
+            self.hooks.on_save(self, self.ckpt_path)
 
     def _evaluated(self):
         """The policy evaluation runs: the file's deployable `Policy` (as a user gets it from

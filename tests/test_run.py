@@ -1,6 +1,7 @@
 """Run helpers: atomic checkpoints and their errors, RNG state, replay buffer, logger files."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -415,3 +416,35 @@ def test_the_run_shell_saves_the_state_a_file_names_and_restores_it(tmp_path):
     assert ck2["iteration"] == 3 and not torch.equal(
         ck2["next_obs"]["policy"], ck["next_obs"]["policy"]
     )
+
+
+def test_hooks_attach_to_the_run_a_file_makes(tmp_path):
+    """Code around a file's `main` (bench/, a population) sees the run open, every logged row and
+    every checkpoint written, and may evaluate in the file's place: through `common.run.hooks`,
+    without replacing a module's names."""
+    from algos import ppo_vec
+    from common.run import hooks
+    from conftest import SMALL_RUNS
+
+    seen = {"open": [], "rows": [], "saved": [], "evaluated": 0}
+
+    def evaluate(policy, env_id, episodes, seed=0, device="cpu"):
+        seen["evaluated"] += 1
+        return {"eval_return": 7.0, "eval_return_std": 0.0}
+
+    kw = dict(SMALL_RUNS["ppo_vec"], out_dir=str(tmp_path))
+    with hooks(
+        on_open=lambda run: seen["open"].append(run.run_dir),
+        on_log=lambda run, row: seen["rows"].append(row),
+        on_save=lambda run, path: seen["saved"].append((run.step, path)),
+        evaluate=evaluate,
+    ):
+        out = ppo_vec.main(ppo_vec.Args(**kw))
+    assert [str(d) for d in seen["open"]] == [out["run_dir"]]
+    evals = [r for r in seen["rows"] if "eval_return" in r]
+    assert len(evals) == seen["evaluated"] >= 1 and all(r["eval_return"] == 7.0 for r in evals)
+    assert out["eval_return"] == 7.0 and seen["rows"][-1]["step"] == out["steps"]
+    assert seen["saved"][-1] == (out["steps"], Path(out["checkpoint"]))
+    # outside the block, a run has none
+    again = ppo_vec.main(ppo_vec.Args(**dict(kw, out_dir=str(tmp_path / "again"))))
+    assert again["eval_return"] != 7.0 and len(seen["open"]) == 1
