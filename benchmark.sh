@@ -28,7 +28,10 @@
 #   elastic       population on two torchrun nodes (c10d, --nnodes 1:2): one joins late, then is SIGKILLed (~6 min)
 #   hterm-hopper  the same study on Hopper-v5 (hours)
 #   offpolicy-long  SAC and TD3 on LunarLanderContinuous-v3 and BipedalWalker-v3 through the gymnasium
-#                 adapter (hours on a CPU; needs Box2D: pip install swig "gymnasium[box2d]")
+#                 adapter (hours on a CPU)
+#   offpolicy-update  SAC's and TD3's env step + update on one core beside CleanRL's files (own venv
+#                 bench/.venv-cleanrl; CLEANRL=path to a checkout of vwxyzjn/cleanrl) and beside the
+#                 matrix-product floor of its FLOPs (~6 min) -> bench/results/offpolicy_update.md
 #   locomotion-hopper, -halfcheetah, -walker2d, -ant, -humanoid
 #                 ppo_vec (its MuJoCo defaults) beside rsl_rl (IsaacLab's classic PPO config, own venv
 #                 bench/.venv-rslrl) on the same batched MuJoCo env, seeds 1-3, one core each, final eval on
@@ -154,10 +157,11 @@ case "$group" in
                atari) $PY bench/minatar_learn.py --atari --from-log bench/results/atari_learn.jsonl ;;
                *) $PY bench/suite.py report "${2:?usage: bash benchmark.sh report GROUP}" ;;
              esac ;;
+  offpolicy-update) $PY bench/offpolicy_update.py --cleanrl "${CLEANRL:?set CLEANRL to a checkout of vwxyzjn/cleanrl}" ;;
   offpolicy-long)
-    $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install swig 'gymnasium[box2d]'" >&2; exit 2; }
+    $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install -r requirements.txt (gymnasium[box2d])" >&2; exit 2; }
     table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
     table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, full, report, peers, tensordict, compile, envs, ppo, asymmetric, ensemble, offpolicy, hterm, mujoco, mujoco-learn, mujoco-num-envs, marl, pipeline, population, threads, elastic, hterm-hopper, offpolicy-long, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile, rllib, rllib-TASK or gpu (bash benchmark.sh --help says what each runs)" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, full, report, peers, tensordict, compile, envs, ppo, asymmetric, ensemble, offpolicy, hterm, mujoco, mujoco-learn, mujoco-num-envs, marl, pipeline, population, threads, elastic, hterm-hopper, offpolicy-long, offpolicy-update, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile, rllib, rllib-TASK or gpu (bash benchmark.sh --help says what each runs)" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"
