@@ -121,8 +121,8 @@ class Critic(nn.Module):
         super().__init__()
         self.q = EnsembleMLP(num_critics, obs_dim + act_dim, hidden, 1)
 
-    def forward(self, obs: dict, act: torch.Tensor) -> torch.Tensor:
-        return self.q(torch.cat([obs["policy"], act], -1)).squeeze(-1)
+    def forward(self, obs: dict, act: torch.Tensor, members=None) -> torch.Tensor:
+        return self.q(torch.cat([obs["policy"], act], -1), members).squeeze(-1)
 
 
 def critic_loss(actor_t, critic, critic_t, gamma: float, b, target_noise: float, noise_clip: float):
@@ -139,7 +139,8 @@ def critic_loss(actor_t, critic, critic_t, gamma: float, b, target_noise: float,
 
 
 def actor_loss(actor: Actor, critic: Critic, b):
-    return -critic(b["obs"], actor(b["obs"]))[0].mean()
+    """-Q_1(s, mu(s)): the first critic alone, as the paper (the second is not evaluated)."""
+    return -critic(b["obs"], actor(b["obs"]), members=slice(0, 1))[0].mean()
 
 
 def make_env(args: Args, device, seed: int):

@@ -34,8 +34,9 @@ class EnsembleLinear(nn.Module):
         nn.init.uniform_(self.weight, -bound, bound)
         nn.init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
-        """`members` (indices): only those members' maps, `[len(members), B, out]`."""
+    def forward(self, x: torch.Tensor, members: torch.Tensor | slice | None = None) -> torch.Tensor:
+        """`members` (indices, or a slice: a view of the weights): only those members' maps,
+        `[len(members), B, out]`."""
         weight, bias = (
             (self.weight, self.bias)
             if members is None
@@ -68,9 +69,9 @@ class EnsembleMLP(nn.Module):
                 layers.append(activation())
         self.net = nn.Sequential(*layers)
 
-    def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
-        """All members, or only `members` (indices; e.g. REDQ's random target subset: the others
-        cost nothing)."""
+    def forward(self, x: torch.Tensor, members: torch.Tensor | slice | None = None) -> torch.Tensor:
+        """All members, or only `members` (indices or a slice; e.g. REDQ's random target subset,
+        TD3's first critic for the actor: the others cost nothing)."""
         if members is None:
             return self.net(x)
         for layer in self.net:
