@@ -10,9 +10,10 @@ second step), one thread (`OMP_NUM_THREADS=1`). CleanRL's files run unchanged in
 (`bench/.venv-cleanrl`: the project's packages through a .pth, so both sides run the same torch
 build; CleanRL's `cleanrl_utils` from the checkout). Time per step: two runs of each side, past the
 same `--learning-starts`, at two budgets; the difference of their wall times over the difference of
-their steps (start-up, imports and the random-action phase cancel). FLOPs: torch's
-`FlopCounterMode` over one of our updates (the same network sizes and batch as CleanRL's); floor:
-those FLOPs at the rate `torch.mm` reaches on 256-wide products on the same core.
+their steps (start-up, imports and the random-action phase cancel), measured `--repeats` times a
+side, the sides alternating; the table gives medians and the speed ratio's bootstrap interval.
+FLOPs: torch's `FlopCounterMode` over one of our updates (the same network sizes and batch as
+CleanRL's); floor: those FLOPs at the rate `torch.mm` reaches on 256-wide products on the same core.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
+from stats import ratio
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / "bench" / ".venv-cleanrl"
@@ -180,6 +184,7 @@ def main() -> None:
     )
     p.add_argument("--cleanrl", type=Path, required=True, help="a checkout of vwxyzjn/cleanrl")
     p.add_argument("--commit", help="the checkout's commit (default: git rev-parse HEAD there)")
+    p.add_argument("--repeats", type=int, default=3, help="measurements of each side, alternated")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "offpolicy_update")
     a = p.parse_args()
     commit = (
@@ -192,13 +197,24 @@ def main() -> None:
     rows = []
     for algo in ("sac", "td3"):
         flops = update_flops(algo)
-        ours_s = per_step(lambda n, algo=algo: (ours(algo, n),))
-        clean_s = per_step(
-            lambda n, algo=algo: (cleanrl(algo, n, a.cleanrl), {"PYTHONPATH": str(a.cleanrl)})
-        )
+        times = {"ours": [], "cleanrl": []}
+        for _ in range(a.repeats):  # the sides alternate: a slow spell of the machine hits both
+            times["ours"].append(per_step(lambda n, algo=algo: (ours(algo, n),)))
+            times["cleanrl"].append(
+                per_step(
+                    lambda n, algo=algo: (
+                        cleanrl(algo, n, a.cleanrl),
+                        {"PYTHONPATH": str(a.cleanrl)},
+                    )
+                )
+            )
+        # steps/s, ours over CleanRL: medians, and the interval of that ratio over the repeats
+        speedup = ratio({algo: times["cleanrl"]}, {algo: times["ours"]}, statistic=np.median)
+        ours_s, clean_s = float(np.median(times["ours"])), float(np.median(times["cleanrl"]))
         rows.append(
             dict(algo=algo, flops=flops, floor_s=flops / rate, ours_s=ours_s, cleanrl_s=clean_s)
         )
+        rows[-1].update(speedup=speedup, times=times)
         print(rows[-1], flush=True)
     import torch
 
@@ -210,6 +226,9 @@ def main() -> None:
     lines = [
         head,
         "",
+        f"Medians of {a.repeats} measurements a side (alternated); the ratio's 95% bootstrap "
+        "interval in brackets (bench/stats.py).",
+        "",
         "| algo | update MFLOP / step | floor ms | ours ms / step | CleanRL ms / step "
         "| ours / CleanRL steps/s | floor / ours |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -218,7 +237,8 @@ def main() -> None:
         lines.append(
             f"| {r['algo']} | {r['flops'] / 1e6:.0f} | {1e3 * r['floor_s']:.2f} | "
             f"{1e3 * r['ours_s']:.2f} | {1e3 * r['cleanrl_s']:.2f} | "
-            f"{r['cleanrl_s'] / r['ours_s']:.2f}x | {r['floor_s'] / r['ours_s']:.0%} |"
+            f"{r['speedup'][0]:.2f}x [{r['speedup'][1]:.2f}, {r['speedup'][2]:.2f}] | "
+            f"{r['floor_s'] / r['ours_s']:.0%} |"
         )
     text = "\n".join(lines) + "\n"
     a.out.with_suffix(".md").write_text(text)
