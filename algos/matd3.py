@@ -102,7 +102,8 @@ class Critics(nn.Module):
     """K centralized critics per agent, Q_{k,i}(s, a_1..a_A), in one call: returns `[K, A, B]`.
 
     `state` [B, S] and `actions` [B, A, act] give every critic the same input; `state` [A, B, S] and
-    `actions` [A, B, A, act] give critic i (of every k) its own row i (the actor update).
+    `actions` [A, B, A, act] give critic i (of every k) its own row i (the actor update); `first`:
+    the first critic of each agent only, `[1, A, B]` (the actor's loss reads Q_1 alone).
     """
 
     def __init__(self, n_agents, state_dim, act_dim, hidden=(64, 64), num_critics: int = 2):
@@ -110,11 +111,12 @@ class Critics(nn.Module):
         self.k, self.n = num_critics, n_agents
         self.q = EnsembleMLP(num_critics * n_agents, state_dim + n_agents * act_dim, hidden, 1)
 
-    def forward(self, state: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    def forward(self, state: torch.Tensor, actions: torch.Tensor, first: bool = False):
+        k = 1 if first else self.k
         x = torch.cat([state, actions.flatten(-2)], -1)
         if x.dim() == 3:  # per-agent inputs: member k * A + i reads row i
-            x = x.expand(self.k, *x.shape).reshape(self.k * self.n, *x.shape[1:])
-        return self.q(x).view(self.k, self.n, -1)
+            x = x.expand(k, *x.shape).reshape(k * self.n, *x.shape[1:])
+        return self.q(x, slice(0, self.n) if first else None).view(k, self.n, -1)
 
 
 def unpack(x: torch.Tensor, n_agents: int, state_dim: int):
@@ -145,7 +147,7 @@ def actor_loss(actors, critics, b, n_agents: int, state_dim: int, others_from_po
     others = mu.detach() if others_from_policy else b["actions"]
     own = torch.eye(n_agents, dtype=torch.bool, device=mu.device)[:, None, :, None]  # [A, 1, A, 1]
     joint = torch.where(own, mu.unsqueeze(0), others.unsqueeze(0))  # [A, B, A, act]
-    q = critics(state.expand(n_agents, *state.shape), joint)[0]  # [A, B]
+    q = critics(state.expand(n_agents, *state.shape), joint, first=True)[0]  # [A, B]
     return -q.mean(1).sum()
 
 

@@ -1,13 +1,6 @@
-"""Replay storage on the training device.
-
-`ReplayBuffer` is a circular buffer of transitions held as preallocated tensors. A batch of N
-transitions (one per sub-env) is written with one indexed copy per field, and sampling draws
-uniform indices with torch's RNG: no Python loop over transitions, no host sync. Write pointers
-are Python integers (they never depend on tensor values), so nothing waits for the device.
-
-Stacked camera frames (a uint8 `policy` group `[k, H, W]`, k >= 2, H and W >= 36: Atari's 4 x 84 x
-84) are kept once each (`FrameStore`): a transition holds the ids of its frames, and consecutive
-stacks share all but their newest one, so a transition costs about one frame instead of 2k.
+"""Replay storage on the training device: uniform and prioritized replay (frame stacks kept once
+each) and the H-term files' trajectory store. One indexed copy per field per batch, no Python loop
+over transitions, no host sync: write pointers are Python ints that never depend on tensor values.
 """
 
 from __future__ import annotations
@@ -19,19 +12,13 @@ from common.storage import Batch
 
 
 class FrameStore:
-    """The frames of stacked image observations, each kept once, for a `ReplayBuffer` (module
-    docstring).
-
-    Frames live in a ring `frames` [F, H, W] under global ids (the ring row is id % F); each
-    transition row keeps the k ids of its observation and the k of its next one. A sub-env's
-    observation that equals its previous next observation (no reset between) reuses that one's
-    ids; a next observation that is the observation shifted by one frame (`next[:-1] == obs[1:]`,
-    what a frame stack does) adds one frame; anything else (a reset's first stack) adds its k
-    frames. All on the device, no host sync. F = capacity x 17/16 + 2k x sub-envs rows hold every
-    live transition's frames unless sub-envs reset more often than once every 16k steps on average;
-    should frames still in use be overwritten, the buffer says so at its next check (every 1,024
-    sampled batches) instead of training on wrong frames.
-    """
+    """A replay's stacked camera frames (uint8 [n, k >= 2, H, W]), each kept once, in a ring
+    `frames` [F, H, W] under global ids (row id % F); a transition keeps the k ids of its obs and
+    of its next obs. An obs equal to the sub-env's previous next obs reuses its ids; a next obs
+    that is the obs shifted by one frame adds one frame; anything else (a reset) adds k. On the
+    device, no host sync. F = capacity x 17/16 + 2k x n rows suffice unless sub-envs reset more
+    than once per 16k steps on average; frames overwritten while in use raise at the next check
+    (every 1,024 samples) rather than train on wrong frames."""
 
     def __init__(self, capacity: int, example: torch.Tensor, device):
         n, self.k, h, w = example.shape
@@ -119,31 +106,27 @@ class ReplayBuffer:
 
         rb = ReplayBuffer(capacity, obs, actions)            # examples of one step: [n, ...]
         rb.add(obs, actions, rewards, next_obs, terminated)  # n transitions
-        b = rb.sample(batch_size)  # a Batch: b["obs"], b["actions"], b["rewards"], b["next_obs"],
-                                   # b["terminated"], b["indices"] (rows), b["weights"] (ones)
+        b = rb.sample(B)  # obs, actions, rewards, next_obs, terminated, indices (rows), weights
 
-    `obs` is a tensor or named groups (each group kept in its own dtype), and `next_obs` is kept as
-    it. Each field keeps its example's row shape and dtype; `rewards` are float32 `[n]` unless an
-    example is given (`[n, A]`: one per agent), `terminated` float32 {0, 1}. Store the true next
-    observation (`info["final_obs"]` where an episode ended) and `terminated` only: a truncated
-    transition then bootstraps from its real next state. Any further field (`state=example`) is
-    kept per row too and given to `add` by name.
-    """
+    Each field keeps its example's row shape and dtype (`obs`: a tensor or named groups);
+    `rewards` float32 [n] unless an example is given ([n, A]: per agent), `terminated` float32.
+    Store the true next obs (`info["final_obs"]` at an episode's end) and `terminated` only, so a
+    truncated transition bootstraps. Extra fields (`state=example`) are kept per row, given to
+    `add` by name."""
 
     def __init__(self, capacity: int, obs, actions: torch.Tensor, rewards=None, **extra):
         if capacity <= 0:
             raise UserError(f"buffer capacity must be positive, got {capacity}")
         self.capacity = int(capacity)
         self.device = actions.device
-        self.frames = None  # stacked camera frames of the `policy` group: kept once each
+        self.frames = None  # the `policy` group's frame stacks, if any (FrameStore)
         if isinstance(obs, dict) and _frame_stack(obs.get("policy", torch.empty(0))):
             self.frames = FrameStore(capacity, obs["policy"], self.device)
             obs = {k: x for k, x in obs.items() if k != "policy"}
         if rewards is None:
             rewards = torch.zeros(actions.shape[0], device=self.device)
         flags = torch.zeros(actions.shape[0], device=self.device)
-        # uninitialized: only the rows below `size` are ever read or saved, and a large buffer is
-        # not written in full up front (its pages are touched as transitions arrive)
+        # uninitialized: only rows below `size` are read or saved; pages are touched as rows arrive
         self.data = Batch.empty(
             capacity,
             **_rows(dict(obs=obs, next_obs=obs, actions=actions, rewards=rewards)),
@@ -184,13 +167,14 @@ class ReplayBuffer:
     def sample_indices(
         self, batch_size: int, generator: torch.Generator | None = None
     ) -> torch.Tensor:
+        """Uniform rows [B] (long) among the filled ones; no host sync."""
         if self.size == 0:
             raise RuntimeError(
                 "sampling from an empty replay buffer: fill it first (raise learning_starts)"
             )
         if self.device.type == "cuda":
-            # the bound read on the device, not baked in as a Python number: an update loop replayed
-            # as a CUDA graph (common/graphs.py) samples the rows added since its capture too
+            # the bound read on the device, not baked in: a replayed CUDA graph (common/graphs.py)
+            # samples the rows added since its capture too
             u = torch.rand(batch_size, dtype=torch.float64, device=self.device, generator=generator)
             return u.mul_(self.filled).long()
         return torch.randint(0, self.size, (batch_size,), device=self.device, generator=generator)
@@ -260,34 +244,17 @@ def _write(store: dict, idx: torch.Tensor, given: dict) -> None:
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
-    """Proportional prioritized experience replay (Schaul et al., 2016, "Prioritized Experience
-    Replay").
+    """Proportional prioritized replay (Schaul et al., 2016). Row i's priority p_i = |delta_i| + eps
+    (its latest TD error); it is drawn with P(i) = p_i^alpha / sum_k p_k^alpha (alpha = 0: uniform)
+    and its loss weighted by w_i = (N P(i))^-beta / max_batch w_j (N = rows filled, beta annealed
+    towards 1). New rows get max_p, the running max priority (initially 1): replayed soon.
 
-    Row i has priority p_i = |delta_i| + eps (delta_i its latest TD error) and is drawn with
-    probability
-
-        P(i) = p_i^alpha / sum_k p_k^alpha            (alpha = 0: uniform, alpha = 1: fully
-        proportional)
-
-    and the loss of a sampled row is scaled by the importance-sampling weight
-
-        w_i = (N * P(i))^(-beta) / max_{j in batch} w_j     (N = rows filled; beta anneals towards
-        1)
-
-    so the largest weight in a batch is 1. A row that was never trained on gets the largest priority
-    seen so far, max_p (a running maximum, initially 1.0), so it is replayed at least once soon.
-
-    Storage: a sum-tree in one tensor `tree` of length 2L on `device` (L = capacity rounded up to a
-    power of two; float64, or float32 on MPS which lacks float64), heap-ordered: node 1 is the root
-    (= sum_k p_k^alpha), node j has children 2j and 2j+1, leaf of row i is node L + i and holds
-    p_i^alpha (0 for rows not filled yet). Writes set leaves and then recompute every ancestor as
-    the sum of its two children, one tensor op per tree level (log2 L of them) for the whole batch;
-    parents are never updated by deltas, so there is no drift and duplicate indices in one call
-    cannot corrupt the tree (one of the duplicates' values is kept). Sampling is stratified: the
-    total mass is cut into batch_size equal segments, one uniform draw u per segment, and all draws
-    descend the tree together (left child if u < its mass, else subtract it and go right).
-    add/sample/update_priorities have no host sync: no Python branch reads a tensor value.
-    """
+    A sum-tree in one tensor `tree` [2L] (L = capacity rounded up to a power of two; float64,
+    float32 on MPS): node 1 the root, node j's children 2j and 2j+1, row i's leaf L + i holding
+    p_i^alpha (0 until filled). Writes set leaves, then recompute each ancestor from its children
+    level by level (one op per level), never by deltas: no drift, and duplicate indices cannot
+    corrupt it. Sampling is stratified: one uniform draw per equal segment of the mass, all
+    descending together. No host sync in add, sample or update_priorities."""
 
     def __init__(
         self,
@@ -315,7 +282,6 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         # running max of p
         self.max_priority = torch.ones((), dtype=self.tree_dtype, device=self.device)
 
-    # ---- sum-tree -------------------------------------------------------------------------------
     def _set_leaves(self, idx: torch.Tensor, values: torch.Tensor) -> None:
         """tree[L + idx] = values, then recompute all their ancestors level by level."""
         node = idx + self.num_leaves
@@ -341,7 +307,6 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         """p_i^alpha of the filled rows (a view into the tree)."""
         return self.tree[self.num_leaves : self.num_leaves + self.size]
 
-    # ---- buffer API -----------------------------------------------------------------------------
     def add(self, obs, actions, rewards, next_obs, terminated, **extra) -> torch.Tensor:
         """Write n transitions (overwriting the oldest when full) with leaf = max_p^alpha each."""
         idx = super().add(obs, actions, rewards, next_obs, terminated, **extra)
@@ -366,9 +331,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             go_right = u >= left_mass
             u = torch.where(go_right, u - left_mass, u)
             node = left + go_right.long()
-        # Rounding can push a draw right past the last filled row (onto an empty leaf): rows fill
-        # from 0 upwards, so every empty leaf lies at index >= size and clamping lands on a filled
-        # one.
+        # rounding may put a draw on an empty leaf (all >= size: rows fill from 0): clamp it
         idx = (node - self.num_leaves).clamp_(max=self.size - 1)
         probs = self.tree[idx + self.num_leaves] / total
         return idx, probs
@@ -388,10 +351,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return self.get(idx, weights.to(torch.float32))
 
     def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None:
-        """Set p_i = |td_error_i| + eps for the given rows (leaf = p_i^alpha) and raise max_p.
-
-        Rows must be filled (< size); duplicates are allowed (one of their values is kept).
-        """
+        """p_i = |td_error_i| + eps for filled rows `indices` (duplicates allowed); raises max_p."""
         indices = indices.to(device=self.device, dtype=torch.long).reshape(-1)
         p = (
             td_errors.detach().to(device=self.device, dtype=self.tree_dtype).reshape(-1).abs()
@@ -403,8 +363,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._set_leaves(indices, p**self.alpha)
 
     def state_dict(self) -> dict:
-        """The parent's rows plus the filled leaves (p^alpha), max_p and alpha; the tree is
-        rebuilt."""
+        """The parent's rows, the filled leaves (p^alpha), max_p and alpha (loading rebuilds)."""
         sd = super().state_dict()
         sd["priorities"] = self.leaf_priorities().clone()
         sd["max_priority"] = self.max_priority.clone()
@@ -431,22 +390,12 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = sd["max_priority"].to(self.device, self.tree_dtype).clone()
 
 
-# ---------------------------------------------------------------------------------------------
-# trajectory store (the H-term files: algos/*_h.py)
-# ---------------------------------------------------------------------------------------------
-# The H-term (ElegantRL's Hamiltonian term) is an actor-only update on whole trajectory windows, not
-# single transitions. `TrajectoryStore` keeps the most recent `horizon` steps of every sub-env (a
-# `[N, horizon]` ring on the device) and a table of the episodes that finished in it: sub-env,
-# absolute start step, length and return; episodes whose first step has been overwritten drop out.
-# `sample(batch, k_step, drop_rate)` ranks the stored episodes by return, drops the lowest
-# `drop_rate` fraction, normalizes the returns of the kept ones to zero mean and unit std, and draws
-# `batch` windows of `k_step` consecutive steps from them (episodes shorter than `k_step` give a
-# masked, shorter window). The loss on those windows is in each algos/*_h.py file. Everything is
-# tensor code on the store's device: finished episodes are appended with a cumulative-sum scatter
-# (no host sync), windows are gathered without a Python loop over windows or sub-envs.
-
-
 class TrajectoryStore:
+    """The H-term files' (algos/*_h.py) store of whole trajectories: the last `horizon` steps of
+    every sub-env (an [N, horizon] ring on the device) and a table of the episodes finished in it
+    (sub-env, absolute start, length, return); an episode whose first step was overwritten drops
+    out. Tensor code only: no host sync, no Python loop over sub-envs or windows."""
+
     def __init__(
         self,
         num_envs: int,
@@ -471,15 +420,13 @@ class TrajectoryStore:
         self.actions = torch.zeros(
             (num_envs, horizon, *action_shape), dtype=action_dtype, device=dev
         )
-        # absolute step count of every sub-env (they step together), on the device and every update
-        # in place: a training iteration captured as a CUDA graph (common/graphs.py) replays `add`
-        # into this memory
+        # absolute step (sub-envs step together), on the device and updated in place: a captured
+        # CUDA graph (common/graphs.py) replays `add` into this memory
         self.t = torch.zeros((), dtype=torch.long, device=dev)
         # absolute start of the running episode
         self.ep_start = torch.zeros(num_envs, dtype=torch.long, device=dev)
         self.ep_return = torch.zeros(num_envs, device=dev)
-        # finished episodes: sub-env, absolute start, length, return; slot E is a sink for masked
-        # writes
+        # finished episodes: sub-env, absolute start, length, return; slot E sinks masked writes
         self.tab_env = torch.zeros(max_episodes + 1, dtype=torch.long, device=dev)
         self.tab_start = torch.zeros(max_episodes + 1, dtype=torch.long, device=dev)
         self.tab_len = torch.zeros(max_episodes + 1, dtype=torch.long, device=dev)
@@ -489,16 +436,14 @@ class TrajectoryStore:
     def add(
         self, obs: torch.Tensor, actions: torch.Tensor, rewards: torch.Tensor, done: torch.Tensor
     ) -> None:
-        """One vectorized step: `obs` the observation the action was taken in, `done` = terminated |
-        truncated."""
+        """One vectorized step: `obs` the one acted in, `done` = terminated | truncated."""
         col = (self.t % self.H).view(1)
         for k, store in self.obs.items() if isinstance(self.obs, dict) else [(None, self.obs)]:
             store.index_copy_(1, col, (obs if k is None else obs[k]).unsqueeze(1).to(store.dtype))
         self.actions.index_copy_(1, col, actions.unsqueeze(1).to(self.actions.dtype))
         self.ep_return += rewards
         self.t += 1
-        # append the finished episodes to the table: row j of the finishing ones goes to slot count
-        # + j
+        # the j-th finishing episode goes to slot count + j, the others to the sink
         slot = self.tab_count + torch.cumsum(done.long(), 0) - 1
         slot = torch.where(done, slot % self.E, torch.full_like(slot, self.E))
         envs = torch.arange(self.N, device=self.device)
@@ -523,9 +468,9 @@ class TrajectoryStore:
     )
 
     def state_dict(self) -> dict:
-        # (saving waits anyway)
-        state = {k: getattr(self, k) for k in self._STATE}  # plain tensors and dicts of them:
-        return {"t": int(self.t), **Batch(state).state_dict()}  # no class of ours in a checkpoint
+        # plain tensors and dicts (no class of ours in a checkpoint); int(t) syncs, as saving does
+        state = {k: getattr(self, k) for k in self._STATE}
+        return {"t": int(self.t), **Batch(state).state_dict()}
 
     def load_state_dict(self, sd: dict) -> None:
         def shapes(obs):
@@ -558,12 +503,10 @@ class TrajectoryStore:
         drop_rate: float = 0.125,
         generator: torch.Generator | None = None,
     ):
-        """`batch` windows of `k_step` steps from the best `1 - drop_rate` of the stored episodes.
-
-        Returns (obs [B, K, ...], actions [B, K, ...], mask [B, K] bool, returns_norm [B], any_valid
-        []): `any_valid` is False (as a tensor, no sync) while no episode is stored; the loss is
-        then 0.
-        """
+        """`batch` windows of `k_step` steps from the best `1 - drop_rate` of the stored episodes,
+        returns normalized over the kept ones (a shorter episode: a masked, shorter window):
+        (obs [B, K, ...], actions [B, K, ...], mask [B, K] bool, returns_norm [B], any_valid []);
+        `any_valid` is a False tensor (no sync) while no episode is stored: the loss is then 0."""
         valid = self.valid()
         ret = torch.where(
             valid, self.tab_ret[: self.E], torch.full_like(self.tab_ret[: self.E], -float("inf"))

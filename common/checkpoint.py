@@ -1,17 +1,9 @@
-"""Checkpoints: one file, written atomically (temp file, fsync, rename), versioned
-(`CHECKPOINT_FORMAT`; older versions are migrated on load where that is possible, refused by name
-where not), checked on load (whose it is, which env, and on resume the env's spaces: `spaces_of`,
-`check_spaces`); the flags a resumed run may change (`resume_args`); and the Ctrl-C message naming
-the checkpoint to resume from (`resume_hint`).
+"""Checkpoints: one file written atomically (temp file, fsync, rename), versioned (older formats
+migrated on load: `MIGRATIONS`), checked on load (whose, which env, on resume the env's spaces);
+the flags a resumed run may change (`resume_args`); Ctrl-C naming the checkpoint (`resume_hint`).
 
-Format history:
-* rl-checkpoint/1: SAC-family temperatures (`log_alpha` and its Adam moments) were 0-dim tensors in
-  the first checkpoints of this version; no record of the env's spaces.
-* rl-checkpoint/2: `log_alpha` has shape (1,); `spaces` records the env's observation and action
-  spaces (and agent count), so that a resume on a changed env is refused by name. /1 files are
-  migrated.
-* rl-checkpoint/3: the DDPG/TD3/SAC files keep observations as named groups (`{"policy": obs}`), as
-  the other families do. /2 files of those files are migrated.
+Formats: /1 had 0-dim SAC temperatures and no env spaces; /2 records `spaces` (a changed env is
+refused by name); /3 keeps the DDPG/TD3/SAC files' observations as named groups.
 """
 
 from __future__ import annotations
@@ -32,8 +24,7 @@ CHECKPOINT_FORMAT = "rl-checkpoint/3"
 
 
 def _v1_to_v2(ckpt: dict) -> dict:
-    """rl-checkpoint/1 -> /2: a 0-dim `log_alpha` (and its optimizer's 0-dim moments) become shape
-    (1,)."""
+    """/1 -> /2: a 0-dim `log_alpha` and its Adam moments get shape (1,)."""
     if torch.is_tensor(ckpt.get("log_alpha")) and ckpt["log_alpha"].dim() == 0:
         ckpt["log_alpha"] = ckpt["log_alpha"].reshape(1)
         for state in ckpt.get("alpha_opt", {}).get("state", {}).values():
@@ -50,9 +41,8 @@ GROUPED_IN_3 += ("sac_podracer", "td3_podracer")
 
 
 def _v2_to_v3(ckpt: dict) -> dict:
-    """rl-checkpoint/2 -> /3: in a checkpoint of one of `GROUPED_IN_3`, `{"policy": x}` where an
-    observation tensor `x` stood (the next observation, the replay rows, the H-term store, the
-    n-step window; every torchrun rank's), and a policy that takes named groups."""
+    """/2 -> /3: in a checkpoint of `GROUPED_IN_3`, `{"policy": x}` where an observation tensor `x`
+    stood (every rank's), and a policy that takes named groups."""
 
     def group(x):
         return {"policy": x} if torch.is_tensor(x) else x
@@ -80,8 +70,7 @@ MIGRATIONS = {"rl-checkpoint/1": _v1_to_v2, "rl-checkpoint/2": _v2_to_v3}
 
 
 def _remove_stale_temps(path: Path) -> None:
-    """Remove the temp files that writers of `path` killed mid-write left behind: those named after
-    a process that no longer runs (a live writer's, e.g. another population member's, is kept)."""
+    """Remove temp files of `path` left by writers killed mid-write (named after a dead process)."""
     for stale in path.parent.glob(f".{path.name}.*.tmp"):
         pid = stale.name[len(path.name) + 2 :].split(".", 1)[0]
         if not pid.isdigit():
@@ -95,10 +84,8 @@ def _remove_stale_temps(path: Path) -> None:
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
-    """Write `data` to `path` atomically: temp file in the same directory, fsync, rename.
-
-    A crash at any point leaves either the previous file or the new one, never a torn file.
-    """
+    """Write `data` to `path` atomically (temp file, fsync, rename): a crash leaves the previous
+    file or the new one, never a torn one."""
     path = Path(path)
     if isinstance(data, str):
         data = data.encode()
@@ -135,8 +122,7 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
 
 
 def save_checkpoint(path: str | os.PathLike, payload: dict) -> Path:
-    """Write `payload` (a dict of tensors, state dicts, args ...) to `path` atomically
-    (`atomic_write`)."""
+    """`payload` to `path`, atomically, with this format's tag."""
     payload = {"format": CHECKPOINT_FORMAT, **payload}
     buf = io.BytesIO()
     torch.save(payload, buf)
@@ -192,9 +178,7 @@ def load_checkpoint(
 
 
 def spaces_of(env) -> dict:
-    """What a checkpoint records of its env (`"spaces"` entry): the env's own single observation and
-    action spaces (beneath the wrappers, as the user made it), described, and the number of agents
-    of a multi-agent env."""
+    """What a checkpoint records of its env: its own (unwrapped) spaces, described, and agents."""
     from common.vec_env import describe
 
     env = getattr(env, "unwrapped", env)
@@ -208,8 +192,7 @@ def spaces_of(env) -> dict:
 
 
 def check_spaces(ckpt: dict | None, env, path: str | None) -> None:
-    """On resume (`ckpt` not None): refuse, by name, an env whose spaces differ from the saved run's
-    (the same env id may now build another env: a changed data file, an edited custom env)."""
+    """On resume, refuse by name an env whose spaces differ from the saved run's (an edited env)."""
     if ckpt is None or "spaces" not in ckpt:
         return
     saved, mine = ckpt["spaces"], spaces_of(env)
@@ -242,12 +225,9 @@ RESUME_MAY_CHANGE = {
 
 
 def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
-    """The arguments a resumed run continues with: the saved ones. A flag left at its default
-    (`defaults`, else the dataclass's own) takes the saved value (so does one at the dataclass's
-    default: a run resumed in code, `main(Args(resume=...))`); a flag set to another value than the
-    saved one is refused with a message naming both, except the flags in `RESUME_MAY_CHANGE` (the
-    run's length and bookkeeping: `--total-steps`, `--save-every`, `--eval-every`, ...), which take
-    the value given. `--device` and `--threads` are this machine's: never the saved ones."""
+    """The saved arguments: a flag left at its default (`defaults` or the dataclass's) takes the
+    saved value; one set otherwise is refused naming both, but `RESUME_MAY_CHANGE` (length and
+    bookkeeping), which take the value given; `--device` and `--threads` are this machine's."""
     saved, changes = ckpt["args"], {}
     plain = type(args)()  # the dataclass's own defaults: what `main(Args(resume=...))` starts from
     defaults = plain if defaults is None else defaults
@@ -268,8 +248,7 @@ def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
             if left_out(f.name):
                 changes[f.name] = theirs
             continue
-        # --env is "left out" only at the dataclass's own default (`defaults` may have been built
-        # for --env)
+        # --env is "left out" only at the dataclass's default (`defaults` were built for it)
         if (mine == plain.env) if f.name == "env" else left_out(f.name):
             changes[f.name] = theirs
         elif f.name == "env":
@@ -285,14 +264,12 @@ def resume_args(args, ckpt: dict, path: str = "the checkpoint", defaults=None):
     return dataclasses.replace(args, **changes)
 
 
-# the checkpoint of the run under way (`common.run.Run` sets it when its iterations start): Ctrl-C
-# in a file's loop body, outside the run shell's own `resume_hint`, names it (`common.cli`'s hook)
+# the checkpoint of the run under way (`Run` sets it): Ctrl-C in a file's loop body names it
 RUNNING: list[Path] = []
 
 
 def interrupted(ckpt_path: Path) -> str:
-    """The line a run stopped by Ctrl-C ends with: which checkpoint is intact and how to continue
-    from it."""
+    """The line a run stopped by Ctrl-C ends with: the intact checkpoint and how to resume."""
     if Path(ckpt_path).is_file():
         step = torch.load(ckpt_path, map_location="cpu", weights_only=False).get("global_step", "?")
         return (

@@ -1,18 +1,8 @@
-"""The one command-line entry of every algorithm file:
-
-    if __name__ == "__main__":
-        main(cli(Args, __doc__))                              # or, with per-env defaults:
-        main(cli(Args, __doc__, defaults_for=default_args))
-
-tyro parses the flags; a command line it cannot take (a misspelled flag, with the closest ones
-named; a value of the wrong type or out of its field's `Range`) gets tyro's own message, exit
-status 2. After parsing, a user error ends the process with one line, `error: <message naming the
-fix>`, and exit status 2, without a traceback: any `common.errors.UserError` (unknown env, wrong
-action kind, impossible sizes, foreign checkpoint, unwritable directory, a missing optional package,
-a run that diverged), and an allocation that does not fit in memory (sizes the user chose). Every
-other exception is a bug and keeps its traceback. `PODRACER_DEBUG=1` in the environment shows the
-traceback of user errors too.
-"""
+"""The one command-line entry of every algorithm file, `main(cli(Args, __doc__,
+defaults_for=default_args))`: tyro parses the flags (a command line it refuses gets its own message,
+exit status 2); after parsing, a `common.errors.UserError` or an allocation that does not fit ends
+the process with one line, `error: <the fix>`, exit status 2, no traceback (`PODRACER_DEBUG=1` shows
+it). Any other exception is a bug and keeps its traceback."""
 
 from __future__ import annotations
 
@@ -27,9 +17,8 @@ from common.errors import UserError
 
 @dataclass
 class RunArgs:
-    """The run header every algorithm file's `Args` starts with (`class Args(RunArgs)`): where and
-    how long to run, logging, evaluation, checkpoints. A file overrides a default (or a field's
-    help) by declaring the field again; it keeps its place at the head of `--help`."""
+    """The run header every file's `Args` starts with (`class Args(RunArgs)`); a file overrides a
+    default or a field's help by declaring the field again."""
 
     # environment id: a torch-native one (CartPole-v1, Pendulum-v1, ...) or any gymnasium id
     env: str = "CartPole-v1"
@@ -65,9 +54,9 @@ class RunArgs:
 
 @dataclass(frozen=True)
 class Range:
-    """The values a field of an `Args` admits, declared with its type (`gamma: Unit = 0.99`) and
-    checked by `check_ranges` when the `Args` is built: at least `lo` (above it with `open_lo`), at
-    most `hi` if given, finite unless `finite=False`; for a tuple, each element."""
+    """The values a field admits, declared with its type (`gamma: Unit = 0.99`): at least `lo`
+    (above it with `open_lo`), at most `hi`, finite unless `finite=False`; each element of a
+    tuple."""
 
     lo: float
     hi: float | None = None
@@ -88,9 +77,8 @@ Layers = Annotated[tuple[int, ...], Range(1)]  # hidden layer sizes: every layer
 
 
 def check_ranges(args) -> None:
-    """Refuse, naming the flag, a value no run can use: a NaN anywhere, and any value outside the
-    `Range` its field declares (see `Count`, `Unit`, `Rate`, ...). (The algorithm files check what
-    depends on other settings or on the env, in their `check_args`.)"""
+    """Refuse, naming the flag, a NaN or a value outside its field's `Range` (what depends on other
+    settings or the env is the file's `check_args`)."""
     import dataclasses
     import math
     import typing
@@ -136,10 +124,9 @@ def _range_error(flag: str, v, rng: Range) -> str:
 
 
 def cli(args_cls, description: str | None = None, defaults_for=None, argv: list[str] | None = None):
-    """`tyro.cli(args_cls)` on `argv` (default: the command line), where the defaults may depend on
-    the task and its scale: `defaults_for(env_id, num_envs=None, device=...)` returns the `args_cls`
-    instance to start from for the `--env`, `--num-envs` and `--device` given (so that
-    `--env Ant --help` shows the MuJoCo defaults for this machine). Installs `user_error_hook`."""
+    """`tyro.cli(args_cls)` on `argv` (default: the command line), starting from
+    `defaults_for(env_id, num_envs=None, device=...)` for the `--env`, `--num-envs` and `--device`
+    given (`--env Ant --help` shows the MuJoCo defaults). Installs `user_error_hook`."""
     sys.excepthook = user_error_hook
     argv = sys.argv[1:] if argv is None else list(argv)
     if defaults_for is None:
@@ -170,9 +157,6 @@ def cli(args_cls, description: str | None = None, defaults_for=None, argv: list[
 
 
 def _parse(args_cls, **kwargs):
-    """`tyro.cli`: a command line it refuses (an unknown flag, with the closest ones it knows; a
-    value of the wrong type; a value out of its field's range, from `check_ranges`) gets tyro's own
-    message, exit status 2."""
     import tyro
 
     return tyro.cli(args_cls, **kwargs)
@@ -180,8 +164,7 @@ def _parse(args_cls, **kwargs):
 
 def task_defaults(args_cls, tasks: dict):
     """A file's `default_args(env_id, num_envs=None, device="auto")`: `args_cls(env=env_id)` with
-    the task's row of `tasks`, if it has one. (A file whose defaults also depend on the scale of
-    the run, the PPO files' batched MuJoCo tasks, writes its own.)"""
+    the task's row of `tasks`, if it has one."""
     from dataclasses import replace
 
     def default_args(env_id: str, num_envs: int | None = None, device: str = "auto"):
@@ -194,8 +177,7 @@ MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
 
 
 def task_id(env_id: str) -> str:
-    """The id a task's row is kept under: a MinAtar game's under `MinAtar/<Game>-v1` whichever of
-    its ids names it (`-v0`, its full action set; `<Game>-MinAtar`, gymnax's name)."""
+    """The id a task's row is kept under: `MinAtar/<Game>-v1` for each of a MinAtar game's ids."""
     for game in MINATAR_GAMES:
         if env_id in (f"MinAtar/{game}-v0", f"{game}-MinAtar"):
             return f"MinAtar/{game}-v1"
@@ -209,12 +191,10 @@ def rollout_shape(
     horizon: tuple[int, int] = (8, 2048),
     sequences: bool = False,
 ) -> dict:
-    """The rollout of an on-policy file's CPU defaults at `num_envs` envs: a horizon within
-    `horizon` that keeps the batch near `batch` env steps, and minibatches of about `minibatch`
-    (with `sequences`, a count that divides `num_envs`: a recurrent file's minibatches are whole
-    sub-env sequences; None: one update a rollout, no minibatches). As N changes, the gradient
-    steps per env step stay about the same: at N = 64 a 64-step rollout in 8 minibatches, at 256
-    16 steps in 8, at 1024 8 steps in 16 (bench/README.md#a-stable-solve)."""
+    """An on-policy file's CPU rollout at `num_envs` envs: a horizon within `horizon` keeping the
+    batch near `batch` env steps, minibatches of about `minibatch` (None: none; with `sequences`, a
+    count dividing `num_envs`: whole sub-env sequences), so the gradient steps per env step stay
+    about the same as N changes (bench/README.md#a-stable-solve)."""
     steps = min(max(batch // num_envs, horizon[0]), horizon[1])
     if minibatch is None:
         return dict(num_envs=num_envs, num_steps=steps)
@@ -231,8 +211,7 @@ ATARI_FLAGS = (
 
 
 def task_defaults_note(args_cls, default) -> str:
-    """The help's paragraph naming the defaults that the task's row (or its scale) sets over the
-    dataclass's, in flag syntax, or saying that the task has none."""
+    """The help's paragraph naming, as flags, the defaults the task's row sets over the file's."""
     import dataclasses
 
     base = args_cls(env=default.env)
@@ -261,8 +240,7 @@ def _flag(name: str, v) -> str:
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse's parser for the other entry points (bench/): a parse error is one line naming the
-    fix, `error: <what> — see PROG --help`, exit status 2, not the usage block."""
+    """argparse for the other entry points (bench/): a parse error is one line, exit status 2."""
 
     def error(self, message: str):
         if os.environ.get("PODRACER_DEBUG", "") not in ("", "0"):
@@ -272,15 +250,12 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def install_error_hook() -> None:
-    """Make this process's uncaught user errors one line and exit status 2 (`user_error_hook`);
-    `cli` does this for the algorithm files, the other entry points (bench/, population/) call it
-    first thing."""
+    """`user_error_hook` for the entry points that do not go through `cli` (bench/, population/)."""
     sys.excepthook = user_error_hook
 
 
 def out_of_memory(exc: BaseException) -> bool:
-    """Whether `exc` is an allocation that did not fit (torch's CPU allocator or CUDA): sizes the
-    user chose."""
+    """Whether `exc` is an allocation that did not fit (CPU or CUDA): sizes the user chose."""
     import torch
 
     text = str(exc)
@@ -291,7 +266,7 @@ def out_of_memory(exc: BaseException) -> bool:
 
 
 def user_error_message(exc_type, exc, tb) -> str | None:
-    """The one line a user error gets (see the module docstring), or None for a bug (traceback)."""
+    """The one line a user error gets, or None for a bug (traceback)."""
     if os.environ.get("PODRACER_DEBUG", "") not in ("", "0"):
         return None
     if isinstance(exc, UserError):
@@ -306,19 +281,17 @@ def user_error_message(exc_type, exc, tb) -> str | None:
 
 
 def user_error_hook(exc_type, exc, tb) -> None:
-    """`sys.excepthook`: a user error (see the module docstring) or an allocation that did not fit
-    is one line on stderr and exit status 2; anything else goes to Python's own hook (traceback,
-    exit status 1)."""
+    """`sys.excepthook`: a user error is one line on stderr and exit status 2 (Ctrl-C in a run: the
+    checkpoint to resume from, 130); anything else goes to Python's own hook."""
     if issubclass(exc_type, KeyboardInterrupt):
         from common.checkpoint import RUNNING, interrupted
 
-        if RUNNING:  # Ctrl-C inside a file's loop (the run shell's own work has its `resume_hint`)
+        if RUNNING:  # Ctrl-C in a file's loop body (the run shell's own work has `resume_hint`)
             print("\n" + interrupted(RUNNING[0]), file=sys.__stderr__ or sys.stderr, flush=True)
             raise SystemExit(130)
     line = user_error_message(exc_type, exc, tb)
     if line is not None:
-        # the process's own stderr: torch.distributed wraps this hook in one that captures
-        # sys.stderr and would drop the line when the hook exits
+        # the process's own stderr: torch.distributed's wrapper of this hook drops sys.stderr
         print(line, file=sys.__stderr__ or sys.stderr, flush=True)
         raise SystemExit(2)
     sys.__excepthook__(exc_type, exc, tb)

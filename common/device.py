@@ -1,6 +1,5 @@
-"""Where a run computes and how it is seeded: the device (`--device auto`), its CPU threads
-(`--threads auto`), `--compile` for that device, seeds, and the host RNG states a checkpoint saves
-and a resume restores."""
+"""Where a run computes and how it is seeded: `--device`, `--threads`, `--compile`, seeds, and the
+host RNG states a checkpoint saves."""
 
 from __future__ import annotations
 
@@ -14,9 +13,8 @@ from common.errors import UserError
 
 
 def canonical(device) -> torch.device:
-    """`device` as the tensors made on it report it: "cuda" -> cuda:<current>
-    (`torch.device("cuda") != torch.device("cuda:0")`, so an env on "cuda" would refuse its own
-    tensors), "cpu:0" -> cpu (a CPU tensor's device has no index)."""
+    """`device` as its tensors report it: "cuda" -> cuda:<current> (an env on "cuda" would refuse
+    its own tensors: `torch.device("cuda") != torch.device("cuda:0")`), "cpu:0" -> cpu."""
     dev = torch.device(device)
     if dev.type == "cuda" and dev.index is None and torch.cuda.is_available():
         return torch.device("cuda", torch.cuda.current_device())
@@ -26,8 +24,7 @@ def canonical(device) -> torch.device:
 
 
 def resolve_device(spec: str) -> torch.device:
-    """`auto` -> CUDA when present, else CPU; anything else must be a valid, available device (cuda
-    -> cuda:N)."""
+    """`auto` -> CUDA when present, else CPU; else a valid, available device (cuda -> cuda:N)."""
     if spec == "auto":
         return canonical("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -81,30 +78,22 @@ def _given_threads(spec) -> int | None:
 
 
 def resolve_threads(spec, device: torch.device) -> int:
-    """The torch threads a run computes with (`--threads`): a number given is taken as it is; `auto`
-    is `OMP_NUM_THREADS` (or `MKL_NUM_THREADS`) when the user set it, else one thread on a CPU run
-    and torch's own default on a GPU one (where the CPU only launches kernels).
-
-    One thread on a CPU, for every task: torch's default, a thread per core, made runs side by side
-    several times slower each (OpenMP's threads spin waiting for each other on shared cores), and
-    gains a run alone little for an MLP; a CNN run alone is faster with the cores (`--threads N`).
-    One thread also keeps a run's numbers the same on machines with other core counts: the thread
-    count changes how a CPU sums (measured: bench/results/threads.md)."""
+    """The torch threads for `--threads`: a number as given; `auto` is a thread variable the user
+    set, else one on a CPU run (why: docs/usage.md#cpu-threads---threads, measured in
+    bench/results/threads.md) and torch's default on a GPU one (the CPU only launches kernels)."""
     given = _given_threads(spec)
     if given is not None:
         return given
     return 1 if device.type == "cpu" else torch.get_num_threads()
 
 
-# the threads of the CPU simulators a run makes (the batched MuJoCo backend): `set_threads` sets
-# them for the process, as torch's own pool is set for it
+# the CPU simulators' threads (batched MuJoCo) given to `set_threads`, process-wide like torch's
 _SIMULATOR_THREADS: list[int] = []
 
 
 def simulator_threads() -> int:
-    """The threads a CPU simulator made now takes: the run's `--threads` (or thread variable) when
-    given, else every core this process may use (a simulator's pool waits without spinning: runs
-    side by side share the cores without the slowdown of torch's); never more than the cores."""
+    """A CPU simulator's threads: the run's `--threads` (or thread variable) when given, else every
+    core this process may use (its pool does not spin); never more than the cores."""
     cores = available_cores()
     return min(_SIMULATOR_THREADS[0], cores) if _SIMULATOR_THREADS else cores
 
@@ -149,8 +138,7 @@ def rng_state() -> dict:
 def set_rng_state(state: dict) -> None:
     random.setstate(state["python"])
     name, keys, *rest = state["numpy"]
-    # .cpu(): a checkpoint loaded with map_location="cuda" brings these byte tensors to the GPU, and
-    # the RNGs take their states from host memory only
+    # .cpu(): map_location="cuda" brings these to the GPU; the RNGs take host states only
     np.random.set_state((name, keys.cpu().numpy().astype(np.uint32), *rest))
     torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and torch.cuda.is_available():
@@ -158,19 +146,12 @@ def set_rng_state(state: dict) -> None:
 
 
 def compile_fn(fn, device, graphs: bool = True):
-    """`torch.compile(fn)` for `--compile`. On CUDA each compiled function replays as a CUDA graph
-    of its own, except with `graphs=False` (the optimizer steps: fused kernels, no graph);
-    inductor's default mode elsewhere.
-
-    Plain CUDA graphs, not mode "reduce-overhead"'s CUDA graph trees: an output of a compiled
-    function stays valid until that same function runs again, which is how the loops use them
-    (actions into the buffers, a loss into its backward, GAE's advantages over an update). Trees
-    assume that an iteration is a forward, its backward and nothing else compiled: the optimizer
-    step's graph started a new one and freed the gradients, and `ppo_vec --env Ant --compile`
-    stopped at its first step ("accessing tensor output of CUDAGraphs that has been overwritten"). A
-    graph of the optimizer step holds the gradients' addresses, which change from backward to
-    backward (`zero_grad(set_to_none=True)`): ppo_vec's failed its static-address check. (What ran
-    where and how fast: bench/results/gpu/lease.md.)"""
+    """`torch.compile(fn)` for `--compile`: on CUDA a plain CUDA graph per function (none with
+    `graphs=False`, for optimizer steps: their gradients' addresses change each backward under
+    `zero_grad(set_to_none=True)`); inductor's default elsewhere. Not "reduce-overhead"'s graph
+    trees: the loops keep an output until the same function runs again (a loss into its backward),
+    but trees assume forward + backward only, and an optimizer step's graph freed the gradients
+    (runs: bench/results/gpu/lease.md)."""
     if torch.device(device).type != "cuda" or not graphs:
         return torch.compile(fn)
     return torch.compile(fn, options={"triton.cudagraphs": True, "triton.cudagraph_trees": False})

@@ -1,29 +1,7 @@
-"""Multi-process training on `torch.distributed`, launched by `torchrun` (the thin part).
-
-    torchrun --nproc-per-node 2 algos/ppo_podracer.py --env CartPole-v1
-    (or td3_podracer.py, sac_podracer.py)
-
-`init(device)` reads torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT),
-joins the process group (NCCL on CUDA, gloo on CPU) and picks this rank's device (`cuda:LOCAL_RANK`
-on a GPU node). Without torchrun it returns a single-process context whose helpers do nothing,
-so an algorithm file calls them unconditionally.
-
-Two ways to keep the learners together, both from ElegantRL-Podracer's "model fusion" idea made
-synchronous:
-* `fuse(modules, optimizers)`: every rank trains on its own data; every `--fuse-every` updates the
-  parameters *and* the Adam moments are averaged across ranks (`all_reduce` of one flat buffer).
-* `allreduce_gradients(modules)`: the gradients are averaged before every optimizer step (data
-  parallel SGD; the ranks stay bit-identical).
-`broadcast(modules)` makes rank 0's initial weights everyone's. `fuse_statistics(rms)` pools the
-ranks' observation-normalizer statistics (so every rank normalizes alike). Only rank 0 logs,
-evaluates and writes checkpoints (`ctx.is_main`); at a checkpoint tick `gather_to_main(state)`
-brings every rank's own state (environments, RNG, optimizer) to rank 0, so that the one checkpoint
-file resumes every rank exactly. `all_mean(x)` averages a tensor over ranks (e.g. a KL all ranks
-test).
-
-`solo()` runs code as one process even under torchrun: population members (`population/`)
-are torchrun workers that each train their own algorithm instance, not one fused learner.
-"""
+"""`torch.distributed` helpers for torchrun (docs/scaling.md#model-fusion-across-processes).
+Without torchrun, or inside `solo()` (population members: each its own run), `init` returns a
+single-process `Context` on which every helper does nothing, so algorithm files call them
+unconditionally. Only rank 0 (`ctx.is_main`) logs, evaluates and checkpoints."""
 
 from __future__ import annotations
 
@@ -82,8 +60,8 @@ def solo():
 
 
 def init(device: torch.device | str) -> tuple[Context, torch.device]:
-    """Join torchrun's process group if there is one; return the context and this rank's device
-    (`device`: a torch.device, or a `--device` value that `common.device.resolve_device` reads)."""
+    """Join torchrun's process group (NCCL on CUDA, gloo on CPU) if there is one; return the
+    context and this rank's device (`cuda:LOCAL_RANK` on CUDA; `device` may be a `--device` str)."""
     if isinstance(device, str):
         device = resolve_device(device)
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -99,13 +77,10 @@ def init(device: torch.device | str) -> tuple[Context, torch.device]:
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
     if not dist.is_initialized():
-        # Import now what the first optimizer would import later (torch.optim -> torch._dynamo ->
-        # FSDP -> torch.distributed.nn): torch.distributed.nn.functional binds `group.WORLD` as a
-        # default argument of ten functions at import time, so imported after init_process_group it
-        # holds the process group past destroy_process_group, and gloo's worker threads then outlive
-        # the interpreter; one freeing a finished collective's tensors at exit needs the GIL of an
-        # interpreter that is shutting down, and the process aborts (SIGABRT, "terminate called
-        # without an active exception"; now and then).
+        # Import before init_process_group what the first optimizer imports (torch._dynamo ->
+        # torch.distributed.nn): imported after, it binds `group.WORLD` as a default argument,
+        # keeping the group past destroy_process_group, and gloo's threads outliving the
+        # interpreter then now and then abort the process at exit (SIGABRT).
         importlib.import_module("torch._dynamo")
 
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
@@ -113,15 +88,13 @@ def init(device: torch.device | str) -> tuple[Context, torch.device]:
 
 
 def shutdown(ctx: Context) -> None:
-    """Leave the process group; its worker threads end here, not at interpreter exit (see
-    `init`)."""
+    """Leave the process group: its threads end here, not at interpreter exit (see `init`)."""
     if ctx.enabled and dist.is_initialized():
         dist.destroy_process_group()
 
 
 def norm_stats(env) -> list:
-    """The running statistics of `env`'s observation and reward normalizers (`common.wrappers`), of
-    those it has: what `fuse_statistics` pools."""
+    """The running statistics of `env`'s observation and reward normalizers (to pool)."""
     from common.wrappers import NormalizeObservation, NormalizeReward, find_wrapper
 
     found = (find_wrapper(env, NormalizeObservation), find_wrapper(env, NormalizeReward))
@@ -158,9 +131,8 @@ def broadcast(ctx: Context, modules) -> None:
 
 @torch.no_grad()
 def fuse(ctx: Context, modules, optimizers=()) -> None:
-    """Model fusion: average parameters, buffers and the optimizers' per-parameter state tensors
-    (Adam's moments, also of scalar parameters; the step counts are equal on every rank and left
-    alone)."""
+    """Model fusion: average parameters, buffers and the optimizers' state tensors (Adam's
+    moments; the step counts, equal on every rank, are left alone)."""
     if not ctx.enabled:
         return
     state = [
@@ -175,10 +147,9 @@ def fuse(ctx: Context, modules, optimizers=()) -> None:
 
 @torch.no_grad()
 def fuse_statistics(ctx: Context, stats) -> None:
-    """Pool running mean/variance statistics (`common.wrappers.RunningMeanStd`) across ranks, as if
-    one normalizer had seen every rank's samples since the last fusion point: the pooled mean, the
-    pooled variance (within- plus between-rank), and the mean count (each rank keeps weighting new
-    batches as before)."""
+    """Pool `RunningMeanStd` statistics across ranks as if one had seen every rank's samples:
+    pooled mean and variance (within- plus between-rank); the mean count, so each rank keeps
+    weighting new batches as before."""
     if not ctx.enabled:
         return
     for rms in stats:
@@ -197,7 +168,7 @@ def fuse_statistics(ctx: Context, stats) -> None:
 
 
 def allreduce_gradients(ctx: Context, modules) -> None:
-    """Average the gradients across ranks (call between backward() and the optimizer step)."""
+    """Average gradients across ranks, between backward() and the step (ranks stay identical)."""
     if not ctx.enabled:
         return
     grads = [p.grad for m in modules for p in m.parameters() if p.grad is not None]
@@ -205,9 +176,8 @@ def allreduce_gradients(ctx: Context, modules) -> None:
 
 
 def all_mean(ctx: Context, x: torch.Tensor) -> torch.Tensor:
-    """The mean of tensor `x` over ranks, identical on every rank (a new tensor; `x` itself when
-    single-process). Every rank must call it at the same point, so a decision taken on the result
-    (e.g. PPO's early stop at `target_kl`) is taken by all ranks together."""
+    """The mean of `x` over ranks (a new tensor; `x` when single-process), the same on every rank,
+    so a decision on it (PPO's `target_kl` stop) is taken by all together. A collective."""
     if not ctx.enabled:
         return x
     y = x.detach().clone()
@@ -226,10 +196,9 @@ def _to_cpu(obj):
 
 
 def gather_to_main(ctx: Context, obj) -> list | None:
-    """Every rank's `obj` (any picklable object: state dicts, RNG states, tensors), as a list
-    indexed by rank on rank 0 and None on the other ranks; single-process: `[obj]`. Rank 0's own
-    entry is `obj` itself; the others' tensors arrive on the CPU. A collective (pickling, host
-    syncs): call it on every rank at the same point, at checkpoint ticks only."""
+    """Every rank's picklable `obj` as a list by rank on rank 0 (its own entry `obj` itself, the
+    others' tensors on the CPU), None elsewhere; `[obj]` single-process. A collective with host
+    syncs: call it on every rank at checkpoint ticks only."""
     if not ctx.enabled:
         return [obj]
     out = [None] * ctx.world_size if ctx.is_main else None
@@ -240,9 +209,8 @@ def gather_to_main(ctx: Context, obj) -> list | None:
 
 
 def check_world_size(ckpt: dict, ctx: Context, path: str, script: str) -> None:
-    """A checkpoint that holds every rank's envs, RNG and optimizer resumes with the world size that
-    wrote it; otherwise a ValueError names the command that resumes it (`script`: the algorithm
-    file)."""
+    """A checkpoint holding every rank's state resumes with the world size that wrote it, else a
+    UserError names the command that does (`script`: the algorithm file)."""
     saved = int(ckpt.get("world_size", 1))
     if saved == ctx.world_size:
         return

@@ -1,12 +1,8 @@
-"""The categorical action distribution of the discrete-action PPO files: one categorical per
-dimension of the action space (`Discrete(n)`: one; `MultiDiscrete(nvec)`: `len(nvec)`, independent,
-over consecutive slices of the logits), with the actions an action mask forbids given probability
-zero (Huang & Ontañón 2020, arXiv:2006.14171: the masked logits are what the policy gradient flows
-through, so a forbidden action takes no probability mass and no share of the entropy); and the
-Gaussian of the continuous-action ones.
-
-`Categorical` and `Normal` are torch's (`torch.distributions`), without argument validation: its
-checks read tensors, a host sync on an accelerator each time a distribution is built."""
+"""Action distributions: one categorical per dimension of a discrete action space, an action mask
+giving forbidden actions probability zero (Huang & Ontañón 2020, arXiv:2006.14171: the policy
+gradient flows through the masked logits, so forbidden actions take no mass and no entropy); and
+the Gaussian. Torch's classes without argument validation, whose checks read tensors: a host sync
+on an accelerator for every distribution built."""
 
 from __future__ import annotations
 
@@ -17,7 +13,7 @@ from common.errors import UserError
 
 
 def action_nvec(space: gym.Space) -> tuple[int, ...] | None:
-    """The sizes of a discrete action space's dimensions (`Discrete(n)`: `(n,)`), or None for
+    """The sizes of a discrete action space's dimensions (`Discrete(n)`: `(n,)`); None if
     continuous."""
     if isinstance(space, gym.spaces.Discrete):
         return (int(space.n),)
@@ -32,10 +28,8 @@ def action_nvec(space: gym.Space) -> tuple[int, ...] | None:
 
 class Categorical(torch.distributions.Categorical):
     """`torch.distributions.Categorical(logits=...)` without validation. On an accelerator NaN
-    probabilities (from a NaN observation) are drawn from as uniform: CUDA's multinomial would stop
-    on a device-side assert, which kills the process's CUDA context before NumericGuard names the
-    NaN at its next check (finite probabilities: torch's draws). On CPU multinomial raises at
-    once."""
+    probabilities are drawn from as uniform: CUDA's multinomial would hit a device-side assert,
+    killing the CUDA context before NumericGuard can name the NaN. CPU raises at once."""
 
     def __init__(self, logits: torch.Tensor):
         super().__init__(logits=logits, validate_args=False)
@@ -50,17 +44,16 @@ class Categorical(torch.distributions.Categorical):
 
 
 def Normal(loc: torch.Tensor, scale: torch.Tensor) -> torch.distributions.Normal:
-    """`torch.distributions.Normal(loc, scale)` without validation (a host sync on an
-    accelerator)."""
+    """`torch.distributions.Normal(loc, scale)` without validation."""
     return torch.distributions.Normal(loc, scale, validate_args=False)
 
 
 class Categoricals:
-    """`logits` [..., sum(nvec)] as independent categoricals; `mask` [..., sum(nvec)] (bool, True =
-    allowed) or None. Actions are `[...]` long for one dimension (`multi=False`, a `Discrete` space)
-    and `[..., D]` long for several; `log_prob` and `entropy` sum over the dimensions."""
+    """`logits` [..., sum(nvec)] as independent categoricals; `mask` like it (bool, True = allowed)
+    or None. Actions are long `[...]` (`multi=False`, `Discrete`) or `[..., D]`; `log_prob` and
+    `entropy` sum over the dimensions."""
 
-    # the `nvec` of an action space (`Categoricals.nvec(space)`): None for a continuous one
+    # `Categoricals.nvec(space)`
     nvec = staticmethod(action_nvec)
 
     def __init__(
@@ -73,9 +66,7 @@ class Categoricals:
         if mask is not None:
             logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
         self.multi = multi
-        # validation would read tensors: host syncs; one dimension (`Discrete`) takes the logits
-        # whole (a split of one piece is one more autograd node, and its sums below one more add,
-        # each way, for the same numbers)
+        # one dimension takes the logits whole: a split of one piece would add autograd nodes
         parts = logits.split(list(nvec), -1) if len(nvec) > 1 else [logits]
         self.dims = [Categorical(x) for x in parts]
 
@@ -99,8 +90,7 @@ class Categoricals:
 
 
 def _total(terms) -> torch.Tensor:
-    """The sum of the dimensions' terms, left to right; one term is returned as it is (`sum` would
-    add it to 0)."""
+    """The terms' sum, left to right; one term as it is (`sum` would add it to 0)."""
     terms = iter(terms)
     total = next(terms)
     for t in terms:

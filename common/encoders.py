@@ -1,18 +1,9 @@
-"""Pixels in, features out: the conv encoder every image-capable algorithm file puts in front of its
-MLP, so that one file learns from a flat state vector or from an image with the same code.
-
-An image observation is a uint8 `Box` of shape `(C, H, W)` (an observation group may be one; the
-vec-env contract). The files size their networks from `obs_input(space)`: the width of a flat
-space, or the image space itself, which `layers` turns into a conv stack:
-
-    84 x 84 and up (Atari)   the Nature DQN stack (Mnih et al., 2015): 32 8x8/4, 64 4x4/2, 64 3x3/1
-    smaller (MinAtar 10x10)  MinAtar's stack (Young & Tian, 2019): 16 3x3/1
-
-each convolution followed by ReLU (with `norm`, a LayerNorm over the channels first, as PQN
-normalizes every layer), flattened. The model scales the bytes to [0, 1] by the space's `high` (255
-for camera frames, 1 for MinAtar's 0/1 planes): the stored and the deployed observation stay uint8,
-and a checkpoint's policy takes the env's own observation. On a CPU the convolutions run in
-`channels_last` memory layout (the faster oneDNN path).
+"""The conv encoder an image-capable file puts in front of its MLP
+(docs/usage.md#learning-from-pixels): networks are sized from `obs_input(space)`, which `layers`
+turns, for a uint8 `(C, H, W)` image, into the Nature DQN (Mnih et al., 2015) or MinAtar (Young &
+Tian, 2019) conv stack, each conv followed by ReLU (with `norm`, a LayerNorm over the channels
+first, as PQN). The model scales the bytes to [0, 1] by the space's `high`, so stored and deployed
+observations stay uint8.
 """
 
 from __future__ import annotations
@@ -34,8 +25,8 @@ def obs_input(space: gym.Space):
 
 
 def group_dims(space: gym.Space) -> tuple:
-    """(policy input, critic input) of an observation space, each `obs_input` of its group; the
-    critic's is 0 when the space has no `critic` group (the critic then reads the policy's)."""
+    """(policy input, critic input), each `obs_input` of its group; the critic's is 0 without a
+    `critic` group (the critic then reads the policy's)."""
     from common.vec_env import group_spaces
 
     policy, critic = group_spaces(space)
@@ -50,7 +41,7 @@ class ChannelNorm(nn.LayerNorm):
 
 
 class ImageEncoder(nn.Module):
-    """uint8 `[B, C, H, W]` -> float features `[B, out_dim]` (module docstring)."""
+    """uint8 `[B, C, H, W]` -> float features `[B, out_dim]`."""
 
     def __init__(self, space: gym.spaces.Box, norm: bool = False):
         super().__init__()
@@ -72,7 +63,8 @@ class ImageEncoder(nn.Module):
             self.out_dim = int(self.convs(torch.zeros(1, c, h, w)).shape[-1])
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """`[..., C, H, W]` -> `[..., out_dim]` (any leading dims: a rollout's `[T, N]` too)."""
+        """`[..., C, H, W]` -> `[..., out_dim]` (any leading dims); channels_last on CPU (oneDNN's
+        faster path)."""
         lead = obs.shape[:-3]
         x = obs.reshape(-1, *obs.shape[-3:]).float() * self.scale
         if x.device.type == "cpu":
@@ -81,8 +73,8 @@ class ImageEncoder(nn.Module):
 
 
 def layers(obs, norm: bool = False) -> tuple[list[nn.Module], int]:
-    """(layers to put first, the width after them) for `obs_input(space)`: none and the width for a
-    flat space, an `ImageEncoder` and its feature width for an image."""
+    """(layers to put first, the width after them) for `obs_input(space)`: none for a flat space,
+    an `ImageEncoder` for an image."""
     if isinstance(obs, gym.spaces.Box):
         enc = ImageEncoder(obs, norm)
         return [enc], enc.out_dim

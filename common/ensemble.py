@@ -1,10 +1,6 @@
-"""Learner parallelism: an ensemble of K MLPs evaluated as one batched module.
-
-`EnsembleMLP(k, in_dim, hidden, out_dim)` holds K independent MLPs whose layers are stacked
-into `[K, in, out]` weights; one forward is one `torch.baddbmm` per layer for all members (no
-Python loop over members), and the members' parameters are ordinary tensors, so one optimizer,
-one target update and `torch.compile` all see a single module. Twin
-critics (TD3, SAC) are K=2, REDQ's ensemble K=10, DDPG's critic K=1.
+"""K MLPs as one batched module: weights stacked `[K, in, out]`, one `torch.baddbmm` per layer for
+all members, so one optimizer, one target update and `torch.compile` see a single module. Twin
+critics are K=2, REDQ's ensemble K=10, DDPG's critic K=1:
 
     q = EnsembleMLP(2, obs_dim + act_dim, (256, 256), 1)
     q_values = q(torch.cat([obs, act], -1)).squeeze(-1)       # [K, B]
@@ -29,14 +25,13 @@ class EnsembleLinear(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        # each member initialized as torch.nn.Linear initializes itself
+        # as torch.nn.Linear, per member
         bound = 1.0 / math.sqrt(self.in_features)
         nn.init.uniform_(self.weight, -bound, bound)
         nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: torch.Tensor, members: torch.Tensor | slice | None = None) -> torch.Tensor:
-        """`members` (indices, or a slice: a view of the weights): only those members' maps,
-        `[len(members), B, out]`."""
+        """Only `members`' maps (indices, or a slice: a view), `[len(members), B, out]`."""
         weight, bias = (
             (self.weight, self.bias)
             if members is None
@@ -51,10 +46,8 @@ class EnsembleLinear(nn.Module):
 
 
 class EnsembleMLP(nn.Module):
-    """K MLPs `in_dim -> hidden... -> out_dim` with `activation` between layers, batched.
-
-    Input `[B, in]` (the same batch for every member) or `[K, B, in]`; output `[K, B, out]`.
-    """
+    """K MLPs `in_dim -> hidden... -> out_dim`, batched: input `[B, in]` (shared) or
+    `[K, B, in]`, output `[K, B, out]`."""
 
     def __init__(
         self, k: int, in_dim: int, hidden=(256, 256), out_dim: int = 1, activation=nn.ReLU
@@ -70,8 +63,8 @@ class EnsembleMLP(nn.Module):
         self.net = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor, members: torch.Tensor | slice | None = None) -> torch.Tensor:
-        """All members, or only `members` (indices or a slice; e.g. REDQ's random target subset,
-        TD3's first critic for the actor: the others cost nothing)."""
+        """All members, or only `members` (REDQ's target subset, TD3's first critic: the others
+        cost nothing)."""
         if members is None:
             return self.net(x)
         for layer in self.net:
@@ -80,8 +73,7 @@ class EnsembleMLP(nn.Module):
 
     @classmethod
     def from_mlps(cls, mlps: list[nn.Sequential]) -> "EnsembleMLP":
-        """Stack K `nn.Sequential` MLPs of identical shape (Linear/activation layers) into one
-        ensemble."""
+        """One ensemble from K `nn.Sequential` MLPs of identical shape."""
         linears = [[m for m in mlp if isinstance(m, nn.Linear)] for mlp in mlps]
         sizes = [linears[0][0].in_features] + [lin.out_features for lin in linears[0]]
         act = next((type(m) for m in mlps[0] if not isinstance(m, nn.Linear)), nn.ReLU)

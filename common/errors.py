@@ -1,12 +1,7 @@
-"""The one way a run says "you asked for something I cannot do": raise a `UserError`.
-
-`common.cli`'s hook prints a `UserError` as one line, `error: <message>`, exit status 2, without a
-traceback; every other exception is a bug to report and keeps its traceback. So the message names
-the fix (the flag to change, the package to install, the file to point at).
-
-The subclasses below are also the built-in exception a caller would catch for that kind of
-failure (`except FileNotFoundError` still catches a missing checkpoint), so nothing changes for
-code that calls this library: only the class says "the user's input, not a bug".
+"""`UserError`: "you asked for something I cannot do". `common.cli` prints one as one line,
+`error: <message>`, exit status 2, no traceback (any other exception is a bug and keeps its
+traceback), so the message names the fix. Each subclass is also the built-in exception a caller
+would catch (`except FileNotFoundError` still catches a missing checkpoint).
 """
 
 from __future__ import annotations
@@ -17,12 +12,11 @@ class UserError(ValueError):
 
 
 class UserTypeError(UserError, TypeError):
-    """An object of the wrong kind (an env that breaks the vec-env contract, a factory that is no
-    callable)."""
+    """An object of the wrong kind (an env that breaks the contract, a factory not callable)."""
 
 
 class UserFileNotFoundError(UserError, FileNotFoundError):
-    """A path the user gave (a checkpoint, a CSV, an algorithm file) that does not exist."""
+    """A path the user gave (checkpoint, CSV, algorithm file) that does not exist."""
 
 
 class UserPermissionError(UserError, PermissionError):
@@ -38,5 +32,4 @@ class MissingPackage(UserError, ModuleNotFoundError):
 
 
 class Diverged(UserError, FloatingPointError):
-    """A run that produced a NaN or Inf (common/guard.py): the message names the last good
-    checkpoint."""
+    """A NaN or Inf in the run (common/guard.py); the message names the last good checkpoint."""

@@ -1,9 +1,5 @@
-"""Deterministic evaluation of a policy on fresh envs (`evaluate`, and `ma_evaluate` for
-multi-agent envs), during training and after it. The command line that evaluates a saved checkpoint
-is `python -m tools.evaluate`.
-
-This is the one module of `common/` that imports `envs` (to build evaluation envs).
-"""
+"""Deterministic evaluation on fresh envs, during and after training (`python -m tools.evaluate`);
+the one module of `common/` that imports `envs`."""
 
 from __future__ import annotations
 
@@ -68,10 +64,8 @@ def ma_evaluate(
     max_steps: int = 100_000,
     **env_kwargs,
 ) -> dict:
-    """Run one episode in each of `episodes` parallel worlds of a fresh
-    `envs.make(env_id, **env_kwargs)` with a deterministic
-    `policy(obs [N, A, obs_dim], info) -> actions` and return the mean/std of the episode returns
-    (sum over steps of the mean reward over agents) and the mean length."""
+    """`evaluate` for a multi-agent env and a deterministic `policy(obs [N, A, obs_dim], info)`;
+    an episode's return sums the agents' mean reward over its steps."""
     import envs
 
     env = envs.make(env_id, num_envs=episodes, device=device, seed=seed, **env_kwargs)

@@ -1,41 +1,21 @@
-"""`Captured`: a training loop's whole iteration (rollout, advantages, update) replayed as one CUDA
-graph.
+"""`Captured`: a training iteration (rollout, advantages, update) replayed as CUDA graphs, since a
+small network's iteration on a GPU is bound by its kernel launches
+(docs/scaling.md#one-cuda-graph-per-iteration).
 
-On a GPU a PPO iteration of small networks is bound by the host, not the math: each of its thousands
-of torch ops is a kernel launch paid in host time, and the GPU waits in between (the profiles before
-and after are in bench/results/gpu.md). A CUDA graph records the iteration's kernels once and
-replays them with one launch.
+A captured function takes no inputs and reads and writes fixed tensors (buffers, parameters,
+optimizer moments, env state); it updates state in place (`copy_`, `out=`, `add_`), never by
+rebinding an attribute, keeps no Python counter that must advance, never reads a value back to the
+host nor copies data from it, and keeps its control flow; what it returns is the value of its last
+eager call or of the capture. `Captured` runs it eagerly twice (lazy state; then `check`: nothing
+rebound, no Python number changed, no host traffic), records it on the third call and replays it
+after. A failed check leaves the loop eager with one warning; a capture that raises stops the run
+naming the flag that runs it eagerly (a failed capture can leave CUDA's state broken). On a CPU
+every call is eager, bit for bit.
 
-What a captured function must do (what the eager code of this project does, and what `check`
-verifies):
-* take no inputs: it reads and writes fixed tensors (rollout buffers, the network's parameters, the
-  optimizer's moments, the env's state), so that a replay touches the same memory; a Python value it
-  returns is the one of its last eager call, or of the capture, for every replay after
-  (ppo_podracer: the number of updates it ran);
-* update state in place (`copy_`, `out=`, `add_`), never by rebinding an attribute
-  (`self.x = self.x + 1` makes a new tensor that a replay never sees again), and keep no Python-side
-  counters that must advance each call;
-* never wait for the host (`.item()`, `if tensor:`), take no data from it (an env stepping in numpy,
-  copied to the GPU each step), and never change its own control flow from one call to the next.
-
-`Captured(fn, device, state=[...])` runs `fn` eagerly on its first call (lazy state: the optimizer's
-moments, kernels that load, MuJoCo Warp's modules); on its second, eagerly again, while checking
-that none of `state`'s tensors was rebound, none of its Python numbers changed and no torch op read
-a value back to the host or took a host tensor (`check`); from its third on CUDA it records `fn`
-once and replays it. A check that fails leaves the loop eager, with one warning naming the cause; a
-capture that raises stops the run with one line naming the cause and the flag that runs it eagerly
-(a failed capture can leave CUDA's state broken: an eager retry after one failed in its
-random-number generator). On a CPU (or with `enabled=False`) every call is eager: nothing else
-changes, bit for bit.
-
-Work that brings CUDA graphs of its own joins the capture through `outside`: MuJoCo Warp's step and
-reset (`envs/mujoco_locomotion.py`) end the graph being recorded there, their own graph (recorded
-once, its solver loop a conditional node, which CUDA takes as no child node) is launched in that
-place on every replay, and recording goes on in a new graph sharing the memory pool. A rollout of T
-Warp steps is then about 4T + 1 launches, and its capture records only torch's ops (recording Warp's
-hundreds of kernels a step into the iteration's graph again took seconds: bench/results/gpu.md).
-Random draws from the env's own `torch.Generator`s are registered with every graph (`generators`),
-so a replay draws new numbers as eager calls do.
+Work with CUDA graphs of its own (MuJoCo Warp's step and reset) joins through `outside`: the graph
+being recorded ends there, that work's own graph launches in its place on each replay, and recording
+goes on in a new graph sharing the memory pool. An env's own `torch.Generator`s are registered with
+every graph (`generators`), so a replay draws new numbers.
 """
 
 from __future__ import annotations
@@ -48,12 +28,11 @@ from collections.abc import Callable, Iterable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-# the `Captured` recording (or, `simulate`, standing in for a replay) now: where `outside` cuts
+# the `Captured` recording now (or, `simulate`, standing in for a replay): where `outside` cuts
 _recording: Captured | None = None
 
-# Objects of these packages are leaves of `check`'s walk: their state is not this loop's to check (a
-# torch module's parameters are updated in place by the optimizer), or they are the simulator's own
-# handles
+# leaves of `check`'s walk: not this loop's state to check (a module's parameters are updated in
+# place by the optimizer), or a simulator's own handles
 _OPAQUE = (
     "torch",
     "numpy",
@@ -68,8 +47,7 @@ _OPAQUE = (
 
 
 def _walk(obj, path: str, out: dict, seen: set, depth: int = 0) -> None:
-    """Every tensor and Python number reachable from `obj` (attributes, dict values, list items), by
-    path."""
+    """Every tensor and Python number reachable from `obj`, by path."""
     if isinstance(obj, torch.Tensor):
         out[path] = obj
         return
@@ -120,8 +98,7 @@ def snapshot(state: Iterable) -> dict:
 
 
 def rebound(before: dict, after: dict) -> list[str]:
-    """Paths whose tensor is another object now, whose Python number changed, or that appeared or
-    went."""
+    """Paths whose tensor is another object now, whose number changed, or that appeared or went."""
     changed = []
     for path in sorted(set(before) | set(after)):
         a, b = before.get(path), after.get(path)
@@ -138,9 +115,8 @@ def rebound(before: dict, after: dict) -> list[str]:
 
 
 class _HostTraffic(TorchDispatchMode):
-    """Records the torch ops of a loop on an accelerator that read a value back to the host
-    (`.item()`, `if t:`) or take a host tensor (an env stepping in numpy, its arrays copied over
-    each step): a graph would replay the value read or copied when it was recorded."""
+    """The ops that read a value back to the host (`.item()`, `if t:`) or take a host tensor: a
+    graph would replay the value of the recording."""
 
     def __init__(self):
         super().__init__()
@@ -167,9 +143,8 @@ class _HostTraffic(TorchDispatchMode):
 
 
 def check(fn: Callable[[], None], state: Iterable, device=None) -> list[str]:
-    """Run `fn` once and return what it rebound or changed in `state`, and, for a loop on an
-    accelerator `device`, the ops that read from or copied from the host (empty: safe to
-    capture)."""
+    """Run `fn` once; what it rebound or changed in `state` and, on an accelerator, its host
+    traffic (empty: safe to capture)."""
     state = list(state)
     before = snapshot(state)
     if device is None or torch.device(device).type == "cpu":
@@ -188,10 +163,9 @@ def generators(state: Iterable, device: torch.device) -> list[torch.Generator]:
 
 
 def outside(launch: Callable[[], None]) -> bool:
-    """For work with CUDA graphs of its own, called where that work would run: while a `Captured`
-    capture records, end its graph here, have `launch()` run in this place on every replay, go on
-    recording in a new graph, and return True (the caller runs nothing now). Otherwise return
-    False: the caller runs its work now (eagerly, or standing in for a replay: the cut counted)."""
+    """Called where work with CUDA graphs of its own would run: while a capture records, cut its
+    graph here so that `launch()` runs in this place on every replay, and return True (the caller
+    runs nothing now); otherwise False (the caller runs its work now)."""
     rec = _recording
     if rec is None:
         return False
@@ -203,13 +177,9 @@ def outside(launch: Callable[[], None]) -> bool:
 
 
 class Captured:
-    """`fn()` as CUDA graphs on CUDA after two eager calls (module docstring): one graph, or a few
-    with the launches `outside` put between them; eager elsewhere.
-
-    `Captured.simulate = True` (tests, bench/op_count.py) takes the CUDA path on any device up to
-    the capture: the check runs on the second call, and each later call goes through `_stand_in`,
-    which runs `fn` eagerly where a GPU would replay the graphs (`launches`: how many launches a
-    replay would make, one for each graph and each `outside` launch)."""
+    """`fn()` as CUDA graphs on CUDA after two eager calls (module docstring); eager elsewhere.
+    `Captured.simulate = True` (tests, bench/op_count.py) takes the CUDA path on any device, with
+    `_stand_in` running `fn` eagerly where a GPU would replay (`launches` counted)."""
 
     simulate = False
 
@@ -229,7 +199,7 @@ class Captured:
         self.calls = 0
         self.replays = 0
         self.result = None
-        # a replay, in order: each graph's `replay` and each launch `outside` put between them
+        # a replay, in order: each graph's `replay` and each `outside` launch between them
         self.pieces: list[Callable[[], None]] | None = None
         self.cuts = 0  # `outside` calls in the capture (or in the last stand-in)
         # host seconds of the capture: running `fn` under it, and instantiating the graphs
@@ -244,7 +214,7 @@ class Captured:
 
     @property
     def launches(self) -> int:
-        """Launches a replay makes: a graph, and a launch and a graph for each cut."""
+        """Launches a replay makes: a graph, and a launch and a graph per cut."""
         return 1 + 2 * self.cuts
 
     def __call__(self):
@@ -283,7 +253,7 @@ class Captured:
         self.replays += 1
 
     def _recorded(self, run: Callable[[], None]) -> None:
-        """`run()` with this object as the recording `outside` cuts (its cuts counted anew)."""
+        """`run()` with this object as the recording `outside` cuts."""
         global _recording
         self.cuts, _recording = 0, self
         try:
@@ -292,7 +262,7 @@ class Captured:
             _recording = None
 
     def _stand_in(self) -> None:
-        """Where a GPU replays the graphs (`simulate` on another device): `fn`, eagerly."""
+        """Where a GPU replays the graphs (`simulate`): `fn`, eagerly."""
         self._run()
 
     def _eager(self, why: str) -> None:
@@ -322,9 +292,9 @@ class Captured:
         self._begin()
 
     def _capture(self) -> None:
-        # as `torch.cuda.graph`, by hand, so that `outside` can end one graph and begin the next:
-        # on a side stream, after the work queued so far; one memory pool for all the graphs (they
-        # replay in the order they were recorded, so a tensor one writes is there for the next)
+        # `torch.cuda.graph` by hand, so that `outside` can end one graph and begin the next: a side
+        # stream, one memory pool for all (they replay in order: what one writes is there for the
+        # next)
         self._pieces, self._graph, self.instantiate_s = [], None, 0.0
         self._pool = torch.cuda.graph_pool_handle()
         self._generators = generators(self.state, self.device)

@@ -1,5 +1,4 @@
-"""`NumericGuard`: NaN/Inf in observations, rewards, losses or parameters stops the run within one
-update, naming the quantity, and never reaches a checkpoint."""
+"""`NumericGuard`: the NaN/Inf guard (docs/usage.md#nothing-lost)."""
 
 from __future__ import annotations
 
@@ -14,27 +13,19 @@ from common.errors import Diverged
 
 
 class NumericGuard:
-    """Stops a run at the first NaN/Inf in what it watches (observations, rewards, losses,
-    parameters), within one update, naming the quantity, before a bad value reaches a checkpoint.
-
-    `watch(name, *tensors)` checks the tensors. On CPU it reads the answer at once (one sum per
-    tensor; there is no device to wait for) and raises `FloatingPointError` there. On an accelerator
-    it folds "is any of these non-finite?" into an on-device flag that keeps the first bad name (no
-    host sync), and `check(step)` reports it: it starts a non-blocking copy of the flag and reads
-    the copy the previous `check` started once that copy has landed, so an eager loop never waits
-    and a NaN is reported an update late at most. A loop replayed as a CUDA graph (common/graphs.py)
-    queues work faster than the GPU runs it: there `check` waits for a copy two checks old, which
-    keeps the host at most two updates ahead (the GPU still has them queued: no idle time) and the
-    report as prompt. `check(step, sync=True)`, called before every checkpoint write, waits: a
-    checkpoint never holds a non-finite value, and the last one written before the error stays the
-    last good one.
-    """
+    """Stops a run at the first NaN/Inf it watches, within one update, naming it, before it
+    reaches a checkpoint. `watch(name, *tensors)` on CPU checks at once and raises; on an
+    accelerator it folds "any non-finite?" into an on-device flag keeping the first bad name (no
+    host sync), and `check(step)` starts a non-blocking copy of the flag and reads the previous one
+    once landed: an eager loop never waits, and a NaN is reported an update late at most. A
+    captured loop (common/graphs.py) runs ahead of the GPU: `check` waits for a copy two checks
+    old. `check(step, sync=True)`, before each checkpoint write, waits: none holds a NaN."""
 
     def __init__(self, device, checkpoint: str | os.PathLike | None = None):
         self.device = torch.device(device)
         self.checkpoint = checkpoint
         self.names: list[str] = []
-        # 0.0: all finite; k: names[k-1] went bad (float32)
+        # 0.0: all finite; k: names[k-1] went bad
         self.first = torch.zeros((), device=self.device)
         self._host = self._event = None
         self._pending = 0  # checks since the copy in flight started
@@ -56,7 +47,7 @@ class NumericGuard:
             return
         # a NaN/Inf makes the sum non-finite (a finite overflow is re-checked)
         if self.device.type == "cpu":
-            # several tensors: one sum over their concatenation (one kernel, not one per tensor)
+            # one sum over the concatenation, not one per tensor
             total = (
                 floats[0].sum()
                 if len(floats) == 1
@@ -67,11 +58,9 @@ class NumericGuard:
             ):
                 self._raise(code, None)
             return
-        # A GPU run is bound by kernel launches: one check over the concatenation (a check per
-        # tensor cost ~7 launches for each of a network's parameter tensors after every minibatch),
-        # and `x * 0` is 0 where x is finite and NaN where it is NaN or Inf, so the sum is NaN
-        # exactly when one is not finite (and it cannot overflow); NaN -> this name's code, 0 stays
-        # 0; kept unless an earlier watch was bad: 5 kernels in all
+        # Few launches (a GPU run is bound by them): one check over the concatenation; `x * 0` is
+        # NaN exactly where x is not finite, so the sum is NaN iff one is (and cannot overflow);
+        # NaN -> this name's code, kept unless an earlier watch was bad
         with torch.no_grad():  # parameters too: no autograd record (and `out=` below refuses one)
             flat = floats[0] if len(floats) == 1 else torch.cat([t.flatten() for t in floats])
             bad = flat.mul(0).sum().nan_to_num(nan=code).to(torch.float32)
@@ -91,8 +80,7 @@ class NumericGuard:
         self.watch(name, *params)
 
     def check(self, step: int, sync: bool = False) -> None:
-        """Report a non-finite value watched on an accelerator (on CPU `watch` has reported it
-        already)."""
+        """Report a non-finite value watched on an accelerator (on CPU `watch` already has)."""
         code = 0
         if self.device.type != "cpu":
             if sync:

@@ -1,9 +1,6 @@
-"""Where a run writes and what it writes while training: the run directory (created, checked
-writable with disk to spare), the console progress line, `metrics.jsonl` + `metrics.csv`,
-`curves.png`, TensorBoard events (`--tensorboard`, on by default) and optional wandb tracking; and
-the two small pieces of bookkeeping every training loop shares: `Meter` (named statistics summed on
-the device) and `Ticks` (when to log, evaluate, save). Nothing here is an algorithm; the loop calls
-it at logging ticks (and `Meter.add`, which never syncs)."""
+"""What a run writes (docs/usage.md#what-a-run-writes): the run directory, the progress line,
+`metrics.jsonl`, TensorBoard and wandb; at the end `metrics.csv` and `curves.png`. `Meter` sums
+statistics on the device; `Ticks` says when to log, evaluate and save."""
 
 from __future__ import annotations
 
@@ -33,8 +30,8 @@ MIN_FREE_BYTES = 256 * 2**20
 
 
 def check_writable(directory: Path, what: str = "the run directory") -> None:
-    """Fail now, with the fix, if `directory` cannot take files or its disk is (nearly) full, rather
-    than at the first checkpoint an hour into the run."""
+    """Fail now, naming the fix, if `directory` cannot take files or its disk is nearly full (not at
+    the first checkpoint an hour in)."""
     try:
         fd, probe = tempfile.mkstemp(dir=directory, prefix=".write-probe.")
         os.close(fd)
@@ -56,8 +53,7 @@ def check_writable(directory: Path, what: str = "the run directory") -> None:
 def make_run_dir(
     out_dir: str, algo: str, env_id: str, seed: int, resume: str | None = None
 ) -> Path:
-    """A fresh directory under `out_dir`, or the resumed checkpoint's directory; checked to be
-    writable with disk space to spare (`check_writable`)."""
+    """A fresh directory under `out_dir`, or the resumed checkpoint's; checked writable."""
     if resume:
         path = Path(resume).resolve().parent
         check_writable(path, "the resumed run's directory")
@@ -90,17 +86,9 @@ def _fmt_time(seconds: float) -> str:
 
 
 class Logger:
-    """Console progress line, `metrics.jsonl` + `metrics.csv`, `curves.png`, TensorBoard events,
-    optional wandb.
-
-    TensorBoard (`args.tensorboard`): every numeric field of every `metrics.jsonl` row, under the
-    same name, at the row's `step`; a resumed run first drops the events logged after its checkpoint
-    (`purge_step`), as it drops those rows from `metrics.jsonl`.
-
-    `log(step, episodes, evaluation, **metrics)` is the one call a training loop makes at a logging
-    tick; `seconds` (wall time since start, resumed runs included) and `sps` are added here.
-    `burn_in` is the one rule of every file for leaving the warm-up out of `sps`.
-    """
+    """The writers of one run. `log(step, episodes, evaluation, **metrics)` is the one call at a
+    logging tick (`seconds` and `sps` added here); TensorBoard gets every numeric field under the
+    same name. A resumed run drops the rows and events logged after its checkpoint."""
 
     def __init__(
         self,
@@ -133,7 +121,7 @@ class Logger:
         if getattr(args, "tensorboard", False):
             try:
                 from torch.utils.tensorboard import SummaryWriter
-            # on by default: a missing package costs the event file, not the run
+            # on by default: a missing package costs the events, not the run
             except ImportError:
                 print(
                     "note: the tensorboard package is not installed, so no TensorBoard events are "
@@ -158,9 +146,7 @@ class Logger:
                 resume="allow",
                 id=self.run_dir.name.replace("/", "_"),
             )
-        # the clock starts once the writers are set up: importing TensorBoard and opening its event
-        # file, or starting wandb, is set-up, not training (a short CartPole run would count it as
-        # much as its training)
+        # the clock starts once the writers are set up: that is set-up, not training
         self.t0 = time.perf_counter() - elapsed
         self._last = (time.perf_counter(), None)
 
@@ -179,16 +165,13 @@ class Logger:
             self._last = (last_t + (now - t), last_step)
 
     def restart_sps(self, step: int) -> None:
-        """Start the next `sps` figure here, at env step `step`: called once the first updates have
-        run, so that `--compile`'s warm-up (tracing and compiling on the first calls) is left out of
-        it."""
+        """Start the next `sps` figure here, at env step `step`."""
         self._last = (time.perf_counter(), step)
 
     def burn_in(self, step: int, learned: bool = True) -> None:
-        """Call after every iteration (`learned`: it ran updates). The `sps` clock restarts once two
-        iterations have learned, so that the warm-up (first allocations, `--compile`'s tracing of
-        the first calls and of the branches the second one takes) is left out of the logged `sps`; a
-        resumed run burns in again."""
+        """The one burn-in rule, called after every iteration (`learned`: it ran updates): `sps`
+        restarts once two iterations have learned, leaving the warm-up (first allocations,
+        `--compile`'s tracing) out; a resumed run burns in again."""
         if learned and self._burnt < 2:
             self._burnt += 1
             if self._burnt == 2:
@@ -197,9 +180,8 @@ class Logger:
     def log(
         self, step: int, episodes: dict | None = None, evaluation: dict | None = None, **metrics
     ) -> dict:
-        """One row: `metrics` (named statistics), then the training episodes' mean `return` and
-        `ep_length` (`EpisodeStatistics.pop()`), then the evaluation's fields (`evaluate()`; its
-        per-episode `returns` left out)."""
+        """One row: `metrics`, the training episodes' mean `return` and `ep_length`, the
+        evaluation's fields (but its per-episode `returns`)."""
         if episodes is not None:
             metrics.update({"ep_length": episodes["length"], "return": episodes["return"]})
         if evaluation is not None:
@@ -252,8 +234,7 @@ class Logger:
         print(" | ".join(parts), flush=True)
 
     def write_files(self) -> None:
-        """`metrics.csv` and `curves.png` (unless `--no-plots`) from everything logged, at the end
-        of the run (`python -m tools.plot RUN_DIR` draws a run's curves at any time)."""
+        """`metrics.csv` and `curves.png` (unless `--no-plots`), at the end of the run."""
         keys: list[str] = []
         for r in self.rows:
             keys += [k for k in r if k not in keys]
@@ -316,8 +297,7 @@ def plot_curves(rows: list[dict], path: Path, title: str = "") -> None:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="best")
     fig.suptitle(title)
-    # fixed margins for this one layout: `tight_layout` measures every label's extent on each call
-    # (the rest is matplotlib's drawing, which `--no-plots` skips)
+    # fixed margins: `tight_layout` measures every label's extent on each call
     fig.subplots_adjust(left=0.08, right=0.985, bottom=0.13, top=0.88, wspace=0.22)
     tmp = Path(path).with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=90)
@@ -338,25 +318,19 @@ def _jsonable(obj):
 
 
 class Meter:
-    """Named training statistics (losses, KL, temperature ...) summed on the device between logging
-    ticks.
-
-    `add(name=tensor, ...)` adds each 0-dim tensor to its running sum without a host sync; `pop()`
-    returns every name's mean since the last `pop` (NaN for a name that got no value, e.g. before
-    learning starts) with one host read for all of them, and starts over.
-    """
+    """Named statistics summed on the device between logging ticks: `add(name=tensor, ...)` never
+    syncs; `pop()` reads every name's mean since the last `pop` (NaN if none) in one host read."""
 
     def __init__(self, device, *names: str):
         self.names = list(names)
-        # the sums, then how many times `add` got every name at once, then how many times it got
-        # each name alone: counted on the device, so that a loop captured as a CUDA graph
-        # (common.graphs), whose Python code runs once, counts each replay
+        # the sums, the count of `add`s with every name, the count of each name alone: on the
+        # device, so that a captured loop (its Python run once) counts each replay
         self.sums = torch.zeros(2 * len(names) + 1, device=device)
         self._one = torch.ones((), device=device)
 
     def add(self, **values: torch.Tensor) -> None:
         n = len(self.names)
-        # every name, in order (PPO's five): one stack and one add for all of them
+        # every name, in order: one stack and one add for all
         if list(values) == self.names:
             self.sums[: n + 1].add_(
                 torch.stack([*(v.detach() for v in values.values()), self._one])
@@ -381,15 +355,10 @@ class Meter:
 
 
 class Ticks:
-    """When a training loop logs, evaluates and checkpoints: `ticks(step, is_last)` -> (log,
-    evaluate, save).
-
-    Evaluate every `eval_every` env steps and save every `save_every` (0: only at the end), both at
-    the last iteration; log at every evaluation and otherwise at most once per `log_seconds` of wall
-    time. The evaluate and save decisions depend on `step` only (every torchrun rank takes the same
-    ones) and count from the last evaluation and the last save; a checkpoint keeps both
-    (`Run.save`), so a resumed run evaluates and saves at the same steps as the run it continues.
-    """
+    """`ticks(step, is_last)` -> (log, evaluate, save): evaluate every `eval_every` env steps, save
+    every `save_every` (0: at the end only), both at the last iteration; log on an evaluation, else
+    at most once per `log_seconds`. Evaluate and save depend on `step` alone (every torchrun rank
+    agrees) counted from the last of each, which a checkpoint keeps: a resumed run keeps them."""
 
     def __init__(self, eval_every: int, save_every: int, step: int, log_seconds: float = 1.0):
         self.eval_every, self.save_every, self.log_seconds = eval_every, save_every, log_seconds

@@ -1,20 +1,6 @@
-"""Exploration noise that is correlated in time: colored Gaussian noise.
-
-Gaussian action noise drawn afresh every step (white noise) averages out within a few steps, so a
-policy that has learned to do nothing, e.g. on MountainCarContinuous where moving costs reward and
-only a long push up the hill pays, never wanders far enough to find the flag. Colored noise
-(Eberhard et al., 2023, "Pink Noise Is All You Need: Colored Noise Exploration in Deep
-Reinforcement Learning") keeps each step's marginal N(0, 1) but gives the sequence a power spectrum
-proportional to 1 / f^beta: beta = 0 is white noise, beta = 1 pink, beta = 2 red (close to a random
-walk, i.e. Ornstein-Uhlenbeck noise with slow reversion). Larger beta means longer excursions.
-
-`ColoredNoise(beta, shape, length)` draws, for every element of `shape` (one per sub-env and action
-dimension), an independent sequence of `length` steps at once in the frequency domain (random
-complex coefficients scaled by f^(-beta/2), one inverse real FFT), and hands out one step per
-`sample()`; a new block is drawn when one is used up. Everything stays on the device and is drawn
-from torch's RNG, so a run stays reproducible; the block and its position are in `state_dict()` for
-an exact resume. With beta = 0 `sample()` is `torch.randn(shape)` itself (the same numbers as before
-the option existed).
+"""Colored Gaussian exploration noise (Eberhard et al., 2023): each step N(0, 1), the sequence
+with a 1/f^beta power spectrum (0 white, 1 pink, 2 red), for exploration that must make long
+excursions (docs/usage.md#colored-exploration-noise).
 """
 
 from __future__ import annotations
@@ -25,6 +11,11 @@ from common.errors import UserError
 
 
 class ColoredNoise:
+    """An independent sequence per element of `shape` (sub-env x action dimension), drawn on the
+    device from torch's RNG in blocks of `length` steps (one inverse real FFT), one step per
+    `sample()`; the block and position are in `state_dict()` for an exact resume. With beta = 0
+    `sample()` is `torch.randn(shape)` itself."""
+
     def __init__(
         self,
         beta: float,
@@ -48,8 +39,7 @@ class ColoredNoise:
         # the zero frequency takes the lowest one's power (a block's mean wanders)
         f = (k / length).clamp(min=1.0 / length)
         amp = f ** (-self.beta / 2)
-        # Var of one output step of irfft(amp * z) (z: unit complex normals; real at 0 and, for even
-        # length, Nyquist)
+        # Var of one step of irfft(amp * z) (z: unit complex normals; real at 0 and even Nyquist)
         var = (
             amp[0] ** 2
             + 2 * (amp[1 : length // 2 + (length % 2)] ** 2).sum()
@@ -74,8 +64,8 @@ class ColoredNoise:
         return seq.movedim(-1, 0).contiguous()
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
-        """The next step of every sequence, shape `shape`, each element N(0, 1); drawn from
-        `generator` (None: torch's global RNG)."""
+        """The next step of every sequence, shape `shape`, N(0, 1); `generator` None: torch's
+        global RNG."""
         if self.beta == 0.0:
             return torch.randn(self.shape, device=self.device, generator=generator)
         if self.pos >= self.length:
@@ -87,7 +77,7 @@ class ColoredNoise:
         return {"beta": self.beta, "block": self.block, "pos": self.pos}
 
     def load_state_dict(self, state: dict | None) -> None:
-        if state is None:  # a checkpoint from before the option: white noise, nothing to restore
+        if state is None:  # a checkpoint without noise state: nothing to restore
             return
         if state["block"] is not None and tuple(state["block"].shape) != (self.length, *self.shape):
             raise UserError(

@@ -1,21 +1,8 @@
-"""Pipeline parallelism for off-policy algorithms (the thin part): explore and learn at the same
-time.
-
-ElegantRL-Podracer overlaps exploration (stepping the envs with the current actor) and learning
-(gradient updates on the replay buffer) as a producer/consumer pair. Here the pair runs in lockstep
-segments: `Pipeline.run(explore, learn)` calls `explore()` in a persistent worker thread and
-`learn()` in the calling thread, waits for both, and returns their results. Torch ops release the
-GIL, so the two threads really run at once on two cores (on CUDA the explorer gets its own stream;
-the streams are joined at every handoff with device-side waits, no host sync). The algorithm file
-decides what a segment is and what is handed over at its end (new transitions into the buffer, fresh
-actor weights to the explorer); nothing else is shared, so the results do not depend on how the
-threads interleave.
-
-`Pipeline.stats()` (call it at logging ticks) reports, since its last call, the fraction of the
-training wall time during which both threads were busy (`pipeline_overlap`) and each one's busy
-fraction (`explore_busy`, `learn_busy`). Wall time runs from the first segment's start to the last
-segment's end since the previous call, so evaluation and checkpointing between them are left out.
-On CUDA these are host-side times (kernel launches and any waits), not GPU utilization.
+"""Explore and learn at the same time, in lockstep segments (docs/scaling.md, pipeline parallelism):
+`explore()` in a persistent worker thread, `learn()` in the calling thread (torch ops release the
+GIL). On CUDA the explorer has its own stream, joined at every handoff by device-side waits. The
+algorithm file decides what is handed over between segments and nothing else is shared, so results
+do not depend on how the threads interleave.
 """
 
 from __future__ import annotations
@@ -29,8 +16,7 @@ __all__ = ["Pipeline", "flush"]
 
 
 class Pipeline:
-    """Runs explore (worker thread) and learn (calling thread) concurrently, one segment per
-    `run`."""
+    """Runs explore (worker thread) and learn (calling thread) at once, one segment per `run`."""
 
     def __init__(self, device: torch.device | str):
         self.device = torch.device(device)
@@ -46,7 +32,7 @@ class Pipeline:
         t0 = time.perf_counter()
         if self.stream is None:
             out = fn()
-        # wait for the main stream's handoff (buffer writes, actor copy), then run on our own stream
+        # after the main stream's handoff (buffer writes, actor copy), on our own stream
         else:
             self.stream.wait_stream(main_stream)
             with torch.cuda.stream(self.stream):
@@ -54,8 +40,7 @@ class Pipeline:
         return out, t0, time.perf_counter()
 
     def run(self, explore, learn):
-        """`(explore(), learn())`, the first in the explorer thread, both at once; re-raises their
-        errors."""
+        """`(explore(), learn())`, both at once; re-raises their errors."""
         main = torch.cuda.current_stream(self.device) if self.stream is not None else None
         future = self._pool.submit(self._explore_timed, explore, main)
         l0 = time.perf_counter()
@@ -74,8 +59,9 @@ class Pipeline:
         return explored, learned
 
     def stats(self) -> dict:
-        """Busy fractions of the wall time since the last call (host sync free; resets the
-        counters)."""
+        """`pipeline_overlap` (both busy), `explore_busy`, `learn_busy` since the last call (which
+        resets them): fractions of the wall time from the first segment's start to the last one's
+        end (evaluation between segments left out); host-side times, not GPU utilization."""
         wall = self._span[1] - self._span[0] if self._span is not None else 0.0
         out = (
             {
@@ -94,10 +80,10 @@ class Pipeline:
 
 
 def flush(stage, rb) -> None:
-    """Move the transitions staged in the replay buffer `stage` into `rb`, in order, and empty
+    """Move the transitions staged in the replay buffer `stage` into `rb`, in order; empty
     `stage`."""
     n = stage.size
     if n:
         rb.add(**stage.data[:n])
     stage.pos = stage.size = 0
-    stage.filled.zero_()  # its fill on the device too (ReplayBuffer.sample_indices)
+    stage.filled.zero_()  # the on-device fill too (ReplayBuffer.sample_indices)

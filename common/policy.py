@@ -1,27 +1,11 @@
-"""The deployable policy: one `nn.Module` from the env's raw observations to the env's actions.
+"""The deployable policy: one `nn.Module` from the env's raw observations to its actions:
+observation normalizer (buffers, if the run normalized) -> named groups with the action mask, for
+a network that reads them -> the network's deterministic method `act` (`forward`, `deterministic`,
+or `greedy`: the argmax of a Q-network) -> Box actions rescaled from [-1, 1] (buffers).
 
-    obs -> clamp((obs - mean) / sqrt(var + eps), -clip, clip)  the observation normalizer (buffers;
-                                                               none when the run did not normalize)
-        -> {"policy": obs, "action_mask": mask}                named groups, to a network that reads
-                                                               them (a masked env's mask; none
-                                                               given: all allowed)
-        -> net.<act>(obs)                                      the file's network, deterministic: an
-                                                               action in [-1, 1]^d, or an index
-        -> low + (clamp(a, -1, 1) + 1) / 2 * (high - low)      the action scaling (buffers; Box
-                                                               spaces only)
-
-An algorithm file builds it once around its training network (`Policy.of(agent, net_kwargs, env)`):
-the module shares the network's parameters and the normalizer's statistics (the same tensors, no
-copy), so it is always the policy being trained; `common.run.Run` evaluates it and writes it to
-every checkpoint (`"policy"`: its `state_dict()`; `"policy_spec"`: how to rebuild it, plain data).
-`Policy.restore(path, algo, Net)` rebuilds it from a checkpoint alone, no env made (a file's
-`load_policy`), as a `PolicyFn`: the callable a user deploys, numpy or torch in and out;
-`tools.export` writes it as TorchScript, a torch.export program or ONNX.
-
-The network keeps its own layout: a PPO agent's actor and critic, a Q-network, an actor. `act` names
-the method that is the deterministic policy (`forward`, `deterministic`), or is `greedy`: the argmax
-of a Q-network's values; a recurrent one (`RecurrentPolicy`) takes and returns its memory:
-`action, state = policy(obs, state)`.
+`Policy.of` shares the training network's parameters and normalizer statistics (no copy), so it
+is always the policy being trained; `common.run.Run` evaluates it and saves it in each checkpoint
+("policy": state_dict, "policy_spec": plain data to rebuild it; docs/usage.md#export-a-policy).
 """
 
 from __future__ import annotations
@@ -91,13 +75,10 @@ def _rebuilt(value):
 
 
 class Policy(nn.Module):
-    """The deployable policy (module docstring):
-    `policy(obs [B, *obs_shape], action_mask=None) -> action`.
-
-    `net_kwargs` are what `net` was built with (`Net(**net_kwargs)` rebuilds it when loading);
-    `obs_norm` a `common.wrappers.RunningMeanStd` whose statistics the module reads (or True: room
-    for statistics a checkpoint fills in), or the `common.wrappers.NormalizeObservation` wrapper
-    holding one; `action_space` the env's own (unscaled) action space."""
+    """`policy(obs [B, *obs_shape], action_mask=None) -> action` (module docstring). `net_kwargs`
+    rebuild `net` when loading; `obs_norm` a `RunningMeanStd` whose statistics it reads, the
+    `NormalizeObservation` holding one, or True (room a checkpoint fills); `action_space` the
+    env's own (unscaled) one."""
 
     def __init__(
         self,
@@ -130,8 +111,7 @@ class Policy(nn.Module):
                     torch.zeros(self.obs_shape, dtype=dt, device=device),
                     torch.ones(self.obs_shape, dtype=dt, device=device),
                 )
-            # the training normalizer's own tensors (updated in place): always the current
-            # statistics
+            # the training normalizer's own tensors (updated in place)
             else:
                 rms = getattr(obs_norm, "rms", obs_norm)
                 mean, var = rms.mean, rms.var
@@ -169,10 +149,9 @@ class Policy(nn.Module):
     def of(
         cls, net: nn.Module, net_kwargs: dict, env, act: str = "forward", obs_norm=None
     ) -> Policy:
-        """The deployable policy of `net` trained on `env` (the training env, wrappers and all): the
-        `policy` group's shape, the env's own action space (before `RescaleAction`), its
-        `NormalizeObservation` (or `obs_norm`, for a file that keeps its own statistics), its action
-        mask; named groups where `ObsGroups` wraps the env."""
+        """The policy of `net` trained on `env` (wrappers and all): the `policy` group's shape, the
+        action space before `RescaleAction`, its `NormalizeObservation` (or `obs_norm`, for a file
+        keeping its own statistics), its action mask, named groups where `ObsGroups` wraps it."""
         groups = find_wrapper(env, ObsGroups) is not None
         space = env.single_observation_space
         space = space["policy"] if groups else space
@@ -191,14 +170,12 @@ class Policy(nn.Module):
 
     @staticmethod
     def restore(path: str, algo: str, net_cls: type, device="cpu"):
-        """What an algorithm file's `load_policy` returns: the checkpoint's policy (`load`),
-        `deployed`: numpy or torch, batched or single observations, no env made."""
+        """A file's `load_policy`: the checkpoint's policy (`load`), `deployed`; no env made."""
         return deployed(load(path, algo, net_cls, device), device)
 
     def inputs(self, obs: torch.Tensor, action_mask: torch.Tensor | None):
-        """What the network reads: the normalized observation, as named groups to a network that
-        reads them (`{"policy": ..., "action_mask": ...}`: a masked env's mask, none given: all
-        allowed), else as it is."""
+        """The normalized observation, as `{"policy", "action_mask"}` (no mask given: all allowed)
+        to a network that reads named groups."""
         if self.normalize:
             obs = (obs - self.obs_mean.to(obs.dtype)) / torch.sqrt(
                 self.obs_var.to(obs.dtype) + 1e-8
@@ -215,8 +192,7 @@ class Policy(nn.Module):
         return {"policy": obs, "action_mask": action_mask.to(torch.bool)}
 
     def to_env(self, a: torch.Tensor) -> torch.Tensor:
-        """A Box action from [-1, 1]^d (clipped; NaN passes through, the env reports it) to the
-        env's bounds."""
+        """A Box action from [-1, 1]^d (clipped; NaN passes, the env reports it) to the bounds."""
         if not self.box:
             return a
         a = a.clamp(-1.0, 1.0)
@@ -233,9 +209,8 @@ class Policy(nn.Module):
 
 class RecurrentPolicy(Policy):
     """A policy with memory: `action, state = policy(obs, state, action_mask=None)`;
-    `initial_state(batch)` is the blank memory of an episode's start: the first entry of the
-    network's `initial_state(batch, device)` (the actor's memory; a PPO agent keeps its critic's
-    second)."""
+    `initial_state(batch)`, an episode's blank memory, is the first entry of the network's (the
+    actor's; a PPO agent's critic's is second)."""
 
     def forward(
         self, obs: torch.Tensor, state: torch.Tensor, action_mask: torch.Tensor | None = None
@@ -248,8 +223,8 @@ class RecurrentPolicy(Policy):
 
 
 def load(path: str, algo: str, net_cls: type, device="cpu") -> Policy:
-    """The deployable policy a checkpoint of `algo` holds, rebuilt from the checkpoint alone (no env
-    made): the module, in eval mode on `device`, its `env_id` the checkpoint's."""
+    """The policy a checkpoint of `algo` holds, rebuilt from it alone (no env made), in eval mode
+    on `device`, its `env_id` the checkpoint's."""
     ckpt = load_checkpoint(path, algo=algo, map_location=device)
     if "policy_spec" not in ckpt:
         raise UserError(
@@ -279,9 +254,7 @@ def load(path: str, algo: str, net_cls: type, device="cpu") -> Policy:
 
 
 def deployed(policy: Policy, device=None):
-    """`policy` as the callable a user deploys (`PolicyFn`): torch or numpy in (and
-    out), batched or single observations; a recurrent one keeps its memory between calls (`reset()`
-    forgets it)."""
+    """`policy` as the callable a user deploys: a `PolicyFn` (`RecurrentPolicyFn` with memory)."""
     device = device if device is not None else next(policy.parameters()).device
     env_id = getattr(policy, "env_id", None)
     if isinstance(policy, RecurrentPolicy):
@@ -292,12 +265,9 @@ def deployed(policy: Policy, device=None):
 
 
 class PolicyFn:
-    """A deterministic policy for deployment: `policy(obs) -> action`.
-
-    Takes a torch tensor or a numpy array, batched `[B, *obs_shape]` or single `[*obs_shape]`, and
-    answers in kind (numpy in, numpy out), so the same object drives our vec envs and a plain
-    `gymnasium.make(env_id)` env. `core` maps raw observations to env-native actions on `device`.
-    """
+    """`policy(obs) -> action` for deployment: torch or numpy, batched `[B, *obs_shape]` or single,
+    answered in kind, so it drives our vec envs and a `gymnasium.make(env_id)` env alike. `core`
+    maps raw observations to env-native actions on `device`."""
 
     def __init__(
         self,
@@ -317,8 +287,7 @@ class PolicyFn:
 
     @torch.no_grad()
     def __call__(self, obs, action_mask=None):
-        """`action_mask` (bool, True = allowed; an env's `info["action_mask"]`): for a policy of a
-        masked env."""
+        """`action_mask`: bool, True = allowed (`info["action_mask"]`), for a masked env."""
         as_numpy = not isinstance(obs, torch.Tensor)
         x = torch.as_tensor(
             np.asarray(obs) if as_numpy else obs, dtype=torch.float32, device=self.device
@@ -343,17 +312,10 @@ class PolicyFn:
 
 
 class RecurrentPolicyFn(PolicyFn):
-    """A `PolicyFn` with memory (a recurrent policy, `algos/ppo_rnn.py`):
-    `core(obs, state) -> (action, state)`, the state batch first, one row per observation of the
-    batch, kept from call to call.
-
-        policy.reset()        forget everything: call it before new episodes (`evaluate` does)
-        policy.reset(done)    forget the rows where `done` (bool [B]) is true: with a vec env
-                              that resets its sub-envs itself, pass `terminated | truncated`
-                              after each step
-
-    The first call, and a call with another batch size, start from `initial_state(batch)`
-    (zeros)."""
+    """A `PolicyFn` with memory (`algos/ppo_rnn.py`): `core(obs, state) -> (action, state)`, one
+    state row per observation, kept between calls. `reset()` forgets it all (before new episodes),
+    `reset(done)` the rows where `done` (a vec env's `terminated | truncated`); the first call, and
+    one with another batch size, start from `initial_state(batch)`."""
 
     def __init__(
         self,

@@ -1,40 +1,16 @@
-"""The run shell every algorithm file shares, so that the file itself holds the algorithm: its
-networks, its loss, its loop, top to bottom.
+"""The run shell every algorithm file shares, so that the file itself holds the algorithm (its
+use: CONTRIBUTING.md#make-a-variant-and-add-an-algorithm-file):
 
     run = Run(ALGO, args, defaults=default_args)       # device, --resume (its settings), seeds
-    args, device = run.args, run.device
-    env = make_env(args, device, args.seed)
-    ...                                          # networks, optimizer, storage: the file's own
-    policy = Policy.of(agent, net, env)          # the deployable policy (common/policy.py)
-    state = dict(model=agent, optimizer=optimizer, env=env, next_obs=next_obs)
-    run.start(env, state, policy)                # resumes the state; run directory, logger, guard
-    meter = run.meter("loss")                    # statistics summed on the device, logged
+    run.start(env, state, policy)                      # resume `state` in place; guard, schedule
     for iteration in run.iterations(num_iterations, batch_size):
-        ...                                      # one iteration of the algorithm
+        ...                                            # one iteration of the algorithm
     return run.finish(env)
 
-What the shell does, so that no file repeats it:
-* `--resume`: loads the checkpoint, continues with its settings (`common.checkpoint.resume_args`),
-  checks that the env still has the saved spaces, and restores every entry of `state` in place
-  (anything with `load_state_dict`, or a tensor, copied into) together with the random-number
-  generators, the step, the clock and where the evaluation and checkpoint schedule stood;
-  `run.start_iter` and `run.step` say where the run stands. An env that cannot save its games
-  (ALE, a gymnasium env on the host) starts new ones: `next_obs`, `hidden` and `window` then keep
-  the file's fresh start.
-* the checkpoint holds `state` under the same names (each `state_dict()`, or the tensor), the file's
-  `meta`, whatever `extra()` returns at that moment, the counters and the generators: a key is named
-  once.
-* the checkpoint also holds the deployable policy (`"policy"`, `"policy_spec"`: common/policy.py),
-  what the file's `load_policy` rebuilds without an env. A multi-agent file gives `policy` as a
-  function that returns its joint policy, and `evaluate=ma_evaluate`.
-* after each iteration: the env steps of the iteration added to `run.step`, the NaN guard's check,
-  and on their ticks the evaluation (the file's policy, on a separate env), the log line (episode
-  statistics of the env's `EpisodeStatistics` and `metrics()`), and the checkpoint (atomic; never a
-  non-finite value). Ctrl-C names the checkpoint to `--resume` from.
-* under torchrun (`ctx` from `common.distributed.init`): every rank its own seed offset and state
-  (the checkpoint keeps `ranks[r]`), rank 0 alone evaluates, logs and writes.
-
-Code around a file's `main` (a benchmark, a population) attaches to its run through `hooks`, never
+The checkpoint holds `state` under its names (each `state_dict()`, or the tensor), the file's
+`meta`, what `extra()` returns, the counters, the generators and the deployable policy
+(common/policy.py); under torchrun every rank's state (`ranks[r]`), rank 0 alone evaluating, logging
+and writing. Code around a file's `main` (a benchmark, a population) attaches through `hooks`, never
 by replacing a module's names: `with hooks(on_log=..., evaluate=...): module.main(args)`.
 """
 
@@ -79,8 +55,7 @@ EPISODE_STATE = ("next_obs", "hidden", "window")
 
 @dataclass
 class Hooks:
-    """What code around a file's `main` attaches to the run it makes (`hooks`); rank 0 calls each
-    at its moment."""
+    """What code around a file's `main` attaches to its run (`hooks`); rank 0 calls each."""
 
     on_open: Callable | None = None  # on_open(run): the run directory and logger are open
     # evaluate(policy, env_id, episodes, seed=, device=) -> dict, in place of the file's evaluation
@@ -104,7 +79,8 @@ def hooks(**kwargs) -> Iterator[Hooks]:
 
 
 class Run:
-    """One training run's shell (module docstring)."""
+    """One training run's shell (module docstring); `run.start_iter`, `run.step` and `run.updates`
+    say where it stands."""
 
     def __init__(
         self,
@@ -142,8 +118,7 @@ class Run:
         # args.json and the checkpoint keep the number `auto` resolved to
         self.args = replace(args, threads=set_threads(args.threads, self.device))
         seed_everything(args.seed + self.rank)
-        # where the run stands: its next iteration, env steps, gradient steps (a file that counts
-        # its updates adds to `run.updates`: checkpointed, restored and logged here)
+        # next iteration, env steps, gradient steps (a file that counts updates adds to them)
         self.start_iter, self.step, self.updates, self.eval_result = 0, 0, 0, {}
         self.meters: list[Meter] = []
         self.hooks = _HOOKS[-1] if _HOOKS else Hooks()
@@ -157,21 +132,18 @@ class Run:
         extra: Callable[[], dict] | None = None,
         evaluate: Callable | None = None,
     ) -> None:
-        """Check a resumed run's env, restore `state` (and the generators, the step, the clock),
-        then make the NaN guard (which also watches every env step's observations and rewards,
-        through the env's `EpisodeStatistics`) and the evaluation/checkpoint schedule. `evaluate`:
-        `common.evaluate.evaluate` unless given (a multi-agent file gives `ma_evaluate`). The run
-        directory and the logger open when the iterations start, once their settings passed."""
+        """Check a resumed run's env (its saved spaces), restore `state` in place (anything with
+        `load_state_dict`, a tensor copied into, a generator) with the RNGs, step, clock and
+        schedule; make the NaN guard (watching every env step through `EpisodeStatistics`) and the
+        schedule. An env that cannot save its games starts new ones: `EPISODE_STATE` keeps the
+        file's fresh start. `evaluate`: `common.evaluate.evaluate` unless given (`ma_evaluate`)."""
         args = self.args
-        # a resumed run: the env must still have the saved spaces
         check_spaces(self.ckpt, env, args.resume)
         self.env, self.state, self.policy, self.meta = env, state, policy, meta or {}
         self.extra, self.evaluate = extra or dict, evaluate
         self.elapsed = 0.0
         if self.ckpt is not None:
-            # an env that cannot save its games starts new ones (common.vec_env.keeps_episodes):
-            # where the saved ones stood (the observation, a recurrent state, an n-step window)
-            # belongs to games that are gone, and the fresh start the file just made stays
+            # where the saved games stood belongs to games that are gone (keeps_episodes)
             gone = () if keeps_episodes(env) else EPISODE_STATE
             for name, obj in state.items():
                 # an unused slot, a checkpoint from before it existed, a game that is gone
@@ -202,8 +174,8 @@ class Run:
         self.episodes.guard = self.guard  # every env step's observations and rewards
 
     def _open(self, num_iterations: int, steps_per_iteration: int, learning_starts: int) -> None:
-        """Refuse a schedule that cannot train, then make the run directory and the logger
-        (under torchrun rank 0 alone logs, evaluates and checkpoints)."""
+        """Refuse a schedule that cannot train, then make the run directory and the logger (rank
+        0)."""
         args = self.args
         if num_iterations <= 0:
             raise UserError(
@@ -232,21 +204,18 @@ class Run:
                 self.hooks.on_open(self)
 
     def compile(self, fn: Callable, graphs: bool = True) -> Callable:
-        """`fn` under `--compile` (`common.device.compile_fn`: on CUDA a graph of its own unless
-        `graphs=False`), else `fn` itself."""
+        """`fn` under `--compile` (`common.device.compile_fn`), else `fn` itself."""
         return compile_fn(fn, self.device, graphs) if self.args.compile else fn
 
     def capture(
         self, fn: Callable[[], None], state: list, enabled: bool = True, **kwargs
     ) -> Captured:
-        """`fn()` (one iteration on fixed tensors) replayed as one CUDA graph on CUDA
-        (`common.graphs.Captured`; `state`: everything the iteration writes, for the check before
-        capture)."""
+        """`fn()` replayed as CUDA graphs on CUDA (`common.graphs.Captured`; `state`: what it
+        writes, for the check before capture)."""
         return Captured(fn, self.device, state=state, enabled=enabled, **kwargs)
 
     def meter(self, *names: str) -> Meter:
-        """Training statistics summed on the device (`common.logger.Meter`); the log line shows
-        their means."""
+        """Statistics summed on the device (`common.logger.Meter`), logged as means."""
         self.meters.append(Meter(self.device, *names))
         return self.meters[-1]
 
@@ -313,8 +282,7 @@ class Run:
                     self.logger.burn_in(self.step, learned=self.step > learning_starts)
 
     def save(self, next_iteration: int) -> None:
-        """Write the checkpoint (module docstring); under torchrun a collective, every rank sends
-        its state."""
+        """Write the checkpoint (module docstring); under torchrun a collective."""
         from common import distributed
 
         self.guard.check(self.step, sync=True)  # never a non-finite value in a checkpoint
@@ -348,8 +316,7 @@ class Run:
             self.hooks.on_save(self, self.ckpt_path)
 
     def _evaluated(self):
-        """The policy evaluation runs: the file's deployable `Policy` (as a user gets it from
-        `load_policy`), or what the file's `policy()` returns (the multi-agent files)."""
+        """The file's deployable `Policy` as `load_policy` gives it, or its `policy()`."""
         if isinstance(self.policy, Policy):
             return (
                 deployed(self.policy, self.device)
@@ -359,8 +326,7 @@ class Run:
         return self.policy()
 
     def _deployable(self) -> dict:
-        """The checkpoint's deployable policy (`common.policy`): its tensors and how to rebuild
-        it."""
+        """The checkpoint's deployable policy: its tensors and how to rebuild it."""
         if not isinstance(self.policy, Policy):
             return {}
         return {
@@ -369,8 +335,7 @@ class Run:
         }
 
     def finish(self, env) -> dict:
-        """Close the logger and the env; the run's summary (its seconds of training: the clock
-        before the curves are drawn)."""
+        """Close the logger and the env; the run's summary (seconds: before the plot)."""
         seconds = self.logger.seconds if self.is_main else float("nan")
         if self.is_main:
             self.logger.close()

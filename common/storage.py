@@ -1,16 +1,12 @@
-"""`Batch`: named tensors that share their leading dimensions, stored, written and indexed as one.
-
-A rollout is one `Batch` of `[T, N, ...]` tensors, an observation one `Batch` of its named groups
-(`policy`, `critic`, `action_mask`: `common.wrappers.ObsGroups`), and a batch may hold batches:
+"""`Batch`: named tensors (or nested batches, e.g. an observation's groups) that share their
+leading dimensions, written and indexed as one:
 
     store = Batch.zeros(T, obs=obs, actions=action)  # [T, *x.shape] of each example x, its dtype
     store[t] = dict(obs=obs, actions=action)         # writes the entries given (copies, casts)
     mb = store.flatten()[idx]                        # [T * N] rows; the same rows of each entry
-    mb["obs"]["policy"], mb["actions"]
 
-It is a `dict` (`batch["obs"]`, `.items()`, `torch.save`), so compiled functions and CUDA graphs
-see plain tensors. A string key is a name; anything else (an int, a slice, an index tensor, a
-tuple of them) indexes every tensor.
+A plain `dict` underneath (compiled functions and CUDA graphs see plain tensors): a string key is a
+name; anything else (an int, a slice, an index tensor, a tuple of them) indexes every tensor.
 """
 
 from __future__ import annotations
@@ -19,12 +15,12 @@ import torch
 
 
 class Batch(dict):
-    """Named tensors (or batches) with common leading dimensions (module docstring)."""
+    """Named tensors (or batches) with common leading dimensions."""
 
     @staticmethod
     def zeros(*lead: int, **examples) -> Batch:
         """Zeros `[*lead, *x.shape]` for each named example `x` (a tensor or a dict of them), in
-        `x`'s dtype and on its device."""
+        its dtype and on its device."""
         return Batch._like(lead, examples, torch.Tensor.new_zeros)
 
     @staticmethod
@@ -71,8 +67,8 @@ class Batch(dict):
         )
 
     def minibatches(self, n: int):
-        """The rows (first dimension) in a fresh random order (`torch.randperm`), as `n` equal
-        minibatches: one epoch of minibatch updates."""
+        """One epoch: the rows (first dimension) in a fresh random order, as `n` equal
+        minibatches."""
         first = next(iter(self.values()))
         while isinstance(first, dict):
             first = next(iter(first.values()))
@@ -82,7 +78,7 @@ class Batch(dict):
             yield self[perm[start : start + step]]
 
     def copy_(self, other) -> Batch:
-        """Copy `other`'s tensors (a dict with the same names) into these, in place."""
+        """Copy `other`'s tensors (same names) into these, in place."""
         for k, v in self.items():
             v.copy_(other[k])
         return self
@@ -91,7 +87,7 @@ class Batch(dict):
         return Batch({k: v.clone() for k, v in self.items()})
 
     def state_dict(self) -> dict:
-        """A checkpoint entry (`common.run`): detached copies, nested as the batch is."""
+        """Detached copies, nested as the batch is (a checkpoint entry)."""
         return {
             k: v.state_dict() if isinstance(v, Batch) else v.detach().clone()
             for k, v in self.items()

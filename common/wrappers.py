@@ -1,11 +1,6 @@
-"""Torch vec-env wrappers: episode statistics, observation/reward normalization, action rescaling.
-
-All of them keep their statistics as tensors on the env's device, never sync with the host in
-`step`, and expose `state_dict()` / `load_state_dict()` (through `VecEnvWrapper`) so that a
-checkpoint restores them: a trained policy is useless without its normalizer.
-
-Typical stack (innermost first): env -> EpisodeStatistics -> RescaleAction -> NormalizeObservation
--> NormalizeReward. EpisodeStatistics sits inside the normalizers so it records raw returns.
+"""Torch vec-env wrappers: episode statistics, normalizers, action rescaling, named groups.
+Statistics stay on the device, `step` never syncs with the host, and checkpoints save them
+(`VecEnvWrapper.state_dict`); the stack: docs/environments.md#wrappers.
 """
 
 from __future__ import annotations
@@ -41,8 +36,7 @@ class RunningMeanStd:
         total = self.count + n
         mean = self.mean + delta * (n / total)
         m2 = self.var * self.count + batch_var * n + delta.square() * (self.count * n / total)
-        # in place: a training iteration captured as a CUDA graph (common.graphs) replays into this
-        # memory
+        # in place: a captured CUDA graph (common.graphs) replays into this memory
         self.mean.copy_(mean)
         torch.div(m2, total, out=self.var)
         self.count.copy_(total)
@@ -66,22 +60,15 @@ class RunningMeanStd:
 
 
 class EpisodeStatistics(VecEnvWrapper):
-    """Records the return and length of finished episodes, as tensors.
-
-    `info["episode"] = {"r": returns, "l": lengths}` with rows valid where `info["_episode"]`.
-    On-device accumulators gather every episode finished since the last `pop()`; `pop()` (call it
-    at logging ticks only: it syncs with the host) returns their mean return/length and count
-    (when none finished: the previous means, or nan with `hold_last = False`).
-    """
+    """Records finished episodes: `info["episode"] = {"r": returns, "l": lengths}`, rows valid
+    where `info["_episode"]`, and on-device sums that `pop()` reads."""
 
     hold_last = True
-    # the run's `NumericGuard` (`common.run.Run.start` sets it): watches each step's observations
-    # (a multi-agent env's state too) and rewards
+    # the run's NumericGuard (set by `common.run.Run.start`)
     guard = None
 
     def _step_reward(self, reward: torch.Tensor) -> torch.Tensor:
-        """The per-world reward an episode return sums (multi-agent subclasses reduce over
-        agents)."""
+        """The per-world reward an episode's return sums."""
         return reward
 
     def __init__(self, env):
@@ -106,10 +93,10 @@ class EpisodeStatistics(VecEnvWrapper):
             state = [info[k] for k in ("state", "final_state") if k in info]
             self.guard.watch("observations", obs, info["final_obs"], *state)
             self.guard.watch("rewards", reward)
-        # an env that clips or shapes its training reward, or ends episodes early for learning
-        # (Atari: a lost life), reports its game's own: `info["score"]`, `info["episode_over"]`
+        # an env that shapes its reward or ends episodes early for learning (Atari: clipping, a
+        # lost life) reports its game's own
         score = info.get("score", reward)
-        # new tensors (`info` keeps them) in the accumulators' dtypes, then the state in place below
+        # new tensors, since `info` keeps them; the state is updated in place below
         ep_return = (self.ep_return + self._step_reward(score)).to(self.ep_return.dtype)
         ep_length = self.ep_length + 1
         done = info.get("episode_over", terminated | truncated)
@@ -119,13 +106,15 @@ class EpisodeStatistics(VecEnvWrapper):
         info["episode"] = {"r": ep_return, "l": ep_length}
         info["_episode"] = done
         going = ~done
-        # in place: a captured graph replays into this memory
+        # in place (captured graphs)
         torch.mul(ep_return, going, out=self.ep_return)
         torch.mul(ep_length, going, out=self.ep_length)
         return obs, reward, terminated, truncated, info
 
     def pop(self) -> dict:
-        """Mean return/length of the episodes finished since the last call (host sync)."""
+        """Mean return/length and count of the episodes finished since the last call (when none:
+        the previous means, nan with `hold_last = False`). Logging ticks only: it syncs with the
+        host and raises the env's deferred errors."""
         if hasattr(self.env, "raise_deferred_errors"):
             self.env.raise_deferred_errors()
         s_ret, s_len, n = self._acc.tolist()
@@ -158,8 +147,8 @@ class EpisodeStatistics(VecEnvWrapper):
 
 
 class ActionScaler:
-    """Maps actions from [-1, 1]^d (clipped) to a Box's bounds; shared by `RescaleAction` and
-    deployed policies."""
+    """Maps actions from [-1, 1]^d (clipped) to a Box's bounds (`RescaleAction`, deployed
+    policies)."""
 
     def __init__(self, space: gym.spaces.Box, device="cpu"):
         if not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
@@ -177,8 +166,7 @@ class ActionScaler:
 
 
 class RescaleAction(VecEnvWrapper):
-    """The agent acts in [-1, 1]^d; actions are clipped to that box and mapped affinely to the env's
-    bounds."""
+    """The agent acts in [-1, 1]^d, clipped and mapped affinely to the env's bounds."""
 
     def __init__(self, env):
         super().__init__(env)
@@ -196,12 +184,9 @@ class RescaleAction(VecEnvWrapper):
 
 
 class NormalizeObservation(VecEnvWrapper):
-    """Normalizes observations by running mean/std (updated while `training`), clipped to +-clip.
-
-    `info["final_obs"]` is normalized with the same statistics. Observation groups (a dict
-    observation, `common/vec_env.py`) get one set of statistics per group; `rms` is the `policy`
-    group's, the one a deployed policy needs.
-    """
+    """Normalizes observations and `final_obs` by running mean/std (updated while `training`),
+    clipped to +-clip; one set of statistics per observation group, `rms` the `policy` group's (a
+    deployed policy's)."""
 
     def __init__(self, env, clip: float = 10.0, training: bool = True):
         super().__init__(env)
@@ -241,8 +226,7 @@ class NormalizeObservation(VecEnvWrapper):
             and final.shape == obs.shape
             and final.dtype == obs.dtype
         ):
-            # both in one pass (the same element-wise arithmetic, half the kernels): rows [:n] and
-            # [n:] of one tensor
+            # both in one pass: half the kernels
             both = self._norm(torch.cat([obs, final]))
             obs, info["final_obs"] = both[: len(obs)], both[len(obs) :]
             return obs, reward, terminated, truncated, info
@@ -264,8 +248,7 @@ class NormalizeObservation(VecEnvWrapper):
 
 
 class NormalizeReward(VecEnvWrapper):
-    """Scales rewards by the running std of the discounted return (as gymnasium's
-    NormalizeReward)."""
+    """Scales rewards by the running std of the discounted return (gymnasium's NormalizeReward)."""
 
     def __init__(self, env, gamma: float = 0.99, clip: float = 10.0, training: bool = True):
         super().__init__(env)
@@ -286,7 +269,7 @@ class NormalizeReward(VecEnvWrapper):
         if self.training:
             ret = self.ret * self.gamma + reward.to(self.ret.dtype)
             self.rms.update(ret)
-            # in place (captured graphs: common.graphs)
+            # in place (captured graphs)
             torch.mul(ret, ~(terminated | truncated), out=self.ret)
         scaled = (reward / torch.sqrt(self.rms.var.to(reward.dtype) + 1e-8)).clamp(
             -self.clip, self.clip
@@ -311,11 +294,9 @@ def find_wrapper(env, cls):
 
 
 class ObsGroups(VecEnvWrapper):
-    """Observations as named groups, the form the PPO and DQN files read: `{"policy": [N, ...]}`,
-    with `"critic": [N, ...]` when the env has a privileged `critic` group and
-    `"action_mask": bool [N, n]` when it masks its actions (its `info["action_mask"]`;
-    `info["final_obs"]` takes `info["final_action_mask"]` where the env gives one, else the step's
-    mask). No state of its own: a checkpoint sees the env it wraps."""
+    """Observations as the named groups the single-agent files read: `policy`, `critic` where the
+    env has it, `action_mask` (bool `[N, n]`; `final_obs` takes `final_action_mask` if given) where
+    it masks. No state: a checkpoint sees the env it wraps."""
 
     def __init__(self, env):
         super().__init__(env)
@@ -362,8 +343,8 @@ def wrap_env(
     training: bool = True,
     groups: bool = False,
 ):
-    """The standard stack. Box action spaces are rescaled to [-1, 1] when `rescale_actions`; with
-    `groups`, observations come as named groups (`ObsGroups`)."""
+    """The standard stack (docs/environments.md#wrappers); Box actions rescaled to [-1, 1] when
+    `rescale_actions`, named groups with `groups`."""
     env = EpisodeStatistics(env)
     if rescale_actions and isinstance(env.single_action_space, gym.spaces.Box):
         env = RescaleAction(env)
