@@ -298,11 +298,6 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             self.tree[lo // 2 : lo] = children[0::2] + children[1::2]
             lo //= 2
 
-    @property
-    def total_priority(self) -> torch.Tensor:
-        """sum_k p_k^alpha over filled rows (the root of the tree), a device scalar."""
-        return self.tree[1]
-
     def leaf_priorities(self) -> torch.Tensor:
         """p_i^alpha of the filled rows (a view into the tree)."""
         return self.tree[self.num_leaves : self.num_leaves + self.size]

@@ -16,20 +16,6 @@ import torch.distributed as dist
 from common.device import resolve_device
 from common.errors import UserError
 
-__all__ = [
-    "Context",
-    "init",
-    "solo",
-    "broadcast",
-    "fuse",
-    "fuse_statistics",
-    "allreduce_gradients",
-    "all_mean",
-    "gather_to_main",
-    "shutdown",
-    "norm_stats",
-]
-
 _SOLO = 0  # > 0 inside `solo()`
 
 
