@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # Reproduces the benchmark tables and curves.   Usage: bash benchmark.sh [GROUP]   (default: quick; --help: this list)
-#   quick         learning curves over 3 seeds (bench/suite.py: PPO, DQN on CartPole; PPO, SAC, TD3, DDPG on
+#   quick         learning curves over 3 seeds (bench/run.py, rows in bench/experiments.py: PPO, DQN on CartPole; PPO, SAC, TD3, DDPG on
 #                 Pendulum; PPO on Chasing-v0 and StockTrading-v0) + the StockTrading backtest + env
 #                 throughput; tables and PNGs in bench/results/quick/ (10-16 min on a 2-core CPU)
-#   full          the learning suite at long budgets and on MuJoCo v5 (bench/suite.py full), then the groups
+#   full          the quick group's tasks at long budgets and on MuJoCo v5 (bench/run.py full), then the groups
 #                 envs, ppo, asymmetric, ensemble, offpolicy, hterm, mujoco, mujoco-learn, marl, pipeline and
 #                 population below (hours on a CPU; a GPU helps the PPO rows)
 #   report GROUP  rebuild bench/results/GROUP/GROUP.md and its PNGs from the saved metrics, no training
+#   (a group of bench/experiments.py trains only what is missing and resumes what was stopped part-way)
 #   envs          env-steps/s of our torch CartPole vs gymnasium's SyncVectorEnv, N = 1 ... 4096 (+65536 ours)
 #   ppo           algos/ppo_vec.py wall time to a deterministic eval >= 475 on CartPole-v1, 3 seeds
 #   asymmetric    ppo_vec on noisy CartPole with and without a privileged critic group, seeds 1-3 (a few minutes)
 #   ensemble      REDQ-style critic updates/s: one batched EnsembleMLP vs a Python loop over 10 critics
 #   offpolicy     DDPG, TD3, SAC, ModSAC, REDQ on Pendulum-v1, 3 seeds, beside RL Zoo's scores (~10 min)
+#   box2d         ppo_vec, sac, td3 on LunarLanderContinuous-v3 and BipedalWalker-v3 at RL Zoo's budgets, seeds 1-2
+#                 (hours on a CPU; resumable)
+#   mujoco-offpolicy  sac and td3 at 1M steps on Hopper, HalfCheetah, Walker2d, Ant, Humanoid v5, seeds 1-2
+#                 (hours a run on a CPU core; resumable: run it again to go on)
 #   hterm         H-term seed-variance study: PPO/SAC/TD3 vs their -H variants on Pendulum-v1, 8 seeds (~25 min)
 #   mujoco        Ant-v5 env-steps/s: batch backend (1 and all threads), MuJoCo Warp, gymnasium sync, N = 64/1024/4096
 #   mujoco-learn  PPO on Hopper-v5 with the CPU batch backend, 2M steps, evaluated on gymnasium's Hopper (~6 min)
@@ -27,8 +32,6 @@
 #                 on Pendulum-v1, 2 seeds, curves PNG (~5 min on an idle 2-core machine)
 #   elastic       population on two torchrun nodes (c10d, --nnodes 1:2): one joins late, then is SIGKILLed (~6 min)
 #   hterm-hopper  the same study on Hopper-v5 (hours)
-#   offpolicy-long  SAC and TD3 on LunarLanderContinuous-v3 and BipedalWalker-v3 through the gymnasium
-#                 adapter (hours on a CPU)
 #   offpolicy-update  SAC's and TD3's env step + update on one core beside CleanRL's files (own venv
 #                 bench/.venv-cleanrl; CLEANRL=path to a checkout of vwxyzjn/cleanrl) and beside the
 #                 matrix-product floor of its FLOPs (~6 min) -> bench/results/offpolicy_update.md
@@ -72,7 +75,7 @@
 #                 (a run made by hand, resumed across sessions: python bench/minatar_learn.py --atari
 #                 --add-run RUN_DIR --note "...")
 # Tables are printed and written to bench/results/ (GROUP.md and GROUP.log; quick, full and locomotion in their own
-# folders, asymmetric as asymmetric_critic.md); a run that fails leaves the committed ones as they were.
+# folders, as the groups of bench/experiments.py); a run that fails leaves the committed ones as they were.
 # Interpreter: $PYTHON if set, else the project's .venv/bin/python (README's set-up), else python on PATH.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -101,16 +104,11 @@ case "$group" in
   envs)      table envs bench/env_throughput.py ;;
   ppo)       table ppo bench/ppo_time_to_threshold.py ;;
   ensemble)  table ensemble bench/ensemble_speed.py ;;
-  asymmetric) $PY bench/asymmetric_critic.py ;;  # writes bench/results/asymmetric_critic.md itself
-  offpolicy) table offpolicy bench/offpolicy.py ;;
-  hterm)     table hterm bench/hterm_variance.py ;;
-  hterm-hopper)
-    table hterm-hopper bench/hterm_variance.py --env Hopper-v5 ;;
+  offpolicy|box2d|mujoco-offpolicy|hterm|hterm-hopper|marl|asymmetric) $PY bench/run.py "$group" --python "$PY" ;;
   mujoco)    table mujoco bench/mujoco_throughput.py ;;
   mujoco-learn) table mujoco-learn bench/mujoco_learning.py --env Hopper-v5 --steps 2000000 --num-envs 64 \
                   --num-steps 64 --num-minibatches 16 --update-epochs 10 ;;
   mujoco-num-envs) table mujoco_num_envs bench/mujoco_num_envs.py ;;
-  marl)      table marl bench/marl.py ;;
   pipeline)  table pipeline bench/pipeline.py ;;
   population) table population bench/population.py ;;
   compile)   table compile bench/compile_speed.py ;;
@@ -129,8 +127,8 @@ case "$group" in
   elastic)   PYTHON=$PY bash bench/elastic_population.sh | tee bench/results/elastic.log.tmp
              mv bench/results/elastic.log.tmp bench/results/elastic.log; extract elastic ;;
   quick|full)
-             $PY bench/suite.py run "$group" --jobs 2 --python "$PY"
-             $PY bench/stock_trading.py --from-suite "$group" | tee "bench/results/$group/stock_trading.log.tmp"
+             $PY bench/run.py "$group" --jobs 2 --python "$PY"
+             $PY bench/stock_trading.py --from-group "$group" | tee "bench/results/$group/stock_trading.log.tmp"
              mv "bench/results/$group/stock_trading.log.tmp" "bench/results/$group/stock_trading.log"
              if [ "$group" = quick ]; then table envs bench/env_throughput.py; fi
              if [ "$group" = full ]; then
@@ -155,13 +153,9 @@ case "$group" in
                locomotion) $PY bench/locomotion.py report ;;
                minatar) $PY bench/minatar_learn.py --from-log bench/results/minatar_learn.jsonl ;;
                atari) $PY bench/minatar_learn.py --atari --from-log bench/results/atari_learn.jsonl ;;
-               *) $PY bench/suite.py report "${2:?usage: bash benchmark.sh report GROUP}" ;;
+               *) $PY bench/report.py "${2:?usage: bash benchmark.sh report GROUP}" ;;
              esac ;;
   offpolicy-update) $PY bench/offpolicy_update.py --cleanrl "${CLEANRL:?set CLEANRL to a checkout of vwxyzjn/cleanrl}" ;;
-  offpolicy-long)
-    $PY -c "import Box2D" 2>/dev/null || { echo "offpolicy-long needs Box2D: pip install -r requirements.txt (gymnasium[box2d])" >&2; exit 2; }
-    table offpolicy-lunar bench/offpolicy.py --env LunarLanderContinuous-v3 --algos sac td3 --steps 300000 --hidden 256 256
-    table offpolicy-bipedal bench/offpolicy.py --env BipedalWalker-v3 --algos sac td3 --steps 1000000 --hidden 256 256 ;;
-  *) echo "unknown group '$group': use quick, full, report, peers, tensordict, compile, envs, ppo, asymmetric, ensemble, offpolicy, hterm, mujoco, mujoco-learn, mujoco-num-envs, marl, pipeline, population, threads, elastic, hterm-hopper, offpolicy-long, offpolicy-update, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile, rllib, rllib-TASK or gpu (bash benchmark.sh --help says what each runs)" >&2; exit 2 ;;
+  *) echo "unknown group '$group': use quick, full, report, peers, tensordict, compile, envs, ppo, asymmetric, ensemble, offpolicy, hterm, mujoco, mujoco-learn, mujoco-num-envs, marl, pipeline, population, threads, elastic, hterm-hopper, box2d, mujoco-offpolicy, offpolicy-update, locomotion, locomotion-TASK, locomotion-offpolicy-TASK, locomotion-adaptive-TASK, locomotion-flagship, locomotion-profile, rllib, rllib-TASK or gpu (bash benchmark.sh --help says what each runs)" >&2; exit 2 ;;
 esac
 echo; echo "results in bench/results/"

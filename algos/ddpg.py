@@ -70,8 +70,9 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     per_beta: Unit = 0.4  # PER initial importance-sampling exponent (annealed to 1)
 
 
-# Per-task defaults over the ones above, from held-out sweeps (bench/sweep.py;
-# bench/README.md#defaults-the-evidence); `--env X --help` lists them
+# Per-task defaults over the ones above (`--env X --help` lists them): classic control from
+# held-out sweeps (bench/sweep.py; bench/README.md#defaults-the-evidence); MuJoCo and Box2D the
+# published settings the benchmark reproduces (bench/experiments.py: groups box2d, mujoco-offpolicy)
 # fmt: off
 TASK_DEFAULTS = {
     # (td3's rows, checked on this file)
@@ -79,6 +80,10 @@ TASK_DEFAULTS = {
                         actor_lr=3e-3, critic_lr=3e-3),
     "MountainCarContinuous-v0": dict(hidden=(64, 64), noise_color=1.0, exploration_noise=0.5,
                                      total_steps=50_000),
+    # MuJoCo v5: the paper's setting as CleanRL's ddpg_continuous_action.py runs it
+    **{t: dict(num_envs=1, gradient_steps=1, learning_starts=25_000, actor_lr=3e-4,
+               critic_lr=3e-4, total_steps=1_000_000, eval_every=20_000, save_every=50_000)
+       for t in ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5")},
 }
 # fmt: on
 default_args = task_defaults(Args, TASK_DEFAULTS)

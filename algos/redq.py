@@ -87,8 +87,9 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     per_beta: Unit = 0.4  # PER initial importance-sampling exponent (annealed to 1)
 
 
-# Per-task defaults over the ones above, from held-out sweeps (bench/sweep.py;
-# bench/README.md#defaults-the-evidence); `--env X --help` lists them
+# Per-task defaults over the ones above (`--env X --help` lists them): classic control from
+# held-out sweeps (bench/sweep.py; bench/README.md#defaults-the-evidence); MuJoCo and Box2D the
+# published settings the benchmark reproduces (bench/experiments.py: groups box2d, mujoco-offpolicy)
 # fmt: off
 TASK_DEFAULTS = {
     "Pendulum-v1": dict(hidden=(64, 64), num_envs=8, learning_starts=1_000, total_steps=20_000,
@@ -96,6 +97,11 @@ TASK_DEFAULTS = {
     # a fixed temperature: a tuned one shrinks the policy's std before some seeds find the flag
     "MountainCarContinuous-v0": dict(hidden=(64, 64), noise_color=1.0, autotune=False,
                                      init_alpha=0.5, utd=1, total_steps=50_000),
+    # MuJoCo v5: the paper's setting (N = 10, M = 2, G = 20, 256 x 256, 3e-4) and budget
+    **{t: dict(num_envs=1, gradient_steps=1, utd=20, hidden=(256, 256),
+               learning_starts=5_000, actor_lr=3e-4, critic_lr=3e-4, alpha_lr=3e-4,
+               total_steps=300_000, eval_every=10_000, save_every=25_000)
+       for t in ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5")},
 }
 # fmt: on
 default_args = task_defaults(Args, TASK_DEFAULTS)

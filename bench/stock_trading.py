@@ -3,8 +3,8 @@ several seeds, backtest each agent on 2020-01-02..2022-12-28 and compare it with
 buy-and-hold. Writes bench/results/stock_trading.md and bench/results/stock_trading.png.
 
     OMP_NUM_THREADS=1 python bench/stock_trading.py --seeds 1 2 3
-    python bench/stock_trading.py --from-suite quick
-        # backtest the agents `bench/suite.py run quick` trained (no training here); writes to
+    python bench/stock_trading.py --from-group quick
+        # backtest the agents `bench/run.py quick` trained (no training here); writes to
         # bench/results/quick/
 
 The PPO settings (`PPO_STOCK`) were chosen for a 2-4 minute run on one CPU thread and were not
@@ -66,12 +66,12 @@ def main() -> str:
     p.add_argument("--total-steps", type=int, default=PPO_STOCK["total_steps"])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument(
-        "--out", default=None, help="default: bench/results (bench/results/GROUP with --from-suite)"
+        "--out", default=None, help="default: bench/results (bench/results/GROUP with --from-group)"
     )
     p.add_argument(
-        "--from-suite",
+        "--from-group",
         metavar="GROUP",
-        help="backtest the StockTrading-v0 agents of a bench/suite.py "
+        help="backtest the StockTrading-v0 agents of a bench/run.py "
         "group (its checkpoints under bench/runs/GROUP/) instead of training here",
     )
     a = p.parse_args()
@@ -83,35 +83,33 @@ def main() -> str:
         for k, v in {**PPO_STOCK, "total_steps": a.total_steps}.items()
         if k not in ("env", "quiet")
     )
-    if a.from_suite:
-        import suite
+    if a.from_group:
+        import experiments
 
-        exp = next(
-            e for e in suite.GROUPS[a.from_suite]["experiments"] if e.env == "StockTrading-v0"
-        )
-        a.seeds = suite.GROUPS[a.from_suite]["seeds"]
+        exp = next(e for e in experiments.group(a.from_group) if e.env == "StockTrading-v0")
+        a.seeds = list(exp.seeds)
         settings = " ".join(exp.command(a.seeds[0], "runs", "python")[2:]).replace(
             f"--seed {a.seeds[0]} ", ""
         )
         settings = settings.replace("--env StockTrading-v0 ", "")
     for seed in a.seeds:
         with tempfile.TemporaryDirectory() as out:
-            # the suite's run: its checkpoint, its clock and its last (train-split) evaluation
-            if a.from_suite:
+            # the group's run: its checkpoint, its clock and its last (train-split) evaluation
+            if a.from_group:
                 found = sorted(
                     (
                         ROOT
                         / "bench"
                         / "runs"
-                        / a.from_suite
+                        / a.from_group
                         / f"StockTrading-v0__{exp.label}__s{seed}"
                     ).glob("*/checkpoint.pt")
                 )
                 if not found:
                     raise SystemExit(
                         f"no StockTrading-v0 checkpoint of seed {seed} under "
-                        f"bench/runs/{a.from_suite}/: run `python bench/suite.py run "
-                        f"{a.from_suite} --only StockTrading-v0` first"
+                        f"bench/runs/{a.from_group}/: run `python bench/run.py "
+                        f"{a.from_group} --only StockTrading-v0` first"
                     )
                 log = [
                     json.loads(line)
@@ -222,7 +220,7 @@ def main() -> str:
         "![account values](stock_trading.png)",
     ]
     md = "\n".join(lines) + "\n"
-    out = Path(a.out or ROOT / "bench" / "results" / (a.from_suite or ""))
+    out = Path(a.out or ROOT / "bench" / "results" / (a.from_group or ""))
     atomic_write(out / "stock_trading.md", md)
     plot_account_values(
         dates,

@@ -1,6 +1,8 @@
-"""bench/suite.py: the report reads saved metrics only and states what it measured (the final
-evaluation's interquartile mean over seeds with its bootstrap interval, time to solve, references),
-and its curves are drawn; the group definitions are runnable commands of the algorithm files."""
+"""The benchmark harness: a group's rows (bench/experiments.py) are runnable commands of the
+algorithm files; the runner (bench/run.py) skips complete runs and resumes stopped ones; the report
+(bench/report.py) reads saved metrics only and states what it measured (the final evaluation's
+interquartile mean over seeds with its bootstrap interval, the stable solve, the probability of
+improvement, references), and its curves are drawn."""
 
 import json
 import re
@@ -13,7 +15,9 @@ import torch
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
-import suite  # noqa: E402
+import experiments  # noqa: E402
+import report  # noqa: E402
+import run as runner  # noqa: E402
 
 
 def _write_run(path, evals):
@@ -31,12 +35,13 @@ def _write_run(path, evals):
 
 @pytest.fixture
 def fake_group(tmp_path, monkeypatch):
-    monkeypatch.setattr(suite, "results_dir", lambda group: tmp_path / group)
-    exps = [
-        suite.Experiment("ppo_vec", "CartPole-v1", 300, 100, solved=475),
-        suite.Experiment("dqn", "CartPole-v1", 300, 100, solved=475),
+    rows = [
+        experiments.Row("fake", "ppo_vec", "CartPole-v1", 300, 100, (1, 2), threshold=475),
+        experiments.Row(
+            "fake", "dqn", "CartPole-v1", 300, 100, (1, 2), threshold=475, against="ppo_vec"
+        ),
     ]
-    monkeypatch.setitem(suite.GROUPS, "fake", dict(seeds=[1, 2], about="test", experiments=exps))
+    monkeypatch.setattr(experiments, "ROWS", experiments.ROWS + rows)
     runs = tmp_path / "fake" / "runs"
     _write_run(
         runs / "CartPole-v1__ppo_vec__s1.jsonl",
@@ -44,17 +49,17 @@ def fake_group(tmp_path, monkeypatch):
     )
     _write_run(
         runs / "CartPole-v1__ppo_vec__s2.jsonl",
-        [(100, 2.0, 90.0), (200, 4.0, 300.0), (300, 6.0, 490.0)],
+        [(100, 2.0, 480.0), (200, 4.0, 300.0), (300, 6.0, 490.0)],
     )
     _write_run(
         runs / "CartPole-v1__dqn__s1.jsonl", [(100, 5.0, 20.0), (200, 9.0, 30.0), (300, 13.0, 40.0)]
     )
     # dqn seed 2 missing: the report uses the seeds it has and says how many
-    return tmp_path / "fake"
+    return tmp_path
 
 
 def test_report_table_and_curves(fake_group):
-    text = suite.report("fake")
+    text = report.report("fake", fake_group)
     row = next(line for line in text.splitlines() if line.startswith("| CartPole-v1 | ppo_vec"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2] == "300"
@@ -62,14 +67,25 @@ def test_report_table_and_curves(fake_group):
     assert cells[3] == "495.0 [490.0, 500.0]"
     assert cells[4] == "500.0, 490.0"
     assert cells[5] == f"{np.mean([3.0, 6.0]):.0f}"
-    assert cells[6].startswith(f"{np.mean([2.0, 6.0]):.0f} s (2/2 >= 475)")
-    assert "RL Zoo: 500.0 +- 0.0 (100k)" in cells[7]
+    # stable: seed 1 from step 200 (2 s); seed 2 dips below after its first hit, so from step 300
+    assert cells[6] == f"{np.mean([300 / 3.0, 300 / 6.0]):,.0f}"  # env steps per second
+    assert cells[7] == f"250 steps, {np.mean([2.0, 6.0]):.0f} s (2/2 >= 475)"
+    assert "RL Zoo: 500.0 +- 0.0 (100k)" in cells[9]
     dqn = next(line for line in text.splitlines() if line.startswith("| CartPole-v1 | dqn"))
-    assert "40.0 [40.0, 40.0]" in dqn and "not reached" in dqn
+    assert "40.0 [40.0, 40.0]" in dqn and "never (>= 475)" in dqn
+    # every dqn seed below every ppo_vec seed; 300 / 13 env steps/s against 100 and 50
+    ratio = 300 / 13 / np.mean([100, 50])
+    assert f"| 0.00 [0.00, 0.00]; speed {ratio:.2f}x [" in dqn and "] vs ppo_vec |" in dqn
     assert "mean return over 10 episodes" in text and "RL Baselines3 Zoo" in text
-    png = fake_group / "fake_CartPole-v1.png"
+    png = fake_group / "fake" / "fake_CartPole-v1.png"
     assert png.is_file() and png.stat().st_size > 10_000
-    assert (fake_group / "fake.md").read_text() == text
+    assert (fake_group / "fake" / "fake.md").read_text() == text
+
+
+def test_stable_solve_is_the_first_evaluation_from_which_all_stay_solved():
+    curve = [(1, 1.0, 500.0), (2, 2.0, 100.0), (3, 3.0, 480.0), (4, 4.0, 490.0)]
+    assert report.stable_at(curve, 475) == (3, 3.0)
+    assert report.stable_at(curve + [(5, 5.0, 470.0)], 475) is None
 
 
 def test_the_docs_quick_table_is_the_reports(tmp_path, monkeypatch):
@@ -77,34 +93,56 @@ def test_the_docs_quick_table_is_the_reports(tmp_path, monkeypatch):
     checked-in metrics: generated, never copied by hand."""
     import shutil
 
-    begin, end = suite.markers("quick")
+    begin, end = report.markers("quick")
     docs = (ROOT / "docs" / "results.md").read_text()
-    shutil.copytree(suite.results_dir("quick") / "runs", tmp_path / "quick" / "runs")
-    monkeypatch.setattr(suite, "results_dir", lambda group: tmp_path / group)
-    monkeypatch.setattr(suite, "DOCS", tmp_path / "results.md")
-    suite.DOCS.write_text(f"{begin}\n{end}\n")
-    suite.report("quick")
-    assert suite.DOCS.read_text() == docs[docs.index(begin) : docs.index(end) + len(end)] + "\n"
+    shutil.copytree(report.RESULTS / "quick" / "runs", tmp_path / "quick" / "runs")
+    monkeypatch.setattr(report, "DOCS", tmp_path / "results.md")
+    report.DOCS.write_text(f"{begin}\n{end}\n")
+    report.report("quick", tmp_path)
+    assert report.DOCS.read_text() == docs[docs.index(begin) : docs.index(end) + len(end)] + "\n"
 
 
-def test_report_without_metrics_names_the_command(tmp_path, monkeypatch):
-    monkeypatch.setattr(suite, "results_dir", lambda group: tmp_path / group)
-    with pytest.raises(SystemExit, match="bench/suite.py run quick"):
-        suite.report("quick")
+def test_report_without_metrics_names_the_command(tmp_path):
+    with pytest.raises(SystemExit, match="bench/run.py quick"):
+        report.report("quick", tmp_path)
 
 
-@pytest.mark.parametrize("group", sorted(suite.GROUPS))
+@pytest.mark.parametrize("group", experiments.groups())
 def test_group_commands_parse(group):
-    """Every experiment's flags exist in its algorithm file (tyro parses the command)."""
+    """Every row's flags exist in its algorithm file (tyro parses the command)."""
     import importlib
 
     from common.cli import cli
 
-    for exp in suite.GROUPS[group]["experiments"]:
-        module = importlib.import_module(f"algos.{exp.algo}")
-        argv = exp.command(1, "runs", "python")[2:]
+    for row in experiments.group(group):
+        module = importlib.import_module(f"algos.{row.algo}")
+        argv = row.command(1, "runs", "python")[2:]
         args = cli(module.Args, argv=argv, defaults_for=getattr(module, "default_args", None))
-        assert args.env == exp.env and args.total_steps == exp.steps
+        assert args.env == row.env and args.total_steps == row.steps
+
+
+def test_runner_skips_complete_runs_and_resumes_a_stopped_one(tmp_path, monkeypatch):
+    """A run stopped part-way goes on from its checkpoint (its curve kept); a complete one is not
+    trained again."""
+    monkeypatch.setattr(runner, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(runner, "RUNS", tmp_path / "runs")
+    tiny = dict(num_envs=4, learning_starts=64, buffer_size=1000, hidden=(16,))
+    part = experiments.Row("tiny", "dqn", "CartPole-v1", 256, 128, (1,), tiny, save_every=128)
+    whole = experiments.Row("tiny", "dqn", "CartPole-v1", 512, 128, (1,), tiny, save_every=128)
+    runner.run_one(part, 1, sys.executable)  # "stopped" at 256 steps, its checkpoint kept
+    assert runner.complete(part, 1) and not runner.complete(whole, 1)
+    (wall, resumed) = runner.run_one(whole, 1, sys.executable)
+    assert resumed and runner.complete(whole, 1)
+    steps = [
+        r["step"] for r in runner.load_rows(runner.metrics_file(whole, 1)) if "eval_return" in r
+    ]
+    assert steps == [128, 256, 384, 512]
+    monkeypatch.setattr(experiments, "ROWS", experiments.ROWS + [whole])
+    monkeypatch.setattr(report, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(report, "DOCS", tmp_path / "results.md")
+    report.DOCS.write_text("")
+    runner.main(["tiny", "--jobs", "1"])  # nothing left to train: the report alone
+    assert "| CartPole-v1 | dqn | 512 |" in (tmp_path / "results" / "tiny" / "tiny.md").read_text()
 
 
 # ---- bench/locomotion.py: the side-by-side report ------------------------------------------------

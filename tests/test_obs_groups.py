@@ -157,21 +157,24 @@ def test_files_without_an_asymmetric_critic_refuse_groups(name, tmp_path):
 
 @pytest.mark.slow
 def test_the_privileged_critic_measurably_helps_on_noisy_cartpole(tmp_path):
-    """bench/asymmetric_critic.py's setting, seed 1: the noise-free critic group lifts the final
-    return of the same noisy-observation policy (measured 446.5 vs 191.9; seeds 1-3: 406 +- 49 vs
-    218 +- 20, bench/results/asymmetric_critic.md)."""
+    """The benchmark's asymmetric rows (bench/experiments.py), seed 1: the noise-free critic group
+    lifts the final return of the same noisy-observation policy (measured 446.5 vs 191.9; seeds
+    1-3: bench/results/asymmetric/asymmetric.md)."""
     import dataclasses
 
     from algos import ppo_vec
 
     if str(ROOT / "bench") not in sys.path:
         sys.path.insert(0, str(ROOT / "bench"))
-    from asymmetric_critic import SETTINGS
+    from experiments import ASYMMETRIC
+
+    row = ASYMMETRIC[0]
+    settings = dict(row.flags, total_steps=row.steps, eval_every=row.eval_every, quiet=True)
 
     final = {}
     for env_id in ("CartPoleNoisy-v0", "CartPoleNoisy-Privileged-v0"):
         args = dataclasses.replace(
-            ppo_vec.default_args(env_id), env=env_id, seed=1, out_dir=str(tmp_path), **SETTINGS
+            ppo_vec.default_args(env_id), env=env_id, seed=1, out_dir=str(tmp_path), **settings
         )
         final[env_id] = ppo_vec.main(args)["eval_return"]
     print(final)

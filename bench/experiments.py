@@ -1,0 +1,266 @@
+"""Every learning experiment of the benchmark, one row each: `bench/run.py GROUP` trains a group's
+rows over their seeds, `bench/report.py GROUP` turns their metrics into tables and figures. A new
+experiment is a new row; a new task for a file is a new row.
+
+A row runs `python algos/<algo>.py --env ENV --seed S --total-steps STEPS --eval-every EVERY ...`
+with its `flags` (a peer's row, `algo = "<peer>:<name>"`, runs that peer's adapter in its own venv
+with the same flags: bench/peers/). What a row does not set is the file's default for the task
+(its `TASK_DEFAULTS` row), so the benchmark measures what a user gets.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+EVAL_EPISODES = 10
+
+
+@dataclass(frozen=True)
+class Row:
+    group: str
+    algo: str  # algos/<algo>.py
+    env: str
+    steps: int
+    eval_every: int
+    seeds: tuple = (1, 2, 3)
+    flags: dict = field(default_factory=dict)  # further flags (field names; underscores ok)
+    name: str = ""  # its label in tables and file names (default: algo)
+    # a stable solve: from the first evaluation at or above it, every one to the end is
+    threshold: float | None = None
+    save_every: int = 0  # checkpoints every this many env steps (long runs resume from them)
+    # the row it is compared with: its label (the same env) or ENV:LABEL
+    against: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name or self.algo
+
+    def key(self, seed: int) -> str:
+        return f"{self.env}__{self.label}__s{seed}"
+
+    def command(self, seed: int, out_dir: str, python: str = sys.executable) -> list[str]:
+        given = dict(
+            env=self.env,
+            seed=seed,
+            total_steps=self.steps,
+            eval_every=self.eval_every,
+            eval_episodes=EVAL_EPISODES,
+            save_every=self.save_every,
+            out_dir=out_dir,
+            quiet=True,
+        )
+        given.update(self.flags)
+        cmd = [python, f"algos/{self.algo}.py"]
+        for k, v in given.items():
+            flag = "--" + k.replace("_", "-")
+            if isinstance(v, bool):
+                cmd.append(flag if v else "--no-" + flag[2:])
+            elif isinstance(v, (tuple, list)):
+                cmd += [flag, *map(str, v)]
+            else:
+                cmd += [flag, str(v)]
+        return cmd
+
+
+PENDULUM_OFF = dict(num_envs=4, hidden=(128, 128))
+CHASING_PPO = dict(num_envs=256, num_steps=32, num_minibatches=4)  # as tests/test_chasing.py
+STOCK_PPO = dict(num_envs=256, num_steps=64, learning_rate=3e-4, num_minibatches=8, update_epochs=4)
+PENDULUM_PPO = dict(
+    num_envs=64,
+    num_steps=64,
+    num_minibatches=32,
+    update_epochs=10,
+    learning_rate=1e-3,
+    gamma=0.9,
+    norm_reward=True,
+)
+MUJOCO_PPO = dict(num_envs=64, num_steps=64, num_minibatches=16, update_epochs=10)
+MUJOCO = ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5")
+
+
+def _quick(group: str, long: bool) -> list[Row]:
+    """The quick group (minutes on a laptop CPU: classic control and the seed documents' demo envs)
+    or, `long`, the same tasks at longer budgets with Acrobot and A2C."""
+    rows = [
+        Row(group, "ppo_vec", "CartPole-v1", 10**6 if long else 400_000, 50_000 if long else 40_000,
+            threshold=475),
+        Row(group, "dqn", "CartPole-v1", 100_000, 10_000, threshold=475),  # the file's defaults
+    ]  # fmt: skip
+    if long:
+        rows += [
+            Row(group, "a2c", "CartPole-v1", 500_000, 25_000, threshold=475),
+            Row(group, "ppo_vec", "Acrobot-v1", 1_000_000, 50_000),
+            Row(group, "dqn", "Acrobot-v1", 300_000, 25_000),
+        ]
+    else:
+        rows.append(
+            Row(
+                group, "ppo_vec", "Pendulum-v1", 150_000, 15_000, flags=PENDULUM_PPO, threshold=-200
+            )
+        )
+    off = 20_000 if long else None
+    rows += [
+        Row(group, "sac", "Pendulum-v1", off or 12_000, 2_000, flags=PENDULUM_OFF, threshold=-200),
+        Row(group, "td3", "Pendulum-v1", off or 14_000, 2_000, flags=PENDULUM_OFF, threshold=-200),
+        Row(group, "ddpg", "Pendulum-v1", off or 12_000, 2_000, flags=PENDULUM_OFF, threshold=-200),
+        Row(group, "ppo_vec", "Chasing-v0", 10**6 if long else 300_000,
+            50_000 if long else 20_000, flags=CHASING_PPO),
+        Row(group, "ppo_vec", "StockTrading-v0", 10**7 if long else 2 * 10**6,
+            500_000 if long else 200_000, flags=STOCK_PPO),
+    ]  # fmt: skip
+    if long:
+        off_mujoco = dict(num_envs=1, learning_starts=10_000, hidden=(256, 256))
+        rows += [
+            Row(group, a, e, 10**6, 50_000, flags=off_mujoco)
+            for e in MUJOCO
+            for a in ("sac", "td3")
+        ]
+        rows += [Row(group, "ppo_vec", e, 2 * 10**6, 100_000, flags=MUJOCO_PPO) for e in MUJOCO]
+    return rows
+
+
+# the off-policy family on Pendulum-v1 (REDQ: half-width members, learning from step 1,000)
+OFFPOLICY = [
+    Row("offpolicy", a, "Pendulum-v1", 10_000, 1_000, flags=dict(hidden=(128, 128)), threshold=-200)
+    for a in ("ddpg", "td3", "sac", "modsac")
+] + [
+    Row("offpolicy", "redq", "Pendulum-v1", 5_000, 500,
+        flags=dict(hidden=(64, 64), batch_size=128, learning_starts=1_000), threshold=-200),
+]  # fmt: skip
+
+# The seed documents' first-run tasks (issue 79), each file at its task defaults; the budgets are
+# RL Zoo's (shared/REFERENCES.md): SAC 500k on both, TD3 300k LunarLander and 1M BipedalWalker,
+# PPO 1M and 5M
+BOX2D = [
+    Row("box2d", algo, env, steps, 10_000 if steps <= 10**6 else 50_000, seeds=(1, 2),
+        threshold=threshold, save_every=50_000)
+    for env, threshold, budgets in (
+        ("LunarLanderContinuous-v3", 200, dict(ppo_vec=10**6, sac=500_000, td3=300_000)),
+        ("BipedalWalker-v3", 300, dict(ppo_vec=5 * 10**6, sac=500_000, td3=10**6)),
+    )
+    for algo, steps in budgets.items()
+]  # fmt: skip
+
+# SAC and TD3 at CleanRL's 1M-step MuJoCo setting (their task defaults), beside its figures
+MUJOCO_OFFPOLICY = [
+    Row("mujoco-offpolicy", algo, env, 10**6, 20_000, seeds=(1, 2), save_every=50_000)
+    for env in ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5")
+    for algo in ("sac", "td3")
+]
+
+# The H-term's seed variance: each H-term file beside its parent at the parent's test settings
+# (tests/conftest.py), 8 seeds, equal env steps; hterm-hopper: Hopper-v5 at the papers' settings
+HTERM_PENDULUM = {
+    "ppo_vec": (dict(PENDULUM_PPO), 150_000),
+    "sac": (dict(num_envs=4, hidden=(128, 128)), 10_000),
+    "td3": (dict(num_envs=4, hidden=(128, 128)), 12_000),
+}
+HTERM_HOPPER = {
+    "ppo_vec": (dict(num_envs=16, num_steps=128, num_minibatches=32, update_epochs=10,
+                     learning_rate=3e-4, gamma=0.99, norm_obs=True, norm_reward=True), 10**6),
+    "sac": (dict(num_envs=1, gradient_steps=1, learning_starts=5_000), 300_000),
+    "td3": (dict(num_envs=1, gradient_steps=1, learning_starts=25_000), 300_000),
+}  # fmt: skip
+HTERM = [
+    Row(group, algo, env, steps, steps // 5, seeds=tuple(range(1, 9)), flags=flags,
+        against="" if algo == parent else parent, save_every=steps // 5 if steps > 10**5 else 0)
+    for group, env, table in (("hterm", "Pendulum-v1", HTERM_PENDULUM),
+                              ("hterm-hopper", "Hopper-v5", HTERM_HOPPER))
+    for parent, (flags, steps) in table.items()
+    for algo in (parent, {"ppo_vec": "ppo_h"}.get(parent, parent + "_h"))
+]  # fmt: skip
+
+# The multi-agent files on MPE simple_spread at their learning tests' settings, longer budgets
+MARL = [
+    Row("marl", algo, "simple_spread", steps, steps // 10, flags=dict(eval_episodes=100, **flags))
+    for algo, steps, flags in (
+        ("mappo", 600_000, dict(num_envs=64, num_steps=25, num_minibatches=4, update_epochs=10,
+                                hidden=(128, 128))),
+        ("vdn", 150_000, {}),
+        ("qmix", 100_000, dict(gamma=0.95)),
+        ("maddpg", 150_000, dict(num_envs=16)),
+        ("matd3", 150_000, dict(num_envs=16)),
+    )
+]  # fmt: skip
+
+# What a privileged critic buys: ppo_vec on CartPole through sensor noise, the critic reading the
+# same noisy observation or (a `critic` group) the noise-free state
+ASYMMETRIC = [
+    Row("asymmetric", "ppo_vec", env, 200_000, 50_000, flags=dict(num_envs=64),
+        against="" if env == "CartPoleNoisy-v0" else "CartPoleNoisy-v0:ppo_vec")
+    for env in ("CartPoleNoisy-v0", "CartPoleNoisy-Privileged-v0")
+]  # fmt: skip
+
+ROWS: list[Row] = [*_quick("quick", False), *_quick("full", True), *OFFPOLICY, *BOX2D]
+ROWS += [*MUJOCO_OFFPOLICY, *HTERM, *MARL, *ASYMMETRIC]
+
+# what each group is, for the report's first line
+ABOUT = {
+    "quick": "minutes on a laptop CPU: classic control and the seed documents' demo envs",
+    "full": "hours on a CPU: the quick group's tasks at longer budgets, Acrobot, MuJoCo v5",
+    "offpolicy": "the off-policy family on Pendulum-v1, hidden (128, 128) (REDQ half width)",
+    "box2d": "the seed documents' first-run tasks at RL Zoo's budgets, each file's task defaults",
+    "mujoco-offpolicy": "SAC and TD3 at 1M steps on MuJoCo v5 (CleanRL's setting, task defaults)",
+    "hterm": "the H-term files beside their parents on Pendulum-v1, 8 seeds, equal env steps",
+    "hterm-hopper": "the H-term files beside their parents on Hopper-v5, 8 seeds (hours)",
+    "marl": "the multi-agent files on MPE simple_spread, 100 evaluation episodes",
+    "asymmetric": "ppo_vec on noisy CartPole with and without a privileged critic group",
+}
+
+
+def group(name: str) -> list[Row]:
+    rows = [r for r in ROWS if r.group == name]
+    if not rows:
+        raise SystemExit(f"error: no group {name!r}; the groups: {', '.join(groups())}")
+    return rows
+
+
+def groups() -> list[str]:
+    return list(dict.fromkeys(r.group for r in ROWS))
+
+
+# Published numbers printed beside ours (shared/REFERENCES.md), by (env, algorithm file)
+ZOO = "RL Zoo"
+CLEANRL = "CleanRL"
+REFERENCES = {
+    ("CartPole-v1", "ppo_vec"): (ZOO, "500.0 +- 0.0 (100k)"),
+    ("CartPole-v1", "dqn"): (ZOO, "500.0 +- 0.0 (50k)"),
+    ("CartPole-v1", "a2c"): (ZOO, "500.0 +- 0.0 (500k)"),
+    ("Acrobot-v1", "ppo_vec"): (ZOO, "-73.5 +- 18.2 (1M)"),
+    ("Acrobot-v1", "dqn"): (ZOO, "-76.6 +- 11.8 (100k)"),
+    ("Pendulum-v1", "ppo_vec"): (ZOO, "-172.2 +- 104.2 (100k)"),
+    ("Pendulum-v1", "sac"): (ZOO, "-157.0 +- 88.7 (20k)"),
+    ("Pendulum-v1", "td3"): (ZOO, "-151.9 +- 90.2 (20k)"),
+    ("Pendulum-v1", "ddpg"): (ZOO, "-152.1 +- 94.3 (20k, Pendulum-v0)"),
+    ("Pendulum-v1", "a2c"): (ZOO, "-163.0 +- 103.2 (1M, Pendulum-v0)"),
+    ("LunarLanderContinuous-v3", "ppo_vec"): (ZOO, "270.9 +- 32.1 (1M, v2)"),
+    ("LunarLanderContinuous-v3", "sac"): (ZOO, "260.4 +- 65.5 (500k, v2)"),
+    ("LunarLanderContinuous-v3", "td3"): (ZOO, "207.5 +- 67.6 (300k, v2)"),
+    ("BipedalWalker-v3", "ppo_vec"): (ZOO, "287.9 +- 2.4 (5M)"),
+    ("BipedalWalker-v3", "sac"): (ZOO, "297.7 +- 33.1 (500k)"),
+    ("BipedalWalker-v3", "td3"): (ZOO, "306.0 +- 56.9 (1M)"),
+    ("Hopper-v5", "ppo_vec"): (ZOO, "2410.4 +- 10.0 (1M, v3); CleanRL v4: 2382.9 +- 271.7"),
+    ("Hopper-v5", "sac"): (ZOO, "2325.5 +- 1129.7 (1M, v3); CleanRL v4: 2310.5 +- 342.8"),
+    ("Hopper-v5", "td3"): (ZOO, "3606.4 +- 4.0 (1M, v3); CleanRL v4: 3134.6 +- 360.2"),
+    ("HalfCheetah-v5", "ppo_vec"): (ZOO, "5819.1 +- 663.5 (1M, v3); CleanRL v4: 1442.6 +- 46.0"),
+    ("HalfCheetah-v5", "sac"): (ZOO, "9535.5 +- 100.5 (1M, v3); CleanRL v4: 9634.9 +- 1423.7"),
+    ("HalfCheetah-v5", "td3"): (ZOO, "9655.7 +- 969.9 (1M, v3); CleanRL v4: 9583.2 +- 126.1"),
+    ("Walker2d-v5", "ppo_vec"): (ZOO, "3478.8 +- 821.7 (1M, v3); CleanRL v4: 2288.0 +- 571.8"),
+    ("Walker2d-v5", "sac"): (ZOO, "3863.2 +- 254.3 (1M, v3); CleanRL v4: 3591.5 +- 911.3"),
+    ("Walker2d-v5", "td3"): (ZOO, "4717.8 +- 46.3 (1M, v3); CleanRL v4: 4057.6 +- 658.8"),
+    ("Ant-v5", "ppo_vec"): (
+        ZOO,
+        "1327.2 +- 451.6 (1M, v3); CleanRL Isaac Gym PPO: 3953 +- 667 (4096 envs, 240 s, GPU)",
+    ),
+    ("Ant-v5", "sac"): (ZOO, "4615.8 +- 1354.1 (1M, v3)"),
+    ("Ant-v5", "td3"): (ZOO, "5813.3 +- 589.8 (1M, v3)"),
+    ("Humanoid-v5", "sac"): (CLEANRL, "v4: 4996.3 +- 686.4 (1M)"),
+    ("Humanoid-v5", "td3"): (CLEANRL, "v4: 5035.4 +- 21.7 (1M)"),
+}
+SOURCES = {
+    ZOO: "RL Baselines3 Zoo `benchmark.md`: one trained agent, deterministic evaluation over ~150k "
+    "steps, +- over episodes (not seeds), training budget in brackets; older gym "
+    "versions where marked",
+    CLEANRL: "CleanRL `docs/benchmark`: 3 seeds, 1M steps, training-episode returns",
+}

@@ -1,0 +1,291 @@
+"""A group's report from its metrics files alone (`runs/*.jsonl` in the group's folder of
+bench/results), no training: the group's Markdown table and curves (`GROUP.md`, `GROUP_<env>.png`
+in that folder), and the table in docs/results.md between the group's markers.
+
+    python bench/report.py quick
+
+Final return: the last evaluation of each seed's run (the final policy, deterministic, 10 episodes
+on a fresh env seeded seed + 10000), then the interquartile mean over seeds with its 95%
+stratified-bootstrap interval (bench/stats.py, Agarwal et al. 2021). Stable solve: a row with a
+threshold reports the env steps and seconds (the run's own clock) of the first evaluation from
+which every one to the end is at or above it, IQM over the seeds that got there. A row compared
+`against` another gets P(ours > it): the probability that a seed of the row ends above a seed of
+the other. Curves: IQM over seeds with its interval as a band, vs env steps and vs seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import experiments  # noqa: E402
+from experiments import EVAL_EPISODES, REFERENCES, SOURCES  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+DOCS = ROOT / "docs" / "results.md"
+
+
+def load_rows(path: Path) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def eval_curve(rows: list[dict]) -> list[tuple[int, float, float]]:
+    """(step, seconds, eval_return) at every evaluation of a run."""
+    return [
+        (r["step"], r["seconds"], r["eval_return"])
+        for r in rows
+        if r.get("eval_return") is not None and math.isfinite(r["eval_return"])
+    ]
+
+
+def stable_at(curve, threshold: float):
+    """(steps, seconds) of the first evaluation from which every one, the last included, is at or
+    above `threshold`; None if the final one is below."""
+    at = None
+    for step, secs, v in curve:
+        if v < threshold:
+            at = None
+        elif at is None:
+            at = (step, secs)
+    return at
+
+
+def iqm_ci(xs) -> tuple[float, float, float]:
+    """IQM over seeds and its 95% bootstrap interval (one task: the seeds are the stratum)."""
+    from stats import interval
+
+    return interval({"runs": list(xs)})
+
+
+def collect(group: str, results: Path = RESULTS) -> list[dict]:
+    """One entry per row of `group` with the seeds whose metrics exist: {row, curves: {seed:
+    curve}}."""
+    out = []
+    for row in experiments.group(group):
+        curves = {}
+        for s in row.seeds:
+            p = results / group / "runs" / f"{row.key(s)}.jsonl"
+            if p.exists() and (c := eval_curve(load_rows(p))):
+                curves[s] = c
+        if curves:
+            out.append({"row": row, "curves": curves})
+    return out
+
+
+def plot_env(env_id: str, entries: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for i, ent in enumerate(entries):
+        # the seeds of a row evaluate at the same steps (a run cut short: its common part)
+        n = min(len(c) for c in ent["curves"].values())
+        arr = np.array([c[:n] for c in ent["curves"].values()], dtype=float)  # [seeds, n, 3]
+        steps, secs = arr[0, :, 0], arr[:, :, 1].mean(0)
+        mid, lo, hi = np.array([iqm_ci(arr[:, j, 2]) for j in range(n)]).T
+        label = f"{ent['row'].label} ({arr.shape[0]} seeds)"
+        for ax, x in ((axes[0], steps), (axes[1], secs)):
+            ax.plot(x, mid, color=f"C{i}", marker="o", ms=3, label=label)
+            ax.fill_between(x, lo, hi, color=f"C{i}", alpha=0.2)
+    spans = [max(c[-1][0] for c in e["curves"].values()) for e in entries]
+    if max(spans) > 8 * min(spans):  # budgets 10x apart (on- and off-policy): a log axis
+        axes[0].set_xscale("log")
+    axes[0].set_xlabel("environment steps")
+    axes[1].set_xlabel("wall-clock seconds (1 torch thread a run)")
+    for ax in axes:
+        ax.set_ylabel(f"eval return ({EVAL_EPISODES} det. episodes)")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+    fig.suptitle(f"{env_id}: IQM over seeds, band its 95% bootstrap interval")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def baseline_rows(env_id: str) -> list[tuple[str, dict]]:
+    """Scripted or fixed policies printed beside the learners (computed now: cheap)."""
+    import torch
+
+    from common.evaluate import evaluate
+
+    rows = []
+    if env_id == "Chasing-v0":
+        from envs.chasing import pursuit_policy
+
+        r = evaluate(pursuit_policy, env_id, EVAL_EPISODES * 10, seed=10_000)
+        rows.append(("scripted pursuit (envs/chasing.py)", r))
+    if env_id in ("Chasing-v0", "StockTrading-v0"):
+        import envs
+
+        env = envs.make(env_id, num_envs=1)
+        shape = env.single_action_space.shape
+        env.close()
+        r = evaluate(
+            lambda obs: torch.zeros(obs.shape[0], *shape), env_id, EVAL_EPISODES * 10, seed=10_000
+        )
+        what = "stand still" if env_id == "Chasing-v0" else "hold cash, no trade"
+        rows.append((f"zero action ({what})", r))
+    return rows
+
+
+def _fmt(v: float, scale: float) -> str:
+    return f"{v:.2f}" if scale < 20 else f"{v:.1f}"
+
+
+def markers(group: str) -> tuple[str, str]:
+    return (
+        f"<!-- the {group} table, generated by `bash benchmark.sh report {group}`: not edited -->",
+        f"<!-- end of the {group} table -->",
+    )
+
+
+def into_docs(group: str, block: list[str]) -> None:
+    """`block` into docs/results.md between the group's markers (where it has them)."""
+    begin, end = markers(group)
+    text = DOCS.read_text()
+    if begin in text:
+        head, rest = text.split(begin, 1)
+        DOCS.write_text(head + begin + "\n" + "\n".join(block) + "\n" + end + rest.split(end, 1)[1])
+
+
+def _stable(row, curves) -> str:
+    if row.threshold is None:
+        return ""
+    hits = [stable_at(c, row.threshold) for c in curves.values()]
+    got = [h for h in hits if h is not None]
+    if not got:
+        return f"never (>= {row.threshold:g})"
+    steps, secs = iqm_ci([h[0] for h in got])[0], iqm_ci([h[1] for h in got])[0]
+    return f"{steps:,.0f} steps, {secs:.0f} s ({len(got)}/{len(hits)} >= {row.threshold:g})"
+
+
+def _speed(curves: dict) -> list[float]:
+    """Each seed's env steps per second of its run's own clock (training and evaluations)."""
+    return [c[-1][0] / max(c[-1][1], 1e-9) for c in curves.values()]
+
+
+def _improvement(ent: dict, entries: list[dict]) -> str:
+    from stats import probability_of_improvement, ratio
+
+    row = ent["row"]
+    other = next(
+        (
+            e
+            for e in entries
+            if row.against in (f"{e['row'].env}:{e['row'].label}", e["row"].label)
+            and (":" in row.against or e["row"].env == row.env)
+        ),
+        None,
+    )
+    if other is None:
+        return ""
+    mine = [c[-1][2] for c in ent["curves"].values()]
+    theirs = [c[-1][2] for c in other["curves"].values()]
+    p, lo, hi = probability_of_improvement({"t": mine}, {"t": theirs})
+    x, xlo, xhi = ratio({"t": _speed(ent["curves"])}, {"t": _speed(other["curves"])})
+    theirs_name = other["row"].label if other["row"].env == row.env else row.against
+    return f"{p:.2f} [{lo:.2f}, {hi:.2f}]; speed {x:.2f}x [{xlo:.2f}, {xhi:.2f}] vs {theirs_name}"
+
+
+def report(group: str, results: Path = RESULTS) -> str:
+    entries = collect(group, results)
+    if not entries:
+        raise SystemExit(
+            f"error: no metrics for group {group!r} under {results / group / 'runs'}: "
+            f"run `python bench/run.py {group}` first"
+        )
+    compared = any(e["row"].against for e in entries)
+    seeds = sorted({s for e in entries for s in e["curves"]})
+    lines = [
+        f"## Benchmark group `{group}`",
+        "",
+        f"Metric: the final policy's deterministic evaluation, mean return over {EVAL_EPISODES} "
+        f"episodes on a fresh env (seed + 10000), then the interquartile mean over seeds "
+        f"{', '.join(map(str, seeds))} with its 95% stratified-bootstrap interval in brackets "
+        f"(bench/stats.py). Wall time: the run's own clock (training + evaluations), one torch "
+        f"thread per run. Reproduce: `bash benchmark.sh {group}`; one row by hand: the command in "
+        f"`runs/commands.json`.",
+        "",
+        "| env | algorithm | env steps | eval return | per seed | wall s / run | env steps / s "
+        "| stable solve "
+        + ("| P(ours > other); speed ratio " if compared else "")
+        + "| reference |",
+        "|---|---|---:|---:|---|---:|---:|---:|" + ("---|" if compared else "") + "---|",
+    ]
+    used = set()
+    envs_in_order = list(dict.fromkeys(e["row"].env for e in entries))
+    for env_id in envs_in_order:
+        for ent in (e for e in entries if e["row"].env == env_id):
+            row, curves = ent["row"], ent["curves"]
+            finals = [c[-1][2] for c in curves.values()]
+            secs = [c[-1][1] for c in curves.values()]
+            steps = max(c[-1][0] for c in curves.values())
+            m, lo, hi = iqm_ci(finals)
+            scale = max(abs(v) for v in finals)
+            ref = REFERENCES.get((env_id, row.algo))
+            if ref:
+                used.add(ref[0])
+                used |= {experiments.CLEANRL} if "CleanRL" in ref[1] else set()
+            lines.append(
+                f"| {env_id} | {row.label} | {steps:,} | {_fmt(m, scale)} "
+                f"[{_fmt(lo, scale)}, {_fmt(hi, scale)}] | "
+                f"{', '.join(_fmt(v, scale) for v in finals)} | {iqm_ci(secs)[0]:.0f} "
+                f"| {iqm_ci(_speed(curves))[0]:,.0f} | {_stable(row, curves)} "
+                + (f"| {_improvement(ent, entries)} " if compared else "")
+                + f"| {f'{ref[0]}: {ref[1]}' if ref else ''} |"
+            )
+        for name, r in baseline_rows(env_id):
+            scale = abs(r["eval_return"]) + r["eval_return_std"]
+            lines.append(
+                f"| {env_id} | {name} | | {_fmt(r['eval_return'], scale)} +- "
+                f"{_fmt(r['eval_return_std'], scale)} (over {len(r['returns'])} episodes) | | | | "
+                + ("| " if compared else "")
+                + "| |"
+            )
+    lines.append("")
+    if "StockTrading-v0" in envs_in_order:
+        lines += [
+            "StockTrading-v0's eval return is in-sample: 100 x log growth of the account over "
+            "252-day episodes starting on random days of 2010-2019. The held-out backtest "
+            "(2020-2022, against equal-weight buy-and-hold) is in "
+            "[stock_trading.md](stock_trading.md).",
+            "",
+        ]
+    lines += [f"- {src}: {SOURCES[src]}." for src in sorted(used)]
+    lines += ["", "Curves (IQM over seeds, band its 95% bootstrap interval):", ""]
+    for env_id in envs_in_order:
+        png = f"{group}_{env_id}.png"
+        plot_env(env_id, [e for e in entries if e["row"].env == env_id], results / group / png)
+        lines.append(f"![{env_id}]({png})")
+    meta_path = results / group / "runs" / "commands.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    lines += ["", "Commands (one per seed; `--seed` varies):", ""]
+    for ent in entries:
+        seed = next(iter(ent["curves"]))
+        cmd = meta.get(ent["row"].key(seed), {}).get("command")
+        lines.append(f"- `{cmd or ' '.join(ent['row'].command(seed, 'runs', 'python'))}`")
+    text = "\n".join(lines) + "\n"
+    (results / group / f"{group}.md").write_text(text)
+    into_docs(group, lines[2 : lines.index("", 4)])  # the metric line and the table
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    from common.cli import ArgumentParser, install_error_hook
+
+    install_error_hook()  # a user error: one line naming the fix, exit status 2
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("group", choices=experiments.groups())
+    report(p.parse_args().group)
