@@ -39,7 +39,14 @@ class Row:
     def key(self, seed: int) -> str:
         return f"{self.env}__{self.label}__s{seed}"
 
+    @property
+    def peer(self) -> bool:
+        """A peer's side (`algo = "sb3:ppo"`), run by its script in its own venv."""
+        return ":" in self.algo
+
     def command(self, seed: int, out_dir: str, python: str = sys.executable) -> list[str]:
+        if self.peer:  # both sides of a comparison, this seed (bench/peers.py)
+            return [python, "bench/peers.py", "--seeds", str(seed)]
         given = dict(
             env=self.env,
             seed=seed,
@@ -192,7 +199,27 @@ ASYMMETRIC = [
     for env in ("CartPoleNoisy-v0", "CartPoleNoisy-Privileged-v0")
 ]  # fmt: skip
 
-ROWS: list[Row] = [*_quick("quick", False), *_quick("full", True), *OFFPOLICY, *BOX2D]
+# Beside Stable-Baselines3 with RL Zoo's settings, each file at its task defaults, held-out seeds
+# 11-15 (the defaults were chosen on 1-5): bench/peers.py runs both sides (SB3 in its own venv)
+# and writes these rows' metrics, `seconds` being training seconds; SB3's DQN serves dqn and pqn
+PEERS = [
+    row
+    for algo, env, threshold, every, steps, sb3, sb3_steps in (
+        ("ppo_vec", "CartPole-v1", 475, 2048, 300_000, "ppo", 100_000),
+        ("dqn", "CartPole-v1", 475, 2048, 100_000, "dqn", 50_000),
+        ("pqn", "CartPole-v1", 475, 2048, 200_000, "", 0),
+        ("sac", "Pendulum-v1", -200, 1000, 20_000, "sac", 20_000),
+        ("td3", "Pendulum-v1", -200, 1000, 20_000, "td3", 20_000),
+    )
+    for row in [
+        Row("peers", algo, env, steps, every, tuple(range(11, 16)), threshold=threshold,
+            against="sb3_" + (sb3 or "dqn")),
+        *([Row("peers", f"sb3:{sb3}", env, sb3_steps, every, tuple(range(11, 16)),
+               name=f"sb3_{sb3}", threshold=threshold)] if sb3 else []),
+    ]
+]  # fmt: skip
+
+ROWS: list[Row] = [*_quick("quick", False), *_quick("full", True), *OFFPOLICY, *BOX2D, *PEERS]
 ROWS += [*MUJOCO_OFFPOLICY, *HTERM, *MARL, *ASYMMETRIC]
 
 # what each group is, for the report's first line
@@ -206,6 +233,7 @@ ABOUT = {
     "hterm-hopper": "the H-term files beside their parents on Hopper-v5, 8 seeds (hours)",
     "marl": "the multi-agent files on MPE simple_spread, 100 evaluation episodes",
     "asymmetric": "ppo_vec on noisy CartPole with and without a privileged critic group",
+    "peers": "beside Stable-Baselines3 (RL Zoo's settings), held-out seeds; run by bench/peers.py",
 }
 
 

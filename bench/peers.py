@@ -7,6 +7,10 @@ tuned settings, on CartPole-v1 (PPO, DQN, PQN; threshold 475) and Pendulum-v1 (S
     python bench/peers.py --first-hit   # the old, cheaper measure: each run stops at its first hit
     python bench/peers.py --from-log bench/results/peers.jsonl   # rebuild the table, no runs
 
+Every full run also lands in the benchmark's metrics layout, `bench/results/peers/runs/` (the
+`peers` rows of bench/experiments.py; `seconds` there: training seconds, evaluations left out), and
+`python bench/report.py peers` reports the group as the others (IQM over seeds with intervals).
+
 **The headline is the time to a stable solve**: the training seconds until the first evaluation
 after which every evaluation to the end of the run, the final policy's included, stays at or above
 the threshold (a run whose final policy is below it never solved stably). Beside it: the final
@@ -481,6 +485,7 @@ def main() -> None:
 
     if a.from_log:
         results, profiles = from_log(ROOT / a.from_log)
+        to_metrics(results)
         print(report(results, profiles, versions_of(results), None))
         return
     if importlib.util.find_spec("torch") is None:  # our side runs with this interpreter
@@ -524,7 +529,35 @@ def main() -> None:
                     ours_cmd(algo, rows[0][0], profile=True, stop_at_hit=True), log
                 )
     partial.replace(log_path)
+    to_metrics(results)
     print(report(results, profiles, versions_of(results), time.perf_counter() - t_group))
+
+
+def to_metrics(results, out: Path = ROOT / "bench" / "results" / "peers" / "runs") -> None:
+    """Each full run's evaluations as a metrics file of the `peers` rows (bench/experiments.py):
+    `seconds` its training seconds at each evaluation (as the measures here count them),
+    `clock_seconds` the clock with the evaluations."""
+    from common.checkpoint import atomic_write
+
+    for algo, rows in results.items():
+        c = COMPARISONS[algo]
+        for seed, sb3, ours in rows:
+            for label, r in ((c["file"], ours), (f"sb3_{c['sb3']}", sb3)):
+                if not full_run(r):
+                    continue
+                lines = [
+                    json.dumps(
+                        {
+                            "step": e["step"],
+                            "seconds": round(train_at(r, i), 3),
+                            "clock_seconds": round(e["seconds"], 3),
+                            "eval_return": e["eval_return"],
+                        }
+                    )
+                    + "\n"
+                    for i, e in enumerate(r["evals"])
+                ]
+                atomic_write(out / f"{c['env']}__{label}__s{seed}.jsonl", "".join(lines))
 
 
 def versions_of(results) -> dict:

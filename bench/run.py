@@ -108,6 +108,11 @@ def main(argv=None) -> None:
     p.add_argument("--python", default=sys.executable, help="interpreter of the algorithm files")
     a = p.parse_args(argv)
     rows = selected(experiments.group(a.group), a.only)
+    if any(r.peer for r in rows):
+        raise SystemExit(
+            f"error: group {a.group} has a peer's side, run by its own script in the peer's venv: "
+            f"bash benchmark.sh {a.group} (python bench/report.py {a.group} rebuilds its report)"
+        )
     todo = [(r, s) for r in rows for s in r.seeds if not a.seeds or s in a.seeds]
     if a.list:
         for r, s in todo:
