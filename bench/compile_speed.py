@@ -93,7 +93,7 @@ def one(algo: str, compile_: bool, scale: float) -> dict:
     )
 
 
-def main() -> None:
+def main() -> str | None:
     from common.cli import ArgumentParser
 
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -135,32 +135,32 @@ def main() -> None:
             print(f"  {results[-1]}", flush=True)
     import torch
 
-    print(
-        f"\n## --compile on vs off (torch {torch.__version__}, CPU, one torch "
-        f"thread, warm-up excluded)\n"
-    )
-    print(
+    lines = [
+        f"## --compile on vs off (torch {torch.__version__}, CPU, one torch thread, warm-up "
+        "excluded)",
+        "",
         "| algorithm | setting | compile | env-steps/s | speed-up | outside s | wall s "
-        "| final eval return |"
-    )
-    print("|---|---|---|---:|---:|---:|---:|---:|")
+        "| final eval return |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
         base = next(x for x in results if x["algo"] == r["algo"] and not x["compile"])
-        print(
+        lines.append(
             f"| {r['algo']} | {CASES[r['algo']][2]} | {'on' if r['compile'] else 'off'} "
             f"| {r['sps']:,.0f} | {r['sps'] / base['sps']:.2f}x | {r['warmup']:.1f} "
             f"| {r['wall']:.1f} | {r['eval']:.1f} |"
         )
-    print(
-        "\nenv-steps/s: steady state after the first updates (see the module docstring); "
+    lines += [
+        "",
+        "env-steps/s: steady state after the first updates (see the module docstring); "
         "outside s: wall time outside the measured intervals (compilation, first iteration, "
-        "random steps before learning_starts, final eval)."
-    )
+        "random steps before learning_starts, final eval).",
+    ]
+    print("\n" + "\n".join(lines))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from common.cli import install_error_hook
+    from report import script  # bench/report.py (this script's folder is on sys.path)
 
-    install_error_hook()  # a user error: one line naming the fix, exit status 2
-    main()
+    script(main, "compile")

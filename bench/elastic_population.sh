@@ -31,16 +31,18 @@ echo "$(date +%T) node B lost: SIGKILL to its agent ($B) and workers ($(pgrep -P
 pkill -9 -P "$B" || true; kill -9 "$B" || true
 set +e; wait "$A"; code=$?; set -e
 echo "$(date +%T) node A's torchrun exited with $code"
-$PY - "$log" <<'PYEOF'
+$PY - "$log" bench/results/elastic.md <<'PYEOF'
 import json, sys
 events = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 t0 = events[0]["time"]
-print("\nElastic population, events in time order (node A = vm/0: members 0, 1; node B = vm/1: members 2, 3)")
-print("\n| t (s) | event | member | round | step | node | detail |\n|---:|---|---:|---:|---:|---|---|")
+out = ["Elastic population, events in time order (node A = vm/0: members 0, 1; node B = vm/1: members 2, 3)",
+       "", "| t (s) | event | member | round | step | node | detail |", "|---:|---|---:|---:|---:|---|---|"]
 for e in events:
     if e["event"] in ("start", "round", "done", "left", "adopt"):
         detail = {"round": f"score {e.get('score')}", "adopt": f"from {e.get('source')}",
                   "left": f"gone {e.get('gone')}"}.get(e["event"], "resumed" if e.get("checkpoint") else "")
-        print(f"| {e['time'] - t0:.0f} | {e['event']} | {e['member']} | {e.get('round', '')} | {e.get('step', '')} "
-              f"| {e.get('node', '')} | {detail} |")
+        out.append(f"| {e['time'] - t0:.0f} | {e['event']} | {e['member']} | {e.get('round', '')} | {e.get('step', '')} "
+                   f"| {e.get('node', '')} | {detail} |")
+print("\n" + "\n".join(out))
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
 PYEOF

@@ -91,7 +91,7 @@ def table(rows: list[dict], steps: int) -> str:
     )
 
 
-def main() -> None:
+def main() -> str | None:
     from common.cli import ArgumentParser
 
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -117,8 +117,9 @@ def main() -> None:
         return
     log = ROOT / a.log
     if a.from_log:
-        print(table([json.loads(l) for l in open(log)], a.steps))
-        return
+        text = table([json.loads(l) for l in open(log)], a.steps)
+        print(text)
+        return text  # the whole log's table: the committed one
     todo = [(e, n, s) for e in a.envs for n in a.num_envs for s in a.seeds]
     t0 = time.perf_counter()
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -129,13 +130,14 @@ def main() -> None:
             f.write(json.dumps(r) + "\n")
             f.flush()
             rows.append(r)
-    print(table(rows, a.steps))
-    print(f"\n{(time.perf_counter() - t0) / 60:.0f} min, {a.jobs} runs at a time")
+    text = (
+        table(rows, a.steps) + f"\n\n{(time.perf_counter() - t0) / 60:.0f} min, {a.jobs} at a time"
+    )
+    print(text)
+    return text
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
-    from common.cli import install_error_hook
+    from report import script  # bench/report.py (this script's folder is on sys.path)
 
-    install_error_hook()
-    main()
+    script(main, "mujoco_num_envs")

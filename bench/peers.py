@@ -429,7 +429,7 @@ def median(xs):
     return statistics.median(xs) if xs else None
 
 
-def main() -> None:
+def main() -> str | None:
     from common.cli import ArgumentParser
 
     p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -487,7 +487,7 @@ def main() -> None:
         results, profiles = from_log(ROOT / a.from_log)
         to_metrics(results)
         print(report(results, profiles, versions_of(results), None))
-        return
+        return None  # (a log's table, printed: the committed peers.md stays the last run's)
     if importlib.util.find_spec("torch") is None:  # our side runs with this interpreter
         sys.exit(
             f"bench/peers.py: {sys.executable} has no torch; run it with the project's venv "
@@ -530,7 +530,9 @@ def main() -> None:
                 )
     partial.replace(log_path)
     to_metrics(results)
-    print(report(results, profiles, versions_of(results), time.perf_counter() - t_group))
+    text = report(results, profiles, versions_of(results), time.perf_counter() - t_group)
+    print(text)
+    return text
 
 
 def to_metrics(results, out: Path = ROOT / "bench" / "results" / "peers" / "runs") -> None:
@@ -781,8 +783,6 @@ def cpu_name() -> str:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from common.cli import install_error_hook
+    from report import script  # bench/report.py (this script's folder is on sys.path)
 
-    install_error_hook()  # a user error: one line naming the fix, exit status 2
-    main()
+    script(main, "peers")

@@ -71,8 +71,6 @@ def main() -> str:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from common.cli import install_error_hook
+    from report import script  # bench/report.py (this script's folder is on sys.path)
 
-    install_error_hook()  # a user error: one line naming the fix, exit status 2
-    main()
+    script(main, "ppo")

@@ -338,6 +338,19 @@ def report(group: str, results: Path = RESULTS) -> str:
     return text
 
 
+def script(main, table: str | None = None) -> None:
+    """The tail of a measurement script run as `python bench/<script>.py`: a user error is one line
+    and exit status 2; `main()`'s table, where the script has one (`table`), is written to
+    `TABLE.md` in bench/results once it completes (a run that fails keeps the last one)."""
+    from common.checkpoint import atomic_write
+    from common.cli import install_error_hook
+
+    install_error_hook()
+    text = main()
+    if table is not None and text is not None:  # (None: a mode that makes no table)
+        atomic_write(RESULTS / f"{table}.md", text.rstrip("\n") + "\n")
+
+
 if __name__ == "__main__":
     from common.cli import ArgumentParser, install_error_hook
 

@@ -1,9 +1,12 @@
-"""The benchmark runner: every row of a group (bench/experiments.py) over its seeds, `--jobs` at a
-time, each its own process with one torch thread, then the group's report (bench/report.py).
+"""The benchmark runner (what `bash benchmark.sh GROUP` calls). A learning group's rows
+(bench/experiments.py) run over their seeds, `--jobs` at a time, each its own process with one
+torch thread, then the group's report (bench/report.py); any other group runs its scripts
+(`SCRIPTS` below: throughput, profiles, peers with their own venvs), each writing its own table.
 
     python bench/run.py quick --jobs 2          # train what is missing, then the report
     python bench/run.py box2d --only sac        # rows by label, env, or ENV:LABEL
     python bench/run.py full --list             # the commands, nothing run
+    python bench/run.py report quick            # the report from the saved metrics alone
 
 A run whose metrics are complete (`bench/results/GROUP/runs/ENV__LABEL__sSEED.jsonl` reaches the
 row's budget) is skipped; one stopped part-way (Ctrl-C, a session's end) resumes from the last
@@ -89,6 +92,136 @@ def record(group: str, done: list[tuple[Row, int, tuple[float, bool]]]) -> None:
     path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
 
+LOCOMOTION = ("hopper", "halfcheetah", "walker2d", "ant", "humanoid")
+# group -> (what it measures, its commands: a script of bench/ and its arguments, or a group)
+SCRIPTS: dict[str, tuple[str, list[list[str]]]] = {
+    "envs": ("env-steps/s of our torch CartPole vs gymnasium's SyncVectorEnv, N = 1 ... 65536",
+             [["env_throughput.py"]]),
+    "ppo": ("algos/ppo_vec.py's wall time to a deterministic eval >= 475 on CartPole-v1, 3 seeds",
+            [["ppo_time_to_threshold.py"]]),
+    "ensemble": ("REDQ-style critic updates/s: one batched EnsembleMLP vs a loop over 10 critics",
+                 [["ensemble_speed.py"]]),
+    "mujoco": ("Ant-v5 env-steps/s: batch backend, MuJoCo Warp, gymnasium sync, N = 64/1024/4096",
+               [["mujoco_throughput.py"]]),
+    "mujoco-learn": ("PPO on Hopper-v5, CPU batch backend, 2M steps, eval on gymnasium's Hopper",
+                     [["mujoco_learning.py", "--env", "Hopper-v5", "--steps", "2000000",
+                       "--num-envs", "64", "--num-steps", "64", "--num-minibatches", "16",
+                       "--update-epochs", "10"]]),
+    "mujoco-num-envs": ("ppo_vec's CPU defaults at --num-envs 64/256/1024 on Hopper and Ant, 1M "
+                        "steps (~40 min on 2 cores)", [["mujoco_num_envs.py"]]),
+    "pipeline": ("SAC and TD3 with and without --pipeline: env-steps/s, overlap, returns",
+                 [["pipeline.py"]]),
+    "population": ("PPO population (tournament, generational) vs one run at equal env steps",
+                   [["population.py"]]),
+    "compile": ("--compile on vs off: PPO and SAC env-steps/s, one thread, warm-up excluded",
+                [["compile_speed.py"]]),
+    "threads": ("two runs at once on a CPU, --threads auto vs a thread a core (~25 min)",
+                [["threads.py"]]),
+    "peers": ("Stable-Baselines3 (RL Zoo settings, own venv) beside each file's defaults, held-out "
+              "seeds 11-15, time to a stable solve (~60-80 min); its rows' report too",
+              [["peers.py"], ["report.py", "peers"]]),
+    "tensordict": ("the PPO and PQN rows with TensorDict storage instead of Batch (own venv)",
+                   [["@td", "tensordict_overhead.py"]]),
+    "minatar": ("MinAtar: our batched port vs the minatar package, then pqn and ppo_vec on the "
+                "five games, 1M steps, 3 seeds (~2 h)",
+                [["minatar_speed.py"], ["minatar_learn.py"]]),
+    "atari": ("pqn and ppo_vec on ALE Pong and Breakout, 10M frames (hours a run on a CPU)",
+              [["minatar_learn.py", "--atari", "--steps", "2500000", "--eval-every", "250000"]]),
+    "elastic": ("population on two torchrun nodes: one joins late, then is SIGKILLed (~6 min)",
+                [["elastic_population.sh"]]),
+    "gpu": ("one CUDA GPU: MuJoCo Warp throughput, ppo_vec captured / eager / compiled, rsl_rl, a "
+            "profile (~90 min on an H200; without a GPU it says so)", [["gpu.py"]]),
+    "offpolicy-update": ("SAC's and TD3's step + update beside CleanRL's files (CLEANRL=checkout) "
+                         "and the matrix-product floor", [["offpolicy_update.py", "--cleanrl",
+                                                           "$CLEANRL"]]),
+    **{f"locomotion-{t}": (f"ppo_vec beside rsl_rl (own venv) on {t}, seeds 1-3, one core each",
+                           [["locomotion.py", "run", t]]) for t in LOCOMOTION},
+    **{f"locomotion-offpolicy-{t}": (f"fast_td3 and sac, many envs, large batches, on {t}",
+                                     [["locomotion.py", "run", t, "--sides", "fast_td3", "sac"]])
+       for t in LOCOMOTION[:2] + ("ant",)},
+    **{f"locomotion-adaptive-{t}": (f"ppo_vec with --lr-schedule adaptive on {t}",
+                                    [["locomotion.py", "run", t, "--sides", "adaptive"]])
+       for t in LOCOMOTION[:2]},
+    "locomotion-flagship": ("ppo_vec --env Ant --num-envs 4096 on every core, 10M steps",
+                            [["locomotion.py", "flagship"]]),
+    "locomotion-profile": ("where the time goes, ppo_vec vs rsl_rl on Ant and Humanoid",
+                           [["locomotion_profile.py", "--task", t] for t in ("Ant", "Humanoid")]),
+    "locomotion": ("every locomotion group above, then its report (about 13 hours)",
+                   [[f"locomotion-{t}"] for t in (*LOCOMOTION, "offpolicy-hopper",
+                    "offpolicy-halfcheetah", "offpolicy-ant", "flagship", "profile")]),
+    **{f"rllib-{t}": (f"RLlib's PPO (own venv) beside ppo_vec on {t}, 1M steps, seeds 1-3",
+                      [["locomotion.py", "run", t, "--sides", "rllib", "ours_budget"]])
+       for t in ("hopper", "ant", "humanoid")},
+    "rllib": ("the three rllib groups", [["rllib-hopper"], ["rllib-ant"], ["rllib-humanoid"]]),
+}  # fmt: skip
+# what a learning group runs after its rows
+AFTER = {
+    "quick": [["stock_trading.py", "--from-group", "quick"], ["envs"]],
+    "full": [["stock_trading.py", "--from-group", "full"], *([g] for g in (
+        "envs", "ppo", "asymmetric", "ensemble", "offpolicy", "hterm", "mujoco", "mujoco-learn",
+        "marl", "pipeline", "population"))],
+}  # fmt: skip
+REPORTS = {  # `report GROUP` of a group that keeps its own log
+    "locomotion": ["locomotion.py", "report"],
+    "minatar": ["minatar_learn.py", "--from-log", "bench/results/minatar_learn.jsonl"],
+    "atari": ["minatar_learn.py", "--atari", "--from-log", "bench/results/atari_learn.jsonl"],
+}
+
+
+def groups_help() -> str:
+    learning = [
+        f"  {g:<17} {experiments.ABOUT.get(g, '')}"
+        for g in experiments.groups()
+        if g not in SCRIPTS
+    ]
+    other = [f"  {g:<17} {about}" for g, (about, _) in SCRIPTS.items()]
+    return "\n".join(
+        ["learning groups (rows of bench/experiments.py; resumable, skip what is done):",
+         *learning, "other groups:", *other,
+         "  report GROUP      a group's tables and figures from its saved results, no training"]
+    )  # fmt: skip
+
+
+def td_venv(python: str) -> str:
+    """bench/.venv-td: the project's packages (a .pth to them) plus tensordict, which is not a
+    project dependency."""
+    venv = ROOT / "bench" / ".venv-td"
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([python, "-m", "venv", str(venv)], check=True)
+        site = "import site; print(site.getsitepackages()[0])"
+        ours, theirs = (
+            subprocess.run([py, "-c", site], capture_output=True, text=True).stdout.strip()
+            for py in (python, str(venv / "bin" / "python"))
+        )
+        Path(theirs, "project.pth").write_text(ours + "\n")
+        pip = [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
+        subprocess.run([*pip, "--no-deps", "tensordict==0.15.3", "pyvers==0.2.3"], check=True)
+    return str(venv / "bin" / "python")
+
+
+def run_commands(commands: list[list[str]], python: str, dry: bool) -> None:
+    """Each command: a group's name (run as a group), or a script of bench/ and its arguments
+    (`@td` first: in bench/.venv-td)."""
+    for cmd in commands:
+        if cmd[0] == "@td":
+            python, cmd = (python if dry else td_venv(python)), cmd[1:]
+        if cmd[0] in SCRIPTS or cmd[0] in experiments.groups():
+            main([cmd[0], "--python", python, *(["--list"] if dry else [])])
+            continue
+        exe = ["bash"] if cmd[0].endswith(".sh") else [python]
+        args = [os.path.expandvars(a) for a in cmd[1:]]
+        unset = [a[1:] for a in args if a.startswith("$")]
+        if unset and not dry:
+            raise SystemExit(f"error: bench/{cmd[0]} needs {', '.join(unset)} set (its --help)")
+        full = [*exe, f"bench/{cmd[0]}", *args]
+        print(" ".join(full), flush=True)
+        if (
+            not dry
+            and subprocess.run(full, cwd=ROOT, env=dict(os.environ, PYTHON=python)).returncode
+        ):
+            raise SystemExit(f"error: {' '.join(full)} failed")
+
+
 def selected(rows: list[Row], only: list[str] | None) -> list[Row]:
     if not only:
         return rows
@@ -98,8 +231,14 @@ def selected(rows: list[Row], only: list[str] | None) -> list[Row]:
 def main(argv=None) -> None:
     from common.cli import ArgumentParser
 
-    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("group", choices=experiments.groups())
+    p = ArgumentParser(
+        description=__doc__,
+        epilog=groups_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    names = list(dict.fromkeys([*experiments.groups(), *SCRIPTS, "report"]))
+    p.add_argument("group", metavar="GROUP", choices=names, help="a group below, or report")
+    p.add_argument("report_group", nargs="?", metavar="GROUP", help="with report: the group")
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (each one torch thread)")
     p.add_argument("--only", nargs="*", help="only these labels, envs or ENV:LABEL pairs")
     p.add_argument("--seeds", type=int, nargs="*", help="only these seeds")
@@ -107,6 +246,13 @@ def main(argv=None) -> None:
     p.add_argument("--force", action="store_true", help="train complete runs again")
     p.add_argument("--python", default=sys.executable, help="interpreter of the algorithm files")
     a = p.parse_args(argv)
+    if a.group == "report":
+        target = a.report_group or p.error("report needs a GROUP")
+        if target in REPORTS:
+            return run_commands([REPORTS[target]], a.python, a.list)
+        return run_commands([["report.py", target]], a.python, a.list)
+    if a.group in SCRIPTS:
+        return run_commands(SCRIPTS[a.group][1], a.python, a.list)
     rows = selected(experiments.group(a.group), a.only)
     if any(r.peer for r in rows):
         raise SystemExit(
@@ -117,7 +263,7 @@ def main(argv=None) -> None:
     if a.list:
         for r, s in todo:
             print(" ".join(r.command(s, "runs", "python")))
-        return
+        return run_commands(AFTER.get(a.group, []), a.python, True)
     if a.force:
         for r, s in todo:
             shutil.rmtree(RUNS / r.group / r.key(s), ignore_errors=True)
@@ -129,6 +275,7 @@ def main(argv=None) -> None:
     import report
 
     report.report(a.group, RESULTS)
+    run_commands(AFTER.get(a.group, []), a.python, False)
 
 
 if __name__ == "__main__":

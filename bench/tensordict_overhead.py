@@ -97,7 +97,7 @@ def run(algo: str, steps: int, storage: str, seed: int = 1) -> dict:
     return dict(sps=r["steps"] / r["seconds"], eval=r["eval_return"], params=total)
 
 
-def main() -> None:
+def main() -> str:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=4)
     p.add_argument("--steps", type=int, default=100_000)
@@ -121,17 +121,22 @@ def main() -> None:
         platform.machine(),
     )
     host = f"{cpu}, torch {torch.__version__}"
-    print(
-        f"\n{datetime.date.today()}; {host}; tensordict {tensordict.__version__}; "
-        f"CartPole-v1, {a.steps:,} steps, medians of {a.repeats}, one thread\n"
-    )
-    print("| row | file | Batch (dict) env-steps/s | TensorDict env-steps/s | ratio | same run |")
-    print("|---|---|---:|---:|---:|---|")
+    lines = [
+        f"{datetime.date.today()}; {host}; tensordict {tensordict.__version__}; "
+        f"CartPole-v1, {a.steps:,} steps, medians of {a.repeats}, one thread",
+        "",
+        "| row | file | Batch (dict) env-steps/s | TensorDict env-steps/s | ratio | same run |",
+        "|---|---|---:|---:|---:|---|",
+    ]
     for row, algo, d, t, same in rows:
-        print(
+        lines.append(
             f"| {row} | {algo} | {d:,.0f} | {t:,.0f} | {t / d:.2f}x | {'yes' if same else 'NO'} |"
         )
+    print("\n" + "\n".join(lines))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    main()
+    from report import script  # bench/report.py (this script's folder is on sys.path)
+
+    script(main, "tensordict")
