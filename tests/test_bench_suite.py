@@ -534,11 +534,11 @@ def test_benchmark_sh_help_lists_every_group_it_runs():
         bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--help" in bad.stderr
     )
     # an interpreter without torch (the venv not set up or not found): one line naming the set-up,
-    # before any work, and no committed log touched
+    # before any work, and no committed table touched
     import os
     import sys
 
-    log = (ROOT / "bench/results/envs.log").read_bytes()
+    table = (ROOT / "bench/results/envs.md").read_bytes()
     bare = subprocess.run(
         ["bash", "benchmark.sh", "envs"],
         cwd=ROOT,
@@ -549,7 +549,7 @@ def test_benchmark_sh_help_lists_every_group_it_runs():
     )
     assert bare.returncode == 2 and len(bare.stderr.strip().splitlines()) == 1, bare.stderr
     assert "cannot import torch" in bare.stderr and "requirements.txt" in bare.stderr, bare.stderr
-    assert (ROOT / "bench/results/envs.log").read_bytes() == log
+    assert (ROOT / "bench/results/envs.md").read_bytes() == table
 
 
 def test_every_bench_script_parses_its_command_line():
