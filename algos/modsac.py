@@ -92,16 +92,25 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 # published settings the benchmark reproduces (bench/experiments.py: groups box2d, mujoco-offpolicy)
 # fmt: off
 TASK_DEFAULTS = {
-    # (sac's rows, checked on this file)
+    # (sac's classic-control rows, checked on this file)
     "Pendulum-v1": dict(hidden=(64, 64), num_envs=8, gradient_steps=4, learning_starts=1_000,
                         total_steps=20_000, tau=0.02, actor_lr=3e-3, critic_lr=1e-2),
     # a fixed temperature: a tuned one shrinks the policy's std before some seeds find the flag
     "MountainCarContinuous-v0": dict(hidden=(64, 64), noise_color=1.0, autotune=False,
                                      init_alpha=0.5, total_steps=50_000),
-    # MuJoCo v5: the paper's setting as CleanRL's sac_continuous_action.py runs it
+    # MuJoCo v5 (sac's rows): the paper's setting as CleanRL's sac_continuous_action.py runs it
     **{t: dict(num_envs=1, gradient_steps=1, learning_starts=5_000, actor_lr=3e-4,
                total_steps=1_000_000, eval_every=20_000, save_every=50_000)
        for t in ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5")},
+    # Box2D (sac's rows): RL Zoo's settings (without its learning-rate schedule and gSDE)
+    "LunarLanderContinuous-v3": dict(num_envs=1, gradient_steps=1, learning_starts=10_000,
+                                     actor_lr=7.3e-4, critic_lr=7.3e-4, alpha_lr=7.3e-4, tau=0.01,
+                                     hidden=(400, 300), total_steps=500_000, eval_every=10_000,
+                                     save_every=50_000),
+    "BipedalWalker-v3": dict(num_envs=1, gradient_steps=1, learning_starts=10_000, actor_lr=7.3e-4,
+                             critic_lr=7.3e-4, alpha_lr=7.3e-4, gamma=0.98, tau=0.02,
+                             buffer_size=300_000, hidden=(400, 300), total_steps=500_000,
+                             eval_every=10_000, save_every=50_000),
 }
 # fmt: on
 default_args = task_defaults(Args, TASK_DEFAULTS)

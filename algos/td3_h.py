@@ -95,11 +95,20 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 # bench/README.md#defaults-the-evidence); `--env X --help` lists them
 # fmt: off
 TASK_DEFAULTS = {
-    # (td3's rows, checked on this file)
+    # (td3's classic-control rows, checked on this file)
     "Pendulum-v1": dict(hidden=(64, 64), learning_starts=1_000, total_steps=20_000, tau=0.05,
                         actor_lr=3e-3, critic_lr=3e-3),
     "MountainCarContinuous-v0": dict(hidden=(64, 64), noise_color=1.0, exploration_noise=0.5,
                                      total_steps=50_000),
+    # MuJoCo v5 (td3's rows): the paper's setting as CleanRL's td3_continuous_action.py runs it
+    **{t: dict(num_envs=1, gradient_steps=1, learning_starts=25_000, actor_lr=3e-4,
+               critic_lr=3e-4, total_steps=1_000_000, eval_every=20_000, save_every=50_000)
+       for t in ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5")},
+    # Box2D (td3's rows): RL Zoo's settings
+    **{t: dict(num_envs=1, gradient_steps=1, learning_starts=10_000, actor_lr=1e-3, critic_lr=1e-3,
+               gamma=0.98, buffer_size=200_000, hidden=(400, 300), total_steps=n,
+               eval_every=10_000, save_every=50_000)
+       for t, n in (("LunarLanderContinuous-v3", 300_000), ("BipedalWalker-v3", 1_000_000))},
 }
 # fmt: on
 default_args = task_defaults(Args, TASK_DEFAULTS)

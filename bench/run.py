@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -77,19 +78,24 @@ def run_one(row: Row, seed: int, python: str) -> tuple[float, bool]:
     shutil.copyfile(run_dir / "metrics.jsonl", dest)
     final = load_rows(dest)[-1]
     print(f"  {row.key(seed)}: eval {final['eval_return']:.1f}, {wall:.0f} s", flush=True)
+    record(row, seed, wall, bool(ckpts))
     return wall, bool(ckpts)
 
 
-def record(group: str, done: list[tuple[Row, int, tuple[float, bool]]]) -> None:
-    """Each run's command (as a user types it) and wall seconds, in runs/commands.json."""
-    path = RESULTS / group / "runs" / "commands.json"
-    meta = json.loads(path.read_text()) if path.exists() else {}
-    for row, seed, (wall, resumed) in done:
-        before = meta.get(row.key(seed), {}).get("wall_seconds", 0.0) if resumed else 0.0
+RECORDING = threading.Lock()
+
+
+def record(row: Row, seed: int, wall: float, resumed: bool) -> None:
+    """A finished run's command (as a user types it) and wall seconds (of its last part, if it
+    resumed: its metrics' `seconds` are the whole run's training clock), in runs/commands.json, as
+    soon as it finishes."""
+    path = RESULTS / row.group / "runs" / "commands.json"
+    with RECORDING:
+        meta = json.loads(path.read_text()) if path.exists() else {}
         cmd = " ".join(row.command(seed, "runs", "python"))
-        meta[row.key(seed)] = {"command": cmd, "wall_seconds": round(before + wall, 1)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        meta[row.key(seed)] = {"command": cmd, "wall_seconds": round(wall, 1), "resumed": resumed}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
 
 LOCOMOTION = ("hopper", "halfcheetah", "walker2d", "ant", "humanoid")
@@ -270,8 +276,7 @@ def main(argv=None) -> None:
     todo = [(r, s) for r, s in todo if a.force or not complete(r, s)]
     print(f"group {a.group}: {len(todo)} runs to train, {a.jobs} at a time", flush=True)
     with ThreadPoolExecutor(max(1, a.jobs)) as pool:  # each run is its own process
-        walls = list(pool.map(lambda rs: run_one(*rs, a.python), todo))
-    record(a.group, [(r, s, w) for (r, s), w in zip(todo, walls)])
+        list(pool.map(lambda rs: run_one(*rs, a.python), todo))
     import report
 
     report.report(a.group, RESULTS)

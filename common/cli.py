@@ -174,14 +174,16 @@ def task_defaults(args_cls, tasks: dict):
 
 
 MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
+MUJOCO_TASKS = ("Ant", "HalfCheetah", "Hopper", "Walker2d", "Humanoid")  # the batched v5 tasks
 
 
 def task_id(env_id: str) -> str:
-    """The id a task's row is kept under: `MinAtar/<Game>-v1` for each of a MinAtar game's ids."""
+    """The id a task's row is kept under: `MinAtar/<Game>-v1` for each of a MinAtar game's ids,
+    `<Task>-v5` for a batched MuJoCo task's short name (`--env Hopper`)."""
     for game in MINATAR_GAMES:
         if env_id in (f"MinAtar/{game}-v0", f"{game}-MinAtar"):
             return f"MinAtar/{game}-v1"
-    return env_id
+    return f"{env_id}-v5" if env_id in MUJOCO_TASKS else env_id
 
 
 def rollout_shape(

@@ -28,6 +28,7 @@ from envs.minatar import GAMES, IDS as MINATAR
 from envs.mpe import SimpleSpread, SimpleTag
 from envs.partial import CARTPOLE_NOISE as NOISE, factory as _partial
 
+from common.cli import MUJOCO_TASKS
 from common.errors import UserError, UserTypeError
 
 
@@ -143,7 +144,7 @@ def _import_factory(spec: str):
     return factory
 
 
-MUJOCO_IDS = ("Ant-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Humanoid-v5")
+MUJOCO_IDS = tuple(f"{name}-v5" for name in MUJOCO_TASKS)
 MUJOCO_ALIASES = {k.split("-")[0]: k for k in MUJOCO_IDS}
 
 

@@ -142,6 +142,8 @@ def test_runner_skips_complete_runs_and_resumes_a_stopped_one(tmp_path, monkeypa
         r["step"] for r in runner.load_rows(runner.metrics_file(whole, 1)) if "eval_return" in r
     ]
     assert steps == [128, 256, 384, 512]
+    meta = json.loads((tmp_path / "results" / "tiny" / "runs" / "commands.json").read_text())
+    assert meta[whole.key(1)]["resumed"] and "--total-steps 512" in meta[whole.key(1)]["command"]
     monkeypatch.setattr(experiments, "ROWS", experiments.ROWS + [whole])
     monkeypatch.setattr(report, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(report, "DOCS", tmp_path / "results.md")

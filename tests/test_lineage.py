@@ -30,7 +30,8 @@ ALGOS = ROOT / "algos"
 # Lines of every algorithm file as `ruff format` lays it out at 100 columns, docstrings included
 # (490 at 120 columns until the run shell left the files), and of the three files a variant is
 # most often copied from
-MAX_LINES = 400  # lines of an algorithm file as `ruff format` lays it out at 100 columns
+# (420, not 400, since the PPO variants carry their parent's Box2D rows: ten lines of a table)
+MAX_LINES = 420  # lines of an algorithm file as `ruff format` lays it out at 100 columns
 WIDTH = 100  # no line of an algorithm file is wider (tests/test_format.py: every file)
 # The thin variants: a diff against the parent that reads as the paper's short list of changes (the
 # H-term, double and dueling DQN, TD3 from DDPG), held to a budget. Every other file's diff is

@@ -169,3 +169,31 @@ def test_an_atari_id_without_a_row_points_to_the_papers_flags(capsys):
     with pytest.raises(SystemExit):  # a wrong flag: its one error, and no note before it
         cli(pqn.Args, "doc", defaults_for=pqn.default_args, argv=["--env=ALE/Pong-v5", "--lr", "1"])
     assert "no row" not in capsys.readouterr().err
+
+
+# The published settings (MuJoCo v5 at CleanRL's 1M-step setting, Box2D at RL Zoo's) are a family's
+# rows: a variant runs its parent's, unless it runs its own paper's (`OWN_ROWS`, with why).
+PUBLISHED = {"Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"} | {
+    "LunarLanderContinuous-v3",
+    "BipedalWalker-v3",
+}
+OWN_ROWS = {
+    "sac": "SAC's published settings (CleanRL's SAC, RL Zoo's sac.yml), not td3's",
+    "fast_td3": "FastTD3's own setting (many sub-envs, its paper's batch and noise), not td3's",
+    "redq": "REDQ's paper setting on MuJoCo (utd 20, 300k steps); no published Box2D setting",
+    "a2c": "A2C's settings differ from PPO's (no minibatches or epochs); its rows are its own",
+    "ppo_rnn": "a recurrent policy measured on its own tasks (Acrobot, partial observations)",
+}
+
+
+@pytest.mark.parametrize("name", [f for f in FILES if f not in OWN_ROWS])
+def test_a_variant_runs_its_parents_published_rows(name):
+    mod = importlib.import_module(f"algos.{name}")
+    if mod.PARENT is None:
+        return
+    parent = importlib.import_module(f"algos.{mod.PARENT}").TASK_DEFAULTS
+    for env_id in sorted(PUBLISHED & set(parent)):
+        assert mod.TASK_DEFAULTS.get(env_id) == parent[env_id], (
+            f"algos/{name}.py: its {env_id} row is not {mod.PARENT}'s (copy the parent's row, or "
+            f"name the file in OWN_ROWS with the paper it follows)"
+        )
