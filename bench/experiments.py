@@ -3,9 +3,10 @@ rows over their seeds, `bench/report.py GROUP` turns their metrics into tables a
 experiment is a new row; a new task for a file is a new row.
 
 A row runs `python algos/<algo>.py --env ENV --seed S --total-steps STEPS --eval-every EVERY ...`
-with its `flags` (a peer's row, `algo = "<peer>:<name>"`, runs that peer's adapter in its own venv
-with the same flags: bench/peers/). What a row does not set is the file's default for the task
-(its `TASK_DEFAULTS` row), so the benchmark measures what a user gets.
+with its `flags`; a peer's row (`algo = "<peer>:<name>"`) runs that peer's adapter,
+bench/peers/<peer>.py, with the same flags in the peer's own venv (bench/run.py's `VENVS`). What a
+row does not set is the file's default for the task (its `TASK_DEFAULTS` row), so the benchmark
+measures what a user gets.
 """
 
 from __future__ import annotations
@@ -40,13 +41,12 @@ class Row:
         return f"{self.env}__{self.label}__s{seed}"
 
     @property
-    def peer(self) -> bool:
-        """A peer's side (`algo = "sb3:ppo"`), run by its script in its own venv."""
-        return ":" in self.algo
+    def peer(self) -> str:
+        """A peer's side (`algo = "sb3:ppo"`: "sb3"), run by bench/peers/<peer>.py in its own venv;
+        "" for an algorithm file of ours."""
+        return self.algo.split(":")[0] if ":" in self.algo else ""
 
     def command(self, seed: int, out_dir: str, python: str = sys.executable) -> list[str]:
-        if self.peer:  # both sides of a comparison, this seed (bench/peers.py)
-            return [python, "bench/peers.py", "--seeds", str(seed)]
         given = dict(
             env=self.env,
             seed=seed,
@@ -59,6 +59,9 @@ class Row:
         )
         given.update(self.flags)
         cmd = [python, f"algos/{self.algo}.py"]
+        if self.peer:  # its adapter: no checkpoints (a stopped peer run starts again), no log line
+            given = {k: v for k, v in given.items() if k not in ("save_every", "quiet")}
+            cmd = [python, f"bench/peers/{self.peer}.py", self.algo.split(":")[1]]
         for k, v in given.items():
             flag = "--" + k.replace("_", "-")
             if isinstance(v, bool):
@@ -136,17 +139,20 @@ OFFPOLICY = [
         flags=dict(hidden=(64, 64), batch_size=128, learning_starts=1_000), threshold=-200),
 ]  # fmt: skip
 
-# The seed documents' first-run tasks (issue 79), each file at its task defaults; the budgets are
-# RL Zoo's (shared/REFERENCES.md): SAC 500k on both, TD3 300k LunarLander and 1M BipedalWalker,
-# PPO 1M and 5M
+# The seed documents' first-run tasks (issue 79), each file at its task defaults beside SB3 with
+# RL Zoo's settings for the task (bench/peers/sb3.py); the budgets are RL Zoo's
+# (shared/REFERENCES.md): SAC 500k on both, TD3 300k LunarLander and 1M BipedalWalker, PPO 1M and 5M
 BOX2D = [
     Row("box2d", algo, env, steps, 10_000 if steps <= 10**6 else 50_000, seeds=(1, 2),
-        threshold=threshold, save_every=50_000)
+        name=name, threshold=threshold, save_every=0 if name else 50_000,
+        against="" if name else f"sb3_{sb3}")
     for env, threshold, budgets in (
         ("LunarLanderContinuous-v3", 200, dict(ppo_vec=10**6, sac=500_000, td3=300_000)),
         ("BipedalWalker-v3", 300, dict(ppo_vec=5 * 10**6, sac=500_000, td3=10**6)),
     )
-    for algo, steps in budgets.items()
+    for ours, steps in budgets.items()
+    for sb3 in [ours.replace("_vec", "")]
+    for algo, name in ((ours, ""), (f"sb3:{sb3}", f"sb3_{sb3}"))
 ]  # fmt: skip
 
 # SAC and TD3 at CleanRL's 1M-step MuJoCo setting (their task defaults), beside its figures
@@ -199,9 +205,10 @@ ASYMMETRIC = [
     for env in ("CartPoleNoisy-v0", "CartPoleNoisy-Privileged-v0")
 ]  # fmt: skip
 
-# Beside Stable-Baselines3 with RL Zoo's settings, each file at its task defaults, held-out seeds
-# 11-15 (the defaults were chosen on 1-5): bench/peers.py runs both sides (SB3 in its own venv)
-# and writes these rows' metrics, `seconds` being training seconds; SB3's DQN serves dqn and pqn
+# Beside Stable-Baselines3 with RL Zoo's settings (bench/peers/sb3.py, in its own venv), each file
+# at its task defaults, held-out seeds 11-15 (the defaults were chosen on 1-5); SB3's DQN serves
+# dqn and pqn. (The metrics of the first 5 seeds came from the old bench/peers.py, which evaluated
+# our side on gymnasium's env too; `seconds` there are training seconds, `clock_seconds` the clock.)
 PEERS = [
     row
     for algo, env, threshold, every, steps, sb3, sb3_steps in (
@@ -219,8 +226,22 @@ PEERS = [
     ]
 ]  # fmt: skip
 
+# The files the peers group does not show, each at its own task defaults, by the stable solve on
+# held-out seeds 11-13, with the peers group's evaluation cadence. (The metrics were measured by the
+# old bench/stable.py, which evaluated on gymnasium's env: `seconds` there are training seconds.)
+STABLE = [
+    Row("stable", algo, env, steps, every, (11, 12, 13), threshold=threshold)
+    for env, threshold, every, files in (
+        ("CartPole-v1", 475, 2048, dict(a2c=300_000, ppo_h=10**6, ppo_rnn=300_000,
+                                        double_dqn=100_000, d3qn=100_000)),
+        ("Pendulum-v1", -200, 1000, {f: 20_000 for f in ("ddpg", "ddpg_h", "td3_h", "fast_td3",
+                                                          "sac_h", "modsac", "redq")}),
+    )
+    for algo, steps in files.items()
+]  # fmt: skip
+
 ROWS: list[Row] = [*_quick("quick", False), *_quick("full", True), *OFFPOLICY, *BOX2D, *PEERS]
-ROWS += [*MUJOCO_OFFPOLICY, *HTERM, *MARL, *ASYMMETRIC]
+ROWS += [*MUJOCO_OFFPOLICY, *HTERM, *MARL, *ASYMMETRIC, *STABLE]
 
 # what each group is, for the report's first line
 ABOUT = {
@@ -233,7 +254,8 @@ ABOUT = {
     "hterm-hopper": "the H-term files beside their parents on Hopper-v5, 8 seeds (hours)",
     "marl": "the multi-agent files on MPE simple_spread, 100 evaluation episodes",
     "asymmetric": "ppo_vec on noisy CartPole with and without a privileged critic group",
-    "peers": "beside Stable-Baselines3 (RL Zoo's settings), held-out seeds; run by bench/peers.py",
+    "stable": "the files the peers group leaves out, task defaults, held-out seeds 11-13",
+    "peers": "beside Stable-Baselines3 (RL Zoo's settings, its own venv), held-out seeds 11-15",
 }
 
 

@@ -7,8 +7,9 @@ in that folder), and the table in docs/results.md between the group's markers.
 Final return: the last evaluation of each seed's run (the final policy, deterministic, 10 episodes
 on a fresh env seeded seed + 10000), then the interquartile mean over seeds with its 95%
 stratified-bootstrap interval (bench/stats.py, Agarwal et al. 2021). Stable solve: a row with a
-threshold reports the env steps and seconds (the run's own clock) of the first evaluation from
-which every one to the end is at or above it, IQM over the seeds that got there. A row compared
+threshold reports the env steps and training seconds (the run's clock less its evaluations) of the
+first evaluation from which every one to the end is at or above it, IQM over the seeds that got
+there. A row compared
 `against` another gets P(ours > it): the probability that a seed of the row ends above a seed of
 the other. Curves: IQM over seeds with its interval as a band, vs env steps and vs seconds.
 """
@@ -38,12 +39,17 @@ def load_rows(path: Path) -> list[dict]:
 
 
 def eval_curve(rows: list[dict]) -> list[tuple[int, float, float]]:
-    """(step, seconds, eval_return) at every evaluation of a run."""
-    return [
-        (r["step"], r["seconds"], r["eval_return"])
-        for r in rows
-        if r.get("eval_return") is not None and math.isfinite(r["eval_return"])
-    ]
+    """(step, training seconds, eval_return) at every evaluation of a run: the run's clock less
+    the evaluations so far (`eval_seconds`, which ours and the peers' adapters write; metrics that
+    have `clock_seconds` beside `seconds` were written with training seconds already)."""
+    out, evals = [], 0.0
+    for r in rows:
+        if r.get("eval_return") is None:
+            continue
+        evals += r.get("eval_seconds", 0.0) if "clock_seconds" not in r else 0.0
+        if math.isfinite(r["eval_return"]):
+            out.append((r["step"], r["seconds"] - evals, r["eval_return"]))
+    return out
 
 
 def stable_at(curve, threshold: float):
@@ -70,14 +76,13 @@ def collect(group: str, results: Path = RESULTS) -> list[dict]:
     curve}}."""
     out = []
     for row in experiments.group(group):
-        curves, clocked = {}, False
+        curves = {}
         for s in row.seeds:
             p = results / group / "runs" / f"{row.key(s)}.jsonl"
-            if p.exists() and (c := eval_curve(rows := load_rows(p))):
+            if p.exists() and (c := eval_curve(load_rows(p))):
                 curves[s] = c
-                clocked |= "clock_seconds" in rows[0]  # seconds: training alone
         if curves:
-            out.append({"row": row, "curves": curves, "training_clock": clocked})
+            out.append({"row": row, "curves": curves})
     return out
 
 
@@ -103,7 +108,7 @@ def plot_env(env_id: str, entries: list[dict], path: Path) -> None:
     if max(spans) > 8 * min(spans):  # budgets 10x apart (on- and off-policy): a log axis
         axes[0].set_xscale("log")
     axes[0].set_xlabel("environment steps")
-    axes[1].set_xlabel("wall-clock seconds (1 torch thread a run)")
+    axes[1].set_xlabel("training seconds (1 torch thread a run)")
     for ax in axes:
         ax.set_ylabel(f"eval return ({EVAL_EPISODES} det. episodes)")
         ax.grid(alpha=0.3)
@@ -196,7 +201,7 @@ def _stable(row, curves) -> str:
 
 
 def _speed(curves: dict) -> list[float]:
-    """Each seed's env steps per second of its run's own clock (training and evaluations)."""
+    """Each seed's env steps per training second."""
     return [c[-1][0] / max(c[-1][1], 1e-9) for c in curves.values()]
 
 
@@ -263,15 +268,11 @@ def report(group: str, results: Path = RESULTS) -> str:
         f"episodes on a fresh env (seed + 10000), then the interquartile mean over seeds "
         f"{', '.join(map(str, seeds))} with its 95% stratified-bootstrap interval in brackets "
         f"(bench/stats.py). "
-        + (
-            "Seconds: training seconds, evaluations left out, "
-            if any(e["training_clock"] for e in entries)
-            else "Wall time: the run's own clock (training + evaluations), "
-        )
+        + "Seconds: training seconds (the run's clock less its evaluations), "
         + f"one torch thread per run. Reproduce: `bash benchmark.sh {group}`; one row by hand: the "
         f"command in `runs/commands.json`.",
         "",
-        "| env | algorithm | env steps | eval return | per seed | wall s / run | env steps / s "
+        "| env | algorithm | env steps | eval return | per seed | train s / run | env steps / s "
         "| stable solve "
         + ("| vs the other: P(ours > it); env steps/s ratio; stable solve " if compared else "")
         + "| reference |",

@@ -47,11 +47,23 @@ def load_rows(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def shown(row: Row, seed: int) -> str:
+    """The run's command as a user types it (a peer's: with its venv's interpreter)."""
+    python = f"bench/.venv-{row.peer}/bin/python" if row.peer else "python"
+    return " ".join(row.command(seed, "runs", python))
+
+
 def complete(row: Row, seed: int) -> bool:
-    """Its metrics reach the row's budget with a final evaluation."""
+    """It finished: runs/commands.json records this command as done (a file may stop a little
+    short of `--total-steps`, at its last whole iteration), or, for metrics migrated from older
+    scripts, they reach the budget with a final evaluation."""
     path = metrics_file(row, seed)
     if not path.exists():
         return False
+    meta = path.parent / "commands.json"
+    done = json.loads(meta.read_text()).get(row.key(seed), {}) if meta.exists() else {}
+    if done.get("command") == shown(row, seed):
+        return True
     last = load_rows(path)[-1:]
     return bool(last) and last[0]["step"] >= row.steps and last[0].get("eval_return") is not None
 
@@ -61,7 +73,7 @@ def run_one(row: Row, seed: int, python: str) -> tuple[float, bool]:
     resumed)."""
     out = RUNS / row.group / row.key(seed)
     ckpts = sorted(out.glob("*/checkpoint.pt"), key=lambda p: p.stat().st_mtime)
-    cmd = row.command(seed, str(out), python)
+    cmd = row.command(seed, str(out), venv(row.peer, python) if row.peer else python)
     if ckpts:  # stopped part-way: on from its checkpoint, in its own run directory
         cmd += ["--resume", str(ckpts[-1])]
     elif out.exists():
@@ -92,8 +104,11 @@ def record(row: Row, seed: int, wall: float, resumed: bool) -> None:
     path = RESULTS / row.group / "runs" / "commands.json"
     with RECORDING:
         meta = json.loads(path.read_text()) if path.exists() else {}
-        cmd = " ".join(row.command(seed, "runs", "python"))
-        meta[row.key(seed)] = {"command": cmd, "wall_seconds": round(wall, 1), "resumed": resumed}
+        meta[row.key(seed)] = {
+            "command": shown(row, seed),
+            "wall_seconds": round(wall, 1),
+            "resumed": resumed,
+        }
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
@@ -123,9 +138,6 @@ SCRIPTS: dict[str, tuple[str, list[list[str]]]] = {
                 [["compile_speed.py"]]),
     "threads": ("two runs at once on a CPU, --threads auto vs a thread a core (~25 min)",
                 [["threads.py"]]),
-    "peers": ("Stable-Baselines3 (RL Zoo settings, own venv) beside each file's defaults, held-out "
-              "seeds 11-15, time to a stable solve (~60-80 min); its rows' report too",
-              [["peers.py"], ["report.py", "peers"]]),
     "tensordict": ("the PPO and PQN rows with TensorDict storage instead of Batch (own venv)",
                    [["@td", "tensordict_overhead.py"]]),
     "minatar": ("MinAtar: our batched port vs the minatar package, then pqn and ppo_vec on the "
@@ -188,33 +200,47 @@ def groups_help() -> str:
     )  # fmt: skip
 
 
-def td_venv(python: str) -> str:
-    """bench/.venv-td: the project's packages (a .pth to them) plus tensordict, which is not a
-    project dependency."""
-    venv = ROOT / "bench" / ".venv-td"
-    if not (venv / "bin" / "python").exists():
-        subprocess.run([python, "-m", "venv", str(venv)], check=True)
-        site = "import site; print(site.getsitepackages()[0])"
-        ours, theirs = (
-            subprocess.run([py, "-c", site], capture_output=True, text=True).stdout.strip()
-            for py in (python, str(venv / "bin" / "python"))
-        )
-        Path(theirs, "project.pth").write_text(ours + "\n")
-        pip = [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
-        subprocess.run([*pip, "--no-deps", "tensordict==0.15.3", "pyvers==0.2.3"], check=True)
-    return str(venv / "bin" / "python")
+# the peers' venvs (bench/.venv-NAME): what pip installs, and whether the project's own packages
+# come along (a .pth to this venv's site-packages: for a script of ours that needs one more package)
+VENVS = {
+    "sb3": (["torch==2.13.0", "stable-baselines3==2.9.2",
+             "gymnasium[classic-control,box2d]==1.4.0"], False),
+    "td": (["--no-deps", "tensordict==0.15.3", "pyvers==0.2.3"], True),
+}  # fmt: skip
+
+
+def venv(name: str, python: str = sys.executable) -> str:
+    """The interpreter of bench/.venv-NAME, built on first use (`VENVS`; a few minutes)."""
+    path = ROOT / "bench" / f".venv-{name}"
+    packages, with_project = VENVS[name]
+    py = path / "bin" / "python"
+    if not (path / "ready").exists():
+        print(f"building {path.relative_to(ROOT)}: pip install {' '.join(packages)}", flush=True)
+        subprocess.run([python, "-m", "venv", str(path)], check=True)
+        if with_project:
+            site = "import site; print(site.getsitepackages()[0])"
+            ours, theirs = (
+                subprocess.run([p, "-c", site], capture_output=True, text=True).stdout.strip()
+                for p in (python, str(py))
+            )
+            Path(theirs, "project.pth").write_text(ours + "\n")
+        pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        subprocess.run([*pip, *packages], check=True)
+        (path / "ready").write_text(" ".join(packages) + "\n")
+    return str(py)
 
 
 def run_commands(commands: list[list[str]], python: str, dry: bool) -> None:
     """Each command: a group's name (run as a group), or a script of bench/ and its arguments
-    (`@td` first: in bench/.venv-td)."""
+    (`@NAME` first: with bench/.venv-NAME's interpreter, `VENVS`)."""
     for cmd in commands:
-        if cmd[0] == "@td":
-            python, cmd = (python if dry else td_venv(python)), cmd[1:]
+        py = python
+        if cmd[0].startswith("@"):
+            py, cmd = (python if dry else venv(cmd[0][1:], python)), cmd[1:]
         if cmd[0] in SCRIPTS or cmd[0] in experiments.groups():
             main([cmd[0], "--python", python, *(["--list"] if dry else [])])
             continue
-        exe = ["bash"] if cmd[0].endswith(".sh") else [python]
+        exe = ["bash"] if cmd[0].endswith(".sh") else [py]
         args = [os.path.expandvars(a) for a in cmd[1:]]
         unset = [a[1:] for a in args if a.startswith("$")]
         if unset and not dry:
@@ -260,15 +286,10 @@ def main(argv=None) -> None:
     if a.group in SCRIPTS:
         return run_commands(SCRIPTS[a.group][1], a.python, a.list)
     rows = selected(experiments.group(a.group), a.only)
-    if any(r.peer for r in rows):
-        raise SystemExit(
-            f"error: group {a.group} has a peer's side, run by its own script in the peer's venv: "
-            f"bash benchmark.sh {a.group} (python bench/report.py {a.group} rebuilds its report)"
-        )
     todo = [(r, s) for r in rows for s in r.seeds if not a.seeds or s in a.seeds]
     if a.list:
         for r, s in todo:
-            print(" ".join(r.command(s, "runs", "python")))
+            print(shown(r, s))
         return run_commands(AFTER.get(a.group, []), a.python, True)
     if a.force:
         for r, s in todo:

@@ -18,11 +18,10 @@ of the evaluations from then on stayed >= it (with the lowest of them).
 reached the threshold (by `--by`), then the mean fraction of later evaluations >= it, then the mean
 lowest later evaluation.
 
-`--clock EVERY` ranks by time instead, as the peers benchmark measures it: each run is
-bench/peers.py's worker (gymnasium evaluation every EVERY env steps, stopped at the first one >= the
-threshold), and a point's score is the seeds that reached the threshold, then minus the median
-training seconds to it (evaluation time excluded; a seed that did not reach counts as infinitely
-slow). `--steps` is the budget.
+`--clock EVERY` ranks by time instead: each run evaluates every EVERY env steps and stops at the
+first evaluation >= the threshold, and a point's score is the seeds that reached the threshold,
+then minus the median training seconds to it (evaluation time excluded; a seed that did not reach
+counts as infinitely slow). `--steps` is the budget.
 
     python bench/sweep.py ppo_vec CartPole-v1 --clock 2048 --steps 300000 --threshold 475 \\
         --grid num_envs=32,64 num_steps=8,16 num_minibatches=1,2
@@ -58,7 +57,9 @@ def _value(text: str):
     return {"true": True, "false": False}.get(text.lower(), text)
 
 
-def run_one(algo: str, env: str, seed: int, steps: int, settings: dict, evals: int = 10) -> dict:
+def run_one(
+    algo: str, env: str, seed: int, steps: int, settings: dict, evals: int = 10, every: int = 0
+) -> dict:
     import importlib
 
     import torch
@@ -71,7 +72,7 @@ def run_one(algo: str, env: str, seed: int, steps: int, settings: dict, evals: i
         base,
         seed=seed,
         total_steps=steps,
-        eval_every=max(steps // evals, 1),
+        eval_every=every or max(steps // evals, 1),
         save_every=0,
         eval_episodes=10,
         quiet=True,
@@ -95,43 +96,41 @@ def run_one(algo: str, env: str, seed: int, steps: int, settings: dict, evals: i
     }
 
 
-def _flags(settings: dict) -> list[str]:
-    out = []
-    for k, v in settings.items():
-        flag = "--" + k.replace("_", "-")
-        if isinstance(v, bool):
-            out.append(flag if v else "--no-" + k.replace("_", "-"))
-        elif isinstance(v, tuple):
-            out += [flag, *map(str, v)]  # hidden=256x256 -> --hidden 256 256
-        else:
-            out += [flag, str(v)]
-    return out
+class _Hit(Exception):
+    pass
 
 
 def run_clocked(
     algo: str, env: str, seed: int, steps: int, settings: dict, every: int, threshold: float
 ) -> dict:
-    """One run as the peers benchmark measures it: training seconds to the first evaluation >=
-    threshold."""
-    import peers
+    """One run as the peers group measures it, stopped at its first evaluation >= `threshold`:
+    the training seconds to it (the run's clock less its evaluations)."""
+    from common.run import hooks
+
+    evals, spent = [], 0.0
+
+    def on_log(run, row):
+        nonlocal spent
+        if "eval_return" in row:
+            spent += row.get("eval_seconds", 0.0)
+            evals.append((row["step"], row["seconds"] - spent, row["eval_return"]))
+            if row["eval_return"] >= threshold:
+                raise _Hit
 
     t0 = time.perf_counter()
-    r = peers.worker(
-        algo,
-        seed,
-        ["--env", env, "--eval-every", str(every), "--total-steps", str(steps), *_flags(settings)],
-        threshold,
-        profile=False,
-    )
-    train = None if r["seconds"] is None else r["seconds"] - peers.eval_secs(r)
-    evals = [(e["step"], e["seconds"], e["eval_return"]) for e in r["evals"]]
+    try:
+        with hooks(on_log=on_log):
+            run_one(algo, env, seed, steps, settings, every=every)
+    except _Hit:
+        pass
+    hit = evals[-1] if evals and evals[-1][2] >= threshold else None
     return {
         "seed": seed,
         "final": evals[-1][2] if evals else float("nan"),
         "best": max((e[2] for e in evals), default=float("nan")),
         "evals": evals,
-        "train_seconds": train,
-        "steps_to": r["step"],
+        "train_seconds": hit[1] if hit else None,
+        "steps_to": hit[0] if hit else None,
         "wall": time.perf_counter() - t0,
     }
 
@@ -288,8 +287,7 @@ def main() -> None:
         type=int,
         default=None,
         metavar="EVERY",
-        help="rank by training seconds to the threshold (peers benchmark's worker, "
-        "eval every EVERY steps)",
+        help="rank by training seconds to the threshold (an evaluation every EVERY steps)",
     )
     p.add_argument(
         "--stability",

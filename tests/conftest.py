@@ -147,7 +147,7 @@ def evaluations(result: dict) -> list[tuple[int, float]]:
 
 def assert_solved_and_stays(result: dict, threshold: float, by: int | None = None) -> None:
     """The run reached `threshold` (by env step `by`, if given) and every evaluation after that,
-    the final policy's included, stayed at or above it: the stable solve bench/peers.py measures."""
+    the final policy's included, stayed at or above it: the stable solve bench/report.py reports."""
     evals = evaluations(result)
     first = next((i for i, (_, ret) in enumerate(evals) if ret >= threshold), None)
     assert first is not None, f"never reached {threshold}: {evals}"

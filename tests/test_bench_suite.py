@@ -88,7 +88,7 @@ def test_stable_solve_is_the_first_evaluation_from_which_all_stay_solved():
     assert report.stable_at(curve + [(5, 5.0, 470.0)], 475) is None
 
 
-@pytest.mark.parametrize("group", ["quick", "peers"])
+@pytest.mark.parametrize("group", ["quick", "peers", "stable"])
 def test_the_docs_tables_and_readme_lines_are_the_reports(group, tmp_path, monkeypatch):
     """docs/results.md's tables and the README's lines are what `bash benchmark.sh report GROUP`
     makes of the checked-in metrics: generated, never copied by hand."""
@@ -150,6 +150,35 @@ def test_runner_skips_complete_runs_and_resumes_a_stopped_one(tmp_path, monkeypa
     report.DOCS.write_text("")
     runner.main(["tiny", "--jobs", "1"])  # nothing left to train: the report alone
     assert "| CartPole-v1 | dqn | 512 |" in (tmp_path / "results" / "tiny" / "tiny.md").read_text()
+
+
+def test_a_peer_row_runs_its_adapter_in_our_metrics_schema_and_is_compared(tmp_path, monkeypatch):
+    """A peer's row (`sb3:dqn`) runs bench/peers/sb3.py: here with this interpreter (SB3 is a
+    test-only dependency of the project; a real run builds bench/.venv-sb3), writing our metrics
+    schema, which the report compares our row against; the evaluation time is left out of the
+    training clock on both sides."""
+    monkeypatch.setattr(runner, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(runner, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(runner, "venv", lambda name, python=None: sys.executable)
+    tiny = dict(num_envs=4, learning_starts=64, buffer_size=1000, hidden=(16,))
+    ours = experiments.Row("tiny", "dqn", "CartPole-v1", 512, 256, (1,), tiny, threshold=475,
+                           against="sb3_dqn")  # fmt: skip
+    sb3 = experiments.Row("tiny", "sb3:dqn", "CartPole-v1", 512, 256, (1,), name="sb3_dqn")
+    assert runner.shown(sb3, 1).startswith("bench/.venv-sb3/bin/python bench/peers/sb3.py dqn ")
+    for row in (ours, sb3):
+        runner.run_one(row, 1, sys.executable)
+        assert runner.complete(row, 1)
+    theirs = runner.load_rows(runner.metrics_file(sb3, 1))
+    assert [r["step"] for r in theirs] == [256, 512]  # after each 256-step rollout, and the final
+    for r in theirs:
+        assert {"step", "seconds", "eval_seconds", "eval_return", "eval_return_std"} <= set(r)
+    curve = report.eval_curve(theirs)
+    assert curve[-1][1] == pytest.approx(
+        theirs[-1]["seconds"] - sum(r["eval_seconds"] for r in theirs)
+    )
+    monkeypatch.setattr(experiments, "ROWS", experiments.ROWS + [ours, sb3])
+    text = report.report("tiny", tmp_path / "results")
+    assert "| CartPole-v1 | dqn | 512 |" in text and "vs sb3_dqn" in text, text
 
 
 # ---- bench/locomotion.py: the side-by-side report ------------------------------------------------
@@ -474,13 +503,6 @@ def test_sweep_values_parse_as_the_flags_take_them():
         sweep._value("64") == 64 and sweep._value("5e-3") == 5e-3 and sweep._value("true") is True
     )
     assert sweep._value("linear") == "linear" and sweep._value("x") == "x"
-    assert sweep._flags({"hidden": (64,), "norm_obs": False, "lr": 1e-3}) == [
-        "--hidden",
-        "64",
-        "--no-norm-obs",
-        "--lr",
-        "0.001",
-    ]
 
 
 def test_sweep_stability_scores_how_well_a_solved_policy_stays_solved():

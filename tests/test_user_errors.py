@@ -210,8 +210,8 @@ OTHER = {
         r"no setting 'learning_rat'; did you mean 'learning_rate'\?",
         {},
     ),
-    "peers-bad-flag": (
-        ["{root}/bench/peers.py", "--seedz", "3"],
+    "bench-bad-flag": (
+        ["{root}/bench/run.py", "peers", "--seedz"],
         r"unrecognized arguments: --seedz — see",
         {},
     ),
