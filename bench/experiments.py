@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 
 EVAL_EPISODES = 10
+GYM_SEED = 20_000  # the episodes of a final evaluation on gymnasium's env: seeds 20000, 20001, ...
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,15 @@ class Row:
     save_every: int = 0  # checkpoints every this many env steps (long runs resume from them)
     # the row it is compared with: its label (the same env) or ENV:LABEL
     against: str = ""
+    threads: int = 1  # torch and simulator threads of the run (0: every core)
+    gym_final: bool = False  # the final policy also on gymnasium.make(env) (GYM_SEED's episodes)
 
     @property
     def label(self) -> str:
         return self.name or self.algo
 
     def key(self, seed: int) -> str:
-        return f"{self.env}__{self.label}__s{seed}"
+        return f"{self.env.replace('/', '-')}__{self.label}__s{seed}"  # (MinAtar/, ALE/: no folder)
 
     @property
     def peer(self) -> str:
@@ -62,15 +65,21 @@ class Row:
         if self.peer:  # its adapter: no checkpoints (a stopped peer run starts again), no log line
             given = {k: v for k, v in given.items() if k not in ("save_every", "quiet")}
             cmd = [python, f"bench/peers/{self.peer}.py", self.algo.split(":")[1]]
-        for k, v in given.items():
-            flag = "--" + k.replace("_", "-")
-            if isinstance(v, bool):
-                cmd.append(flag if v else "--no-" + flag[2:])
-            elif isinstance(v, (tuple, list)):
-                cmd += [flag, *map(str, v)]
-            else:
-                cmd += [flag, str(v)]
-        return cmd
+        return cmd + flags(given)
+
+
+def flags(settings: dict) -> list[str]:
+    """Field names and values as an algorithm file's flags (`hidden=(512,)` -> `--hidden 512`)."""
+    out = []
+    for k, v in settings.items():
+        flag = "--" + k.replace("_", "-")
+        if isinstance(v, bool):
+            out.append(flag if v else "--no-" + flag[2:])
+        elif isinstance(v, (tuple, list)):
+            out += [flag, *map(str, v)]
+        else:
+            out += [flag, str(v)]
+    return out
 
 
 PENDULUM_OFF = dict(num_envs=4, hidden=(128, 128))
@@ -240,8 +249,78 @@ STABLE = [
     for algo, steps in files.items()
 ]  # fmt: skip
 
+# Locomotion on a CPU (MuJoCo v5, the batched CPU backend): ppo_vec with its MuJoCo defaults at 64
+# envs beside rsl_rl's PPO with IsaacLab's classic Ant/Humanoid config on the same env objects
+# (bench/peers/rsl_rl.py), the same env steps, seeds 1-3, one core each (`--jobs 2`: a seed's two
+# sides at once); on Hopper and HalfCheetah also ppo_vec with rsl_rl's adaptive-KL schedule, and the
+# off-policy files at scale (16 envs x 8 updates of 256 per vector step, 150k steps: a budget set
+# by the updates on one core). Threshold: CleanRL's 1M-step PPO score (Ant: 3000). The final policy
+# is also evaluated on gymnasium's own env.
+LOCOMOTION_TASKS = {"Hopper": (3 * 10**6, 2383), "HalfCheetah": (4 * 10**6, 1443),
+                    "Walker2d": (4 * 10**6, 2288), "Ant": (3 * 10**6, 3000),
+                    "Humanoid": (3 * 10**6, 716)}  # fmt: skip
+AT_SCALE = dict(num_envs=16, batch_size=256, gradient_steps=8, learning_starts=10_000)
+LOCOMOTION = [
+    Row("locomotion", algo, f"{task}-v5", n, e, (1, 2, 3), flags, name, score, gym_final=True,
+        against=against)
+    for task, (steps, score) in LOCOMOTION_TASKS.items()
+    for algo, name, n, e, flags, against in (
+        ("ppo_vec", "", steps, 262_144, dict(num_envs=64), "rsl_rl"),
+        ("rsl_rl:ppo", "rsl_rl", steps, 262_144, dict(num_envs=64), ""),
+        *([("ppo_vec", "adaptive", steps, 262_144,
+            dict(num_envs=64, lr_schedule="adaptive", desired_kl=0.01), "ppo_vec")]
+          if task in ("Hopper", "HalfCheetah") else []),
+        *([("fast_td3", "", 150_000, 25_000, AT_SCALE, ""),
+           ("sac", "", 150_000, 25_000, dict(AT_SCALE, actor_lr=3e-4, critic_lr=3e-4), "")]
+          if task in ("Hopper", "HalfCheetah", "Ant") else []),
+    )
+]  # fmt: skip
+# RLlib's PPO (issue 60) with the ray repository's MuJoCo example settings on gymnasium's env
+# (bench/peers/rllib.py, its own venv), beside ppo_vec at RLlib's 1M-step budget
+RLLIB = [
+    Row("rllib", algo, f"{task}-v5", 10**6, 131_072, (1, 2, 3), dict(num_envs=64), name,
+        LOCOMOTION_TASKS[task][1], gym_final=True, against=against)
+    for task in ("Hopper", "Ant", "Humanoid")
+    for algo, name, against in (("ppo_vec", "", "rllib"), ("rllib:ppo", "rllib", ""))
+]  # fmt: skip
+# The design card's command, `python algos/ppo_vec.py --env Ant --num-envs 4096` (its GPU-sized
+# defaults), on every core of a CPU
+FLAGSHIP = [
+    Row("flagship", "ppo_vec", "Ant-v5", 10**7, 1_048_576, (1,), dict(num_envs=4096),
+        threshold=3000, threads=0, gym_final=True)
+]  # fmt: skip
+
+# Learning from pixels: each image-capable file on MinAtar's five games with its MinAtar row (its
+# paper's settings; 1M of their 10M steps, dqn 250k of 5M: the epsilon schedules shrink with the
+# budget), PQN's full 10M on three, and Atari (10M frames of CleanRL's 40M) with the papers'
+# settings as flags (`ATARI`: the files have no Atari rows until such runs back them)
+MINATAR_GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
+ATARI = {  # CleanRL's ppo_atari, the PQN paper's pqn_atari, CleanRL's dqn_atari
+    "ppo_vec": dict(num_envs=8, num_steps=128, num_minibatches=4, update_epochs=4,
+                    learning_rate=2.5e-4, clip_coef=0.1, clip_vloss=True, ent_coef=0.01,
+                    hidden=(512,)),
+    "pqn": dict(num_envs=128, num_steps=32, num_minibatches=32, update_epochs=2,
+                learning_rate=2.5e-4, anneal_lr=False, q_lambda=0.65, end_e=0.001,
+                exploration_fraction=0.1, hidden=(512,)),
+    "dqn": dict(num_envs=4, gradient_steps=1, batch_size=32, learning_rate=1e-4,
+                buffer_size=1_000_000, target_every=250, end_e=0.01, exploration_fraction=0.1,
+                learning_starts=80_000, hidden=(512,)),
+}  # fmt: skip
+PIXELS = [
+    *(Row("minatar", algo, f"MinAtar/{game}-v1", steps, steps // 10, seeds)
+      for game in MINATAR_GAMES
+      for algo, steps, seeds in (("pqn", 10**6, (1, 2, 3)), ("ppo_vec", 10**6, (1, 2, 3)),
+                                 ("dqn", 250_000, (1,)))),
+    *(Row("minatar-10m", "pqn", f"MinAtar/{game}-v1", 10**7, 250_000, (1,), save_every=10**6)
+      for game in ("Asterix", "Breakout", "SpaceInvaders")),
+    *(Row("atari", algo, f"ALE/{game}-v5", 2_500_000, 250_000, (1,), ATARI[algo],
+          save_every=250_000)
+      for game in ("Pong", "Breakout") for algo in ("ppo_vec", "pqn")),
+]  # fmt: skip
+
 ROWS: list[Row] = [*_quick("quick", False), *_quick("full", True), *OFFPOLICY, *BOX2D, *PEERS]
-ROWS += [*MUJOCO_OFFPOLICY, *HTERM, *MARL, *ASYMMETRIC, *STABLE]
+ROWS += [*MUJOCO_OFFPOLICY, *HTERM, *MARL, *ASYMMETRIC, *STABLE, *LOCOMOTION, *RLLIB, *FLAGSHIP]
+ROWS += PIXELS
 
 # what each group is, for the report's first line
 ABOUT = {
@@ -254,6 +333,12 @@ ABOUT = {
     "hterm-hopper": "the H-term files beside their parents on Hopper-v5, 8 seeds (hours)",
     "marl": "the multi-agent files on MPE simple_spread, 100 evaluation episodes",
     "asymmetric": "ppo_vec on noisy CartPole with and without a privileged critic group",
+    "locomotion": "ppo_vec beside rsl_rl on five MuJoCo v5 tasks, one core each (about 13 hours)",
+    "rllib": "ppo_vec beside RLlib's PPO (own venv) at 1M steps on Hopper, Ant and Humanoid",
+    "flagship": "python algos/ppo_vec.py --env Ant --num-envs 4096 on every core, 10M steps",
+    "minatar": "pqn, ppo_vec and dqn from pixels on MinAtar's five games, their MinAtar rows",
+    "minatar-10m": "pqn's MinAtar row at its full 10M steps on three games (hours a run on a CPU)",
+    "atari": "pqn and ppo_vec on ALE Pong and Breakout, 10M frames, the papers' settings as flags",
     "stable": "the files the peers group leaves out, task defaults, held-out seeds 11-13",
     "peers": "beside Stable-Baselines3 (RL Zoo's settings, its own venv), held-out seeds 11-15",
 }
@@ -308,9 +393,23 @@ REFERENCES = {
     ("Humanoid-v5", "sac"): (CLEANRL, "v4: 4996.3 +- 686.4 (1M)"),
     ("Humanoid-v5", "td3"): (CLEANRL, "v4: 5035.4 +- 21.7 (1M)"),
 }
+GYMNAX = "gymnax-blines"
+REFERENCES.update({
+    **{(f"MinAtar/{game}-v1", "ppo_vec"): (GYMNAX, f"PPO {score} at 10M")
+       for game, score in (("Asterix", 15), ("Breakout", 28), ("Freeway", 58),
+                           ("SpaceInvaders", 131))},
+    ("ALE/Pong-v5", "ppo_vec"): (CLEANRL, "ppo_atari 20.4 at 40M frames"),
+    ("ALE/Pong-v5", "pqn"): (CLEANRL, "pqn_atari 20.5 at 40M frames"),
+    ("ALE/Breakout-v5", "ppo_vec"): (CLEANRL, "ppo_atari ~415 at 40M frames"),
+    ("ALE/Breakout-v5", "pqn"): (CLEANRL, "pqn_atari ~385 at 40M frames"),
+})  # fmt: skip
 SOURCES = {
     ZOO: "RL Baselines3 Zoo `benchmark.md`: one trained agent, deterministic evaluation over ~150k "
     "steps, +- over episodes (not seeds), training budget in brackets; older gym "
     "versions where marked",
-    CLEANRL: "CleanRL `docs/benchmark`: 3 seeds, 1M steps, training-episode returns",
+    CLEANRL: "CleanRL `docs/benchmark`: 3 seeds, 1M steps (Atari: 10M env steps), training-episode "
+    "returns",
+    GYMNAX: "gymnax's README: the PPO checkpoints of gymnax-blines, 10M env steps, an MLP on the "
+    "flattened grid, on gymnax's JAX port of MinAtar (no sticky actions: a near game, not the "
+    "same)",
 }

@@ -32,9 +32,10 @@ PPO on CartPole at 65536 envs, and rsl_rl on the same MuJoCo Warp env, into benc
     python bench/gpu.py report      # bench/results/gpu.md from whatever has run (no GPU needed)
 
 Each part writes bench/results/gpu/<part>.json and fits in 10 minutes on one H100 (so that a lent
-machine can run them one call at a time). The training parts are `bench/locomotion.py`'s workers
-(the same clock: evaluations timed and left out; final evaluation on gymnasium's own env, 10
-episodes). On a machine without CUDA every measuring part prints that no GPU is present and exits 0.
+machine can run them one call at a time). The training parts run the algorithm files and
+bench/peers/rsl_rl.py as the benchmark runner does (the same clock: evaluations timed and left
+out; final evaluation on gymnasium's own env, 10 episodes). On a machine without CUDA every
+measuring part prints that no GPU is present and exits 0.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def save(part: str, data: dict) -> None:
 
 # ---- parts ---------------------------------------------------------------------------------------
 def part_env(seconds: float) -> None:
-    from mujoco_throughput import ours
+    from micro.mujoco_throughput import ours
 
     from common.device import available_cores
 
@@ -171,11 +172,25 @@ def _partial(run_dir_glob: str, command: str) -> dict:
     runs = sorted(RUNS.glob(run_dir_glob), key=lambda p: p.stat().st_mtime)
     if not runs:
         raise SystemExit(f"capped before the run wrote anything ({RUNS / run_dir_glob})")
-    from locomotion import eval_curve
-
-    curve, train = eval_curve(runs[-1] / "metrics.jsonl")
-    steps = json.loads((runs[-1] / "metrics.jsonl").read_text().splitlines()[-1])["step"]
+    curve, train, steps, _ = _read_metrics(runs[-1] / "metrics.jsonl")
     return _capped_result(command, steps, train, curve)
+
+
+def _read_metrics(path: Path) -> tuple[list[dict], float, int, dict]:
+    """A run's metrics.jsonl (ours or a peer adapter's): its evaluations, each with the training
+    seconds so far (evaluations left out), the training seconds and env steps at its last row, and
+    its final gymnasium row ({} if none)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    curve, spent, gym = [], 0.0, {}
+    for r in rows:
+        if "gym_return" in r:
+            gym = r
+        elif "eval_return" in r:
+            spent += r.get("eval_seconds", 0.0)
+            curve.append(dict(step=r["step"], seconds=r["seconds"], eval_return=r["eval_return"],
+                              train_seconds=r["seconds"] - spent))  # fmt: skip
+    timed = [r for r in rows if "seconds" in r]
+    return curve, timed[-1]["seconds"] - spent, timed[-1]["step"], gym
 
 
 def _capped_result(command: str, steps: int, train: float, curve: list[dict]) -> dict:
@@ -198,38 +213,27 @@ def _train(
     max_seconds: float | None = None,
     algo: str = "ppo_vec",
 ) -> dict:
-    """`bench/locomotion.py worker-ours` (`algo` on these flags, every core for the host side),
-    stopped after `max_seconds` if given (then what its metrics.jsonl holds, without the final
-    gymnasium score)."""
+    """`algos/<algo>.py` on these flags (every core for the host side), stopped after
+    `max_seconds` if given (then what its metrics.jsonl holds, without the final gymnasium score);
+    its final policy on gymnasium's env as the benchmark runner scores it (bench/run.py)."""
+    import run as runner
+
     threads = os.cpu_count() or 1
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), WANDB_MODE="disabled")
-    cmd = [
-        sys.executable,
-        str(ROOT / "bench" / "locomotion.py"),
-        "worker-ours",
-        "--algo",
-        algo,
-        "--threads",
-        str(threads),
-        "--out",
-        str(out),
-        "--",
-        *algo_flags,
-        "--device",
-        "cuda",
-        "--save-every",
-        "0",
-        "--quiet",
-        "--out-dir",
-        str(RUNS),
-    ]
+    extra = ["--device", "cuda", "--save-every", "0", "--quiet", "--out-dir", str(RUNS)]
+    cmd = [sys.executable, str(ROOT / "algos" / f"{algo}.py"), *algo_flags, *extra]
     env_id = algo_flags[algo_flags.index("--env") + 1]
     seed = algo_flags[algo_flags.index("--seed") + 1]
+    command = f"python algos/{algo}.py " + " ".join(algo_flags)
     if _run_capped(cmd, log, max_seconds, env) == "capped":
-        return _partial(
-            f"{env_id}__{algo}__s{seed}__*", f"python algos/{algo}.py " + " ".join(algo_flags)
-        )
-    return json.loads(out.read_text())
+        return _partial(f"{env_id}__{algo}__s{seed}__*", command)
+    run_dir = max(RUNS.glob(f"{env_id}__{algo}__s{seed}__*"), key=lambda p: p.stat().st_mtime)
+    curve, train, steps, _ = _read_metrics(run_dir / "metrics.jsonl")
+    gym_id = env_id if "-v" in env_id else f"{env_id}-v5"  # `Ant`: the batched Ant-v5
+    gym = runner.gym_final(run_dir / "checkpoint.pt", gym_id, sys.executable)
+    r = _capped_result(command, steps, train, curve)
+    r.update(command=command, gym_return=gym["gym_return"], gym_return_std=gym["gym_return_std"])
+    return r
 
 
 def _reach(curve: list[dict], level: float) -> dict | None:
@@ -309,20 +313,21 @@ def part_rsl_rl(part: str, steps: int, max_seconds: float | None = None) -> None
     if importlib.util.find_spec("rsl_rl") is not None:
         py = sys.executable  # the project venv has rsl-rl-lib (a test-only requirement)
     else:
-        from locomotion import ensure_venv
+        import run as runner
 
-        py = str(ensure_venv())
+        py = runner.venv("rsl_rl")
     tag = {"rsl_rl": "rsl_rl_ant"}.get(part, part.replace("-", "_"))
-    out, log = RUNS / f"{tag}.json", OUT / "logs" / f"{tag}.log"
+    log = OUT / "logs" / f"{tag}.log"
     threads = os.cpu_count() or 1
     cmd = [
         py,
-        str(ROOT / "bench" / "locomotion_rslrl.py"),
-        "--task",
+        str(ROOT / "bench" / "peers" / "rsl_rl.py"),
+        "ppo",
+        "--env",
         task,
         "--seed",
         "1",
-        "--steps",
+        "--total-steps",
         str(steps),
         "--num-envs",
         str(num_envs),
@@ -334,26 +339,23 @@ def part_rsl_rl(part: str, steps: int, max_seconds: float | None = None) -> None
         "warp",
         "--threads",
         str(threads),
-        "--out",
-        str(out),
+        "--out-dir",
+        str(RUNS / tag),
     ]
-    command = "bench/locomotion_rslrl.py " + " ".join(cmd[2:])
-    if (
-        _run_capped(cmd, log, max_seconds, dict(os.environ, OMP_NUM_THREADS=str(threads)))
-        == "capped"
-    ):
-        rows = [
-            json.loads(line) for line in log.read_text().splitlines() if line.startswith('{"step"')
-        ]
-        if not rows:
-            raise SystemExit(
-                f"rsl_rl capped before its first evaluation (every {ANT['eval_every']:,} "
-                f"steps); see {log}"
-            )
-        r = _capped_result(command, rows[-1]["step"], rows[-1]["train_seconds"], rows)
-    else:
-        r = json.loads(out.read_text())
-        r["command"] = command
+    command = "bench/peers/rsl_rl.py " + " ".join(cmd[2:-2])
+    capped = _run_capped(cmd, log, max_seconds, dict(os.environ, OMP_NUM_THREADS=str(threads)))
+    metrics = RUNS / tag / f"{task}__rsl_rl__s1" / "metrics.jsonl"
+    if not metrics.exists() or not metrics.read_text().strip():
+        raise SystemExit(
+            f"rsl_rl capped before its first evaluation (every {ANT['eval_every']:,} steps); see "
+            f"{log}"
+        )
+    curve, train, steps, gym = _read_metrics(metrics)
+    r = _capped_result(command, steps, train, curve)
+    if capped != "capped":
+        r.update(
+            command=command, gym_return=gym["gym_return"], gym_return_std=gym["gym_return_std"]
+        )
     save(
         part,
         {"rsl_rl": _summary(r, HUMANOID_TARGET if task.startswith("Humanoid") else ANT_TARGET)},

@@ -17,11 +17,11 @@
 #   cuda-slow   pytest -m "cuda and slow", the rest (--compile with CUDA graphs, population on the GPU; $SLOW_K: -k)
 #   cuda-graphs pytest -m cuda tests/test_graphs.py: the captured PPO iteration and fast_td3's captured updates
 #               against eager, the guard inside it, and (once .whl/b is in) its replay on MuJoCo Warp; $GRAPHS_K: -k
-#   minatar     bench/minatar_speed.py on CUDA: the five games at 4,096 and 65,536 sub-envs against the minatar
+#   minatar     bench/micro/minatar_speed.py on CUDA: the five games at 4,096 and 65,536 sub-envs against the minatar
 #               package (issue 58; needs .whl/b) -> bench/results/gpu/minatar.md
 #   pqn-minatar algos/pqn.py on MinAtar Breakout with its row (the PQN paper's MinAtar settings) on CUDA, 10M steps
 #               or the cap; its metrics come back in the archive (bench/runs/gpu)
-#   pqn-pong    algos/pqn.py on ALE/Pong-v5 with the PQN paper's Atari settings (bench/minatar_learn.py's ATARI),
+#   pqn-pong    algos/pqn.py on ALE/Pong-v5 with the PQN paper's Atari settings (bench/experiments.py's ATARI),
 #               2.5M env steps (10M frames: issue 58's +18 target) or the cap; ale-py's vector env on every core;
 #               $ATARI_FILE (pqn, ppo_vec, dqn) and $ATARI_GAME (Pong, Breakout, ...) run another file or game
 #   env | ppo-ant | ppo-ant-eager | ppo-ant-compile | ppo-ant-16k | ppo-humanoid | ppo-humanoid-eager |
@@ -102,7 +102,7 @@ for stage in "$@"; do
                  -k "$WARP_K or deferred" ;;
     cuda-slow) pytest_stage slow "${CAP_slow:-300}" -m "cuda and slow" tests/ -k "${SLOW_K:-not ($WARP_K)}" ;;
     minatar) echo "== minatar (cap ${CAP_minatar:-120}s) $(date +%T)"
-             timeout -s INT "${CAP_minatar:-120}" $PY bench/minatar_speed.py --device cuda --num-envs 4096 65536 \
+             timeout -s INT "${CAP_minatar:-120}" $PY bench/micro/minatar_speed.py --device cuda --num-envs 4096 65536 \
                --seconds 2 --out bench/results/gpu/minatar.md > "$OUT/minatar.log" 2>&1
              echo "exit $?"; tail -n 9 "$OUT/minatar.log" ;;
     pqn-minatar) echo "== pqn-minatar (cap ${CAP_pqn_minatar:-200}s) $(date +%T)"
@@ -112,7 +112,7 @@ for stage in "$@"; do
              echo "exit $?"; tail -n 5 "$OUT/pqn_minatar.log" ;;
     pqn-pong) f=${ATARI_FILE:-pqn} g=${ATARI_GAME:-Pong}
              echo "== pqn-pong: $f on ALE/$g-v5 (cap ${CAP_pqn_pong:-300}s) $(date +%T)"
-             flags=$($PY -c "import sys; sys.path.insert(0, 'bench'); import minatar_learn; print(minatar_learn.ATARI['$f'])")
+             flags=$($PY -c "import sys; sys.path.insert(0, 'bench'); from experiments import ATARI, flags; print(' '.join(flags(ATARI['$f'])))")
              # shellcheck disable=SC2086
              timeout -s INT "${CAP_pqn_pong:-300}" $PY "algos/$f.py" --env "ALE/$g-v5" --device cuda $flags \
                --total-steps "${STEPS_pqn_pong:-2500000}" --eval-every 500000 --save-every 0 --quiet --no-plots \

@@ -1,6 +1,6 @@
 """Where a locomotion run's time goes: `algos/ppo_vec.py` (its MuJoCo defaults) and rsl_rl's PPO
-(IsaacLab's classic config, `bench/locomotion_rslrl.py`) on the same batched env, under cProfile,
-the two at the same time on one core each with one torch thread, as in `bench/locomotion.py`.
+(IsaacLab's classic config, `bench/peers/rsl_rl.py`) on the same batched env, under cProfile,
+the two at the same time on one core each with one torch thread, as in the locomotion group.
 
     python bench/locomotion_profile.py --task Ant --steps 262144
 
@@ -130,7 +130,9 @@ def side_rsl(task: str, steps: int) -> dict:
     from rsl_rl.runners import OnPolicyRunner
 
     sys.path.insert(0, str(ROOT / "bench"))
-    from locomotion_rslrl import isaaclab_classic_cfg
+    from run import peer_module
+
+    isaaclab_classic_cfg = peer_module("rsl_rl").isaaclab_classic_cfg
 
     torch.manual_seed(1)
     np.random.seed(1)

@@ -76,13 +76,15 @@ def collect(group: str, results: Path = RESULTS) -> list[dict]:
     curve}}."""
     out = []
     for row in experiments.group(group):
-        curves = {}
+        curves, gym = {}, {}
         for s in row.seeds:
             p = results / group / "runs" / f"{row.key(s)}.jsonl"
-            if p.exists() and (c := eval_curve(load_rows(p))):
+            if p.exists() and (c := eval_curve(rows := load_rows(p))):
                 curves[s] = c
+                finals = [r["gym_return"] for r in rows if "gym_return" in r]
+                gym.update({s: finals[-1]} if finals else {})
         if curves:
-            out.append({"row": row, "curves": curves})
+            out.append({"row": row, "curves": curves, "gym": gym})
     return out
 
 
@@ -154,6 +156,11 @@ README = ROOT / "README.md"
 README_LINES = {
     "peers": "- **Beside Stable-Baselines3** (RL Zoo settings, held-out seeds, IQM [95% interval]; "
     "[table](bench/results/peers/peers.md)): {summary}",
+    "locomotion": "- **Beside rsl_rl on a CPU** (IsaacLab's PPO config, five MuJoCo v5 tasks, the "
+    "same env objects and steps, one core each, seeds 1-3; "
+    "[table](bench/results/locomotion/locomotion.md)): {ranges}",
+    "rllib": "- **Beside RLlib** (its MuJoCo PPO example, 1M steps, seeds 1-3; "
+    "[table](bench/results/rllib/rllib.md)): {ranges}",
 }
 
 
@@ -169,6 +176,34 @@ def summary(entries: list[dict]) -> str:
         x = ratio({"t": _speed(ent["curves"])}, {"t": _speed(other["curves"])})[0]
         solve = _solve_ratio(row, ent["curves"], other["curves"]) or "no common stable solve"
         parts.append(f"{row.label} on {row.env} solves {solve} at {x:.1f}x the env steps/s")
+    return "; ".join(parts)
+
+
+def ranges(entries: list[dict]) -> str:
+    """Our rows against a peer's, over the tasks: the range of env-steps/s ratios and on how many
+    tasks the final return (on gymnasium's env where measured; IQM over seeds) is higher."""
+    from stats import ratio
+
+    def final(e):
+        values = list(e["gym"].values()) or [c[-1][2] for c in e["curves"].values()]
+        return iqm_ci(values)[0]
+
+    pairs = {}
+    for ent in entries:
+        other = _other(ent, entries)
+        if ent["row"].against and other is not None and other["row"].peer:
+            pairs.setdefault((ent["row"].label, other["row"].label), []).append((ent, other))
+    parts = []
+    for (mine, theirs), found in pairs.items():
+        x = [ratio({"t": _speed(a["curves"])}, {"t": _speed(b["curves"])})[0] for a, b in found]
+        tasks = ", ".join(
+            f"{a['row'].env.split('-')[0]} {final(a):.0f} vs {final(b):.0f}" for a, b in found
+        )
+        higher = sum(final(a) > final(b) for a, b in found)
+        parts.append(
+            f"{mine} at {min(x):.2f}x-{max(x):.2f}x {theirs}'s env steps/s and a higher final "
+            f"return on {higher}/{len(found)} tasks ({tasks})"
+        )
     return "; ".join(parts)
 
 
@@ -198,6 +233,14 @@ def _stable(row, curves) -> str:
         return f"never (>= {row.threshold:g})"
     steps, secs = iqm_ci([h[0] for h in got])[0], iqm_ci([h[1] for h in got])[0]
     return f"{steps:,.0f} steps, {secs:.0f} s ({len(got)}/{len(hits)} >= {row.threshold:g})"
+
+
+def _gym_cell(gym: dict, scale: float) -> str:
+    """The final policies on gymnasium's env (GYM_SEED's episodes): IQM [interval] over seeds."""
+    if not gym:
+        return ""
+    m, lo, hi = iqm_ci(list(gym.values()))
+    return f"{_fmt(m, scale)} [{_fmt(lo, scale)}, {_fmt(hi, scale)}] ({len(gym)} seeds)"
 
 
 def _speed(curves: dict) -> list[float]:
@@ -231,8 +274,21 @@ def _improvement(ent: dict, entries: list[dict]) -> str:
     x, xlo, xhi = ratio({"t": _speed(ent["curves"])}, {"t": _speed(other["curves"])})
     name = other["row"].label if other["row"].env == row.env else row.against
     cell = f"{p:.2f} [{lo:.2f}, {hi:.2f}]; speed {x:.2f}x [{xlo:.2f}, {xhi:.2f}]"
+    t = min(c[-1][1] for e in (ent, other) for c in e["curves"].values())
+    mine_t, theirs_t = (_at_time(e["curves"], t) for e in (ent, other))
+    scale = max(abs(mine_t), abs(theirs_t))
+    cell += f"; at {t:.0f} s: {_fmt(mine_t, scale)} vs {_fmt(theirs_t, scale)}"
     solve = _solve_ratio(row, ent["curves"], other["curves"])
     return cell + (f"; solve {solve}" if solve else "") + f" vs {name}"
+
+
+def _at_time(curves: dict, t: float) -> float:
+    """IQM over seeds of the eval return read off each curve at `t` training seconds (linear
+    between evaluations; before the first one, its value)."""
+    import numpy as np
+
+    return iqm_ci([float(np.interp(t, [c[1] for c in cs], [c[2] for c in cs])) for cs in
+                   curves.values()])[0]  # fmt: skip
 
 
 def _solve_ratio(row, mine: dict, theirs: dict) -> str:
@@ -260,6 +316,7 @@ def report(group: str, results: Path = RESULTS) -> str:
             f"run `python bench/run.py {group}` first"
         )
     compared = any(e["row"].against for e in entries)
+    on_gym = any(e["gym"] for e in entries)
     seeds = sorted({s for e in entries for s in e["curves"]})
     lines = [
         f"## Benchmark group `{group}`",
@@ -269,14 +326,35 @@ def report(group: str, results: Path = RESULTS) -> str:
         f"{', '.join(map(str, seeds))} with its 95% stratified-bootstrap interval in brackets "
         f"(bench/stats.py). "
         + "Seconds: training seconds (the run's clock less its evaluations), "
-        + f"one torch thread per run. Reproduce: `bash benchmark.sh {group}`; one row by hand: the "
+        + (
+            "every core of the machine per run. "
+            if all(e["row"].threads == 0 for e in entries)
+            else "one torch thread per run. "
+        )
+        + (
+            "On gymnasium's env: the final policy on `gymnasium.make(env)`, 10 episodes from seed "
+            f"{experiments.GYM_SEED}, IQM over seeds. "
+            if on_gym
+            else ""
+        )
+        + f"Reproduce: `bash benchmark.sh {group}`; one row by hand: the "
         f"command in `runs/commands.json`.",
         "",
-        "| env | algorithm | env steps | eval return | per seed | train s / run | env steps / s "
-        "| stable solve "
-        + ("| vs the other: P(ours > it); env steps/s ratio; stable solve " if compared else "")
+        "| env | algorithm | env steps | eval return | per seed "
+        + ("| on gymnasium's env " if on_gym else "")
+        + "| train s / run | env steps / s | stable solve "
+        + (
+            "| vs the other: P(ours > it); env steps/s ratio; stable solve; return at equal "
+            "training seconds "
+            if compared
+            else ""
+        )
         + "| reference |",
-        "|---|---|---:|---:|---|---:|---:|---:|" + ("---|" if compared else "") + "---|",
+        "|---|---|---:|---:|---|"
+        + ("---:|" if on_gym else "")
+        + "---:|---:|---:|"
+        + ("---|" if compared else "")
+        + "---|",
     ]
     used = set()
     envs_in_order = list(dict.fromkeys(e["row"].env for e in entries))
@@ -295,7 +373,9 @@ def report(group: str, results: Path = RESULTS) -> str:
             lines.append(
                 f"| {env_id} | {row.label} | {steps:,} | {_fmt(m, scale)} "
                 f"[{_fmt(lo, scale)}, {_fmt(hi, scale)}] | "
-                f"{', '.join(_fmt(v, scale) for v in finals)} | {iqm_ci(secs)[0]:.0f} "
+                f"{', '.join(_fmt(v, scale) for v in finals)} | "
+                + (f"{_gym_cell(ent['gym'], scale)} | " if on_gym else "")
+                + f"{iqm_ci(secs)[0]:.0f} "
                 f"| {iqm_ci(_speed(curves))[0]:,.0f} | {_stable(row, curves)} "
                 + (f"| {_improvement(ent, entries)} " if compared else "")
                 + f"| {f'{ref[0]}: {ref[1]}' if ref else ''} |"
@@ -305,6 +385,7 @@ def report(group: str, results: Path = RESULTS) -> str:
             lines.append(
                 f"| {env_id} | {name} | | {_fmt(r['eval_return'], scale)} +- "
                 f"{_fmt(r['eval_return_std'], scale)} (over {len(r['returns'])} episodes) | | | | "
+                + ("| " if on_gym else "")
                 + ("| " if compared else "")
                 + "| |"
             )
@@ -320,7 +401,7 @@ def report(group: str, results: Path = RESULTS) -> str:
     lines += [f"- {src}: {SOURCES[src]}." for src in sorted(used)]
     lines += ["", "Curves (IQM over seeds, band its 95% bootstrap interval):", ""]
     for env_id in envs_in_order:
-        png = f"{group}_{env_id}.png"
+        png = f"{group}_{env_id.replace('/', '-')}.png"
         plot_env(env_id, [e for e in entries if e["row"].env == env_id], results / group / png)
         lines.append(f"![{env_id}]({png})")
     meta_path = results / group / "runs" / "commands.json"
@@ -334,7 +415,8 @@ def report(group: str, results: Path = RESULTS) -> str:
     (results / group / f"{group}.md").write_text(text)
     into_docs(group, lines[2 : lines.index("", 4)])  # the metric line and the table
     if group in README_LINES:
-        into_docs(group, [README_LINES[group].format(summary=summary(entries))], README)
+        line = README_LINES[group].format(summary=summary(entries), ranges=ranges(entries))
+        into_docs(group, [line], README)
     print(text)
     return text
 

@@ -55,14 +55,15 @@ def shown(row: Row, seed: int) -> str:
 
 def complete(row: Row, seed: int) -> bool:
     """It finished: runs/commands.json records this command as done (a file may stop a little
-    short of `--total-steps`, at its last whole iteration), or, for metrics migrated from older
-    scripts, they reach the budget with a final evaluation."""
+    short of `--total-steps`, at its last whole iteration), or records the run as migrated from an
+    older script (`migrated_from`: measured history, kept), or its metrics reach the budget with a
+    final evaluation."""
     path = metrics_file(row, seed)
     if not path.exists():
         return False
     meta = path.parent / "commands.json"
     done = json.loads(meta.read_text()).get(row.key(seed), {}) if meta.exists() else {}
-    if done.get("command") == shown(row, seed):
+    if done.get("command") == shown(row, seed) or "migrated_from" in done:
         return True
     last = load_rows(path)[-1:]
     return bool(last) and last[0]["step"] >= row.steps and last[0].get("eval_return") is not None
@@ -78,7 +79,8 @@ def run_one(row: Row, seed: int, python: str) -> tuple[float, bool]:
         cmd += ["--resume", str(ckpts[-1])]
     elif out.exists():
         shutil.rmtree(out)
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", WANDB_MODE="disabled")
+    threads = str(row.threads or os.cpu_count() or 1)
+    env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, WANDB_MODE="disabled")
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -88,6 +90,9 @@ def run_one(row: Row, seed: int, python: str) -> tuple[float, bool]:
     dest = metrics_file(row, seed)
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run_dir / "metrics.jsonl", dest)
+    if row.gym_final and not row.peer:  # (a peer's adapter writes its own)
+        with open(dest, "a") as f:
+            f.write(json.dumps(gym_final(run_dir / "checkpoint.pt", row.env, python)) + "\n")
     final = load_rows(dest)[-1]
     print(f"  {row.key(seed)}: eval {final['eval_return']:.1f}, {wall:.0f} s", flush=True)
     record(row, seed, wall, bool(ckpts))
@@ -95,6 +100,21 @@ def run_one(row: Row, seed: int, python: str) -> tuple[float, bool]:
 
 
 RECORDING = threading.Lock()
+
+
+def gym_final(checkpoint: Path, env_id: str, python: str) -> dict:
+    """The final policy on `gymnasium.make(env_id)`, 10 episodes from experiments.GYM_SEED, as a
+    metrics row (`gym_return`, `gym_return_std`, `gym_returns`)."""
+    code = (
+        "import json, sys; from tools.evaluate import gym_rollouts, load_policy; "
+        "policy, ckpt = load_policy(sys.argv[1]); "
+        "r = gym_rollouts(policy, sys.argv[2], 10, seed=int(sys.argv[3])); "
+        "print(json.dumps(dict(step=ckpt['global_step'], gym_return=r['eval_return'], "
+        "gym_return_std=r['eval_return_std'], gym_returns=r['returns'])))"
+    )
+    args = [python, "-c", code, str(checkpoint), env_id, str(experiments.GYM_SEED)]
+    out = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def record(row: Row, seed: int, wall: float, resumed: bool) -> None:
@@ -113,21 +133,14 @@ def record(row: Row, seed: int, wall: float, resumed: bool) -> None:
         path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
 
-LOCOMOTION = ("hopper", "halfcheetah", "walker2d", "ant", "humanoid")
 # group -> (what it measures, its commands: a script of bench/ and its arguments, or a group)
 SCRIPTS: dict[str, tuple[str, list[list[str]]]] = {
     "envs": ("env-steps/s of our torch CartPole vs gymnasium's SyncVectorEnv, N = 1 ... 65536",
-             [["env_throughput.py"]]),
-    "ppo": ("algos/ppo_vec.py's wall time to a deterministic eval >= 475 on CartPole-v1, 3 seeds",
-            [["ppo_time_to_threshold.py"]]),
+             [["micro/env_throughput.py"]]),
     "ensemble": ("REDQ-style critic updates/s: one batched EnsembleMLP vs a loop over 10 critics",
-                 [["ensemble_speed.py"]]),
+                 [["micro/ensemble_speed.py"]]),
     "mujoco": ("Ant-v5 env-steps/s: batch backend, MuJoCo Warp, gymnasium sync, N = 64/1024/4096",
-               [["mujoco_throughput.py"]]),
-    "mujoco-learn": ("PPO on Hopper-v5, CPU batch backend, 2M steps, eval on gymnasium's Hopper",
-                     [["mujoco_learning.py", "--env", "Hopper-v5", "--steps", "2000000",
-                       "--num-envs", "64", "--num-steps", "64", "--num-minibatches", "16",
-                       "--update-epochs", "10"]]),
+               [["micro/mujoco_throughput.py"]]),
     "mujoco-num-envs": ("ppo_vec's CPU defaults at --num-envs 64/256/1024 on Hopper and Ant, 1M "
                         "steps (~40 min on 2 cores)", [["mujoco_num_envs.py"]]),
     "pipeline": ("SAC and TD3 with and without --pipeline: env-steps/s, overlap, returns",
@@ -135,55 +148,30 @@ SCRIPTS: dict[str, tuple[str, list[list[str]]]] = {
     "population": ("PPO population (tournament, generational) vs one run at equal env steps",
                    [["population.py"]]),
     "compile": ("--compile on vs off: PPO and SAC env-steps/s, one thread, warm-up excluded",
-                [["compile_speed.py"]]),
+                [["micro/compile_speed.py"]]),
     "threads": ("two runs at once on a CPU, --threads auto vs a thread a core (~25 min)",
-                [["threads.py"]]),
+                [["micro/threads.py"]]),
     "tensordict": ("the PPO and PQN rows with TensorDict storage instead of Batch (own venv)",
-                   [["@td", "tensordict_overhead.py"]]),
-    "minatar": ("MinAtar: our batched port vs the minatar package, then pqn and ppo_vec on the "
-                "five games, 1M steps, 3 seeds (~2 h)",
-                [["minatar_speed.py"], ["minatar_learn.py"]]),
-    "atari": ("pqn and ppo_vec on ALE Pong and Breakout, 10M frames (hours a run on a CPU)",
-              [["minatar_learn.py", "--atari", "--steps", "2500000", "--eval-every", "250000"]]),
+                   [["@td", "micro/tensordict_overhead.py"]]),
+    "minatar-speed": ("MinAtar stepping: our batched port vs the minatar package",
+                      [["micro/minatar_speed.py"]]),
     "elastic": ("population on two torchrun nodes: one joins late, then is SIGKILLed (~6 min)",
                 [["elastic_population.sh"]]),
     "gpu": ("one CUDA GPU: MuJoCo Warp throughput, ppo_vec captured / eager / compiled, rsl_rl, a "
             "profile (~90 min on an H200; without a GPU it says so)", [["gpu.py"]]),
     "offpolicy-update": ("SAC's and TD3's step + update beside CleanRL's files (CLEANRL=checkout) "
-                         "and the matrix-product floor", [["offpolicy_update.py", "--cleanrl",
-                                                           "$CLEANRL"]]),
-    **{f"locomotion-{t}": (f"ppo_vec beside rsl_rl (own venv) on {t}, seeds 1-3, one core each",
-                           [["locomotion.py", "run", t]]) for t in LOCOMOTION},
-    **{f"locomotion-offpolicy-{t}": (f"fast_td3 and sac, many envs, large batches, on {t}",
-                                     [["locomotion.py", "run", t, "--sides", "fast_td3", "sac"]])
-       for t in LOCOMOTION[:2] + ("ant",)},
-    **{f"locomotion-adaptive-{t}": (f"ppo_vec with --lr-schedule adaptive on {t}",
-                                    [["locomotion.py", "run", t, "--sides", "adaptive"]])
-       for t in LOCOMOTION[:2]},
-    "locomotion-flagship": ("ppo_vec --env Ant --num-envs 4096 on every core, 10M steps",
-                            [["locomotion.py", "flagship"]]),
+                         "and the matrix-product floor",
+                         [["micro/offpolicy_update.py", "--cleanrl", "$CLEANRL"]]),
     "locomotion-profile": ("where the time goes, ppo_vec vs rsl_rl on Ant and Humanoid",
                            [["locomotion_profile.py", "--task", t] for t in ("Ant", "Humanoid")]),
-    "locomotion": ("every locomotion group above, then its report (about 13 hours)",
-                   [[f"locomotion-{t}"] for t in (*LOCOMOTION, "offpolicy-hopper",
-                    "offpolicy-halfcheetah", "offpolicy-ant", "flagship", "profile")]),
-    **{f"rllib-{t}": (f"RLlib's PPO (own venv) beside ppo_vec on {t}, 1M steps, seeds 1-3",
-                      [["locomotion.py", "run", t, "--sides", "rllib", "ours_budget"]])
-       for t in ("hopper", "ant", "humanoid")},
-    "rllib": ("the three rllib groups", [["rllib-hopper"], ["rllib-ant"], ["rllib-humanoid"]]),
 }  # fmt: skip
 # what a learning group runs after its rows
 AFTER = {
     "quick": [["stock_trading.py", "--from-group", "quick"], ["envs"]],
     "full": [["stock_trading.py", "--from-group", "full"], *([g] for g in (
-        "envs", "ppo", "asymmetric", "ensemble", "offpolicy", "hterm", "mujoco", "mujoco-learn",
-        "marl", "pipeline", "population"))],
+        "envs", "asymmetric", "ensemble", "offpolicy", "hterm", "mujoco", "marl", "pipeline",
+        "population"))],
 }  # fmt: skip
-REPORTS = {  # `report GROUP` of a group that keeps its own log
-    "locomotion": ["locomotion.py", "report"],
-    "minatar": ["minatar_learn.py", "--from-log", "bench/results/minatar_learn.jsonl"],
-    "atari": ["minatar_learn.py", "--atari", "--from-log", "bench/results/atari_learn.jsonl"],
-}
 
 
 def groups_help() -> str:
@@ -205,8 +193,26 @@ def groups_help() -> str:
 VENVS = {
     "sb3": (["torch==2.13.0", "stable-baselines3==2.9.2",
              "gymnasium[classic-control,box2d]==1.4.0"], False),
+    "rsl_rl": (["torch==2.13.0", "rsl-rl-lib==5.5.1", "gymnasium[mujoco]==1.4.0", "mujoco>=4.0",
+                "numpy>=1.26", "tyro>=0.9"], False),  # (its adapter imports our envs, as ours do)
+    # every ray[rllib] release from 2.54 pins a gymnasium older than ours
+    "rllib": (["torch==2.13.0", "ray[rllib]==2.60.0", "gymnasium[mujoco]==1.2.2", "mujoco==4.0.0"],
+              False),
     "td": (["--no-deps", "tensordict==0.15.3", "pyvers==0.2.3"], True),
 }  # fmt: skip
+
+
+def peer_module(name: str):
+    """bench/peers/<name>.py as a module (named `<name>_peer`: the file is named after the package
+    it runs, so `import <name>` would find the package, not it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        f"{name}_peer", ROOT / "bench" / "peers" / f"{name}.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def venv(name: str, python: str = sys.executable) -> str:
@@ -280,13 +286,13 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     if a.group == "report":
         target = a.report_group or p.error("report needs a GROUP")
-        if target in REPORTS:
-            return run_commands([REPORTS[target]], a.python, a.list)
         return run_commands([["report.py", target]], a.python, a.list)
     if a.group in SCRIPTS:
         return run_commands(SCRIPTS[a.group][1], a.python, a.list)
     rows = selected(experiments.group(a.group), a.only)
-    todo = [(r, s) for r in rows for s in r.seeds if not a.seeds or s in a.seeds]
+    # seed by seed (with --jobs 2, a seed's two sides of a comparison run at the same time)
+    seeds = sorted({s for r in rows for s in r.seeds})
+    todo = [(r, s) for s in seeds for r in rows if s in r.seeds and (not a.seeds or s in a.seeds)]
     if a.list:
         for r, s in todo:
             print(shown(r, s))

@@ -208,7 +208,7 @@ def rollout_shape(
 
 ATARI_FLAGS = (
     "the papers' Atari settings as flags: docs/usage.md, 'Learning from pixels' "
-    "(bench/minatar_learn.py's ATARI)"
+    "(bench/experiments.py's ATARI)"
 )
 
 

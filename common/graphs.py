@@ -178,8 +178,8 @@ def outside(launch: Callable[[], None]) -> bool:
 
 class Captured:
     """`fn()` as CUDA graphs on CUDA after two eager calls (module docstring); eager elsewhere.
-    `Captured.simulate = True` (tests, bench/op_count.py) takes the CUDA path on any device, with
-    `_stand_in` running `fn` eagerly where a GPU would replay (`launches` counted)."""
+    `simulate = True` (tests; a subclass, bench/micro/op_count.py) takes the CUDA path on any
+    device, with `_stand_in` running `fn` eagerly where a GPU would replay (`launches` counted)."""
 
     simulate = False
 
@@ -195,7 +195,7 @@ class Captured:
         self.fn, self.name, self.off_flag = fn, name, off_flag
         self.device = torch.device(device)
         self.state = list(state)
-        self.enabled = enabled and (self.device.type == "cuda" or Captured.simulate)
+        self.enabled = enabled and (self.device.type == "cuda" or self.simulate)
         self.calls = 0
         self.replays = 0
         self.result = None

@@ -62,6 +62,11 @@ class Hooks:
     evaluate: Callable | None = None
     on_log: Callable | None = None  # on_log(run, row): a row was logged (its evaluation's included)
     on_save: Callable | None = None  # on_save(run, path): the checkpoint was written
+    # on_iteration(run): an iteration is done, its evaluation, log and checkpoint included
+    on_iteration: Callable | None = None
+    # capture(fn, device, state=, enabled=, ...) -> Captured, in place of `run.capture`'s: the one
+    # way to see inside a captured loop from outside (a benchmark counting what a replay launches)
+    capture: Callable | None = None
 
 
 _HOOKS: list[Hooks] = []
@@ -212,7 +217,8 @@ class Run:
     ) -> Captured:
         """`fn()` replayed as CUDA graphs on CUDA (`common.graphs.Captured`; `state`: what it
         writes, for the check before capture)."""
-        return Captured(fn, self.device, state=state, enabled=enabled, **kwargs)
+        make = self.hooks.capture or Captured
+        return make(fn, self.device, state=state, enabled=enabled, **kwargs)
 
     def meter(self, *names: str) -> Meter:
         """Statistics summed on the device (`common.logger.Meter`), logged as means."""
@@ -280,6 +286,8 @@ class Run:
                     self.save(last)
                 if self.is_main:
                     self.logger.burn_in(self.step, learned=self.step > learning_starts)
+                    if self.hooks.on_iteration:
+                        self.hooks.on_iteration(self)
 
     def save(self, next_iteration: int) -> None:
         """Write the checkpoint (module docstring); under torchrun a collective."""

@@ -23,7 +23,7 @@ What rsl_rl (>= 3, the TensorDict interface; tested with rsl-rl-lib 5.5) sees:
   `learn(init_at_random_ep_len=True)` is refused), `device`, `cfg`.
 
 rsl_rl is not a project dependency: this module needs `pip install rsl-rl-lib` (which brings
-tensordict). `bench/locomotion.py` uses it to run rsl_rl beside `algos/ppo_vec.py` on the same env
+tensordict). `bench/peers/rsl_rl.py` uses it to run rsl_rl beside `algos/ppo_vec.py` on the same env
 objects.
 """
 

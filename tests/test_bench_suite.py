@@ -75,11 +75,62 @@ def test_report_table_and_curves(fake_group):
     assert "40.0 [40.0, 40.0]" in dqn and "never (>= 475)" in dqn
     # every dqn seed below every ppo_vec seed; 300 / 13 env steps/s against 100 and 50
     ratio = 300 / 13 / np.mean([100, 50])
-    assert f"| 0.00 [0.00, 0.00]; speed {ratio:.2f}x [" in dqn and "] vs ppo_vec |" in dqn
+    assert f"| 0.00 [0.00, 0.00]; speed {ratio:.2f}x [" in dqn
+    # at 3 s, ppo_vec's shortest run: dqn's first value (its first evaluation comes at 5 s) against
+    # ppo_vec's seeds there (500 at its end; 390 half-way from 480 to 300): their mean, 445
+    assert "; at 3 s: 20.0 vs 445.0 vs ppo_vec |" in dqn
     assert "mean return over 10 episodes" in text and "RL Baselines3 Zoo" in text
     png = fake_group / "fake" / "fake_CartPole-v1.png"
     assert png.is_file() and png.stat().st_size > 10_000
     assert (fake_group / "fake" / "fake.md").read_text() == text
+
+
+def test_report_against_a_peer_reads_gymnasium_finals_and_equal_training_time(
+    tmp_path, monkeypatch
+):
+    """A row against a peer's (the locomotion groups): the final policies on gymnasium's env in
+    their own column, the return of both at equal training seconds (the clock less the
+    evaluations), and the README's line of ranges over tasks."""
+    rows = [
+        experiments.Row(
+            "fake2",
+            "ppo_vec",
+            env,
+            200,
+            100,
+            (1, 2),
+            threshold=2000,
+            gym_final=True,
+            against="rsl_rl",
+        )  # fmt: skip
+        for env in ("Hopper-v5", "Ant-v5")
+    ] + [
+        experiments.Row("fake2", "rsl_rl:ppo", env, 200, 100, (1, 2), name="rsl_rl", threshold=2000)
+        for env in ("Hopper-v5", "Ant-v5")
+    ]
+    monkeypatch.setattr(experiments, "ROWS", experiments.ROWS + rows)
+    runs = tmp_path / "fake2" / "runs"
+    runs.mkdir(parents=True)
+
+    def write(key, evals, gym):  # (step, clock seconds, eval seconds, return); gymnasium's final
+        lines = [dict(step=st, seconds=t, eval_seconds=e, eval_return=r) for st, t, e, r in evals]
+        lines.append(dict(step=evals[-1][0], gym_return=gym))
+        (runs / f"{key}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+    for env in ("Hopper-v5", "Ant-v5"):
+        for seed in (1, 2):  # ours: 2 s of each clock reading is evaluation
+            write(f"{env}__ppo_vec__s{seed}", [(100, 11, 1, 1000), (200, 22, 1, 3000)], 3100)
+            write(f"{env}__rsl_rl__s{seed}", [(100, 40, 0, 500), (200, 80, 0, 2500)], 2400)
+    text = report.report("fake2", tmp_path)
+    ours = next(line for line in text.splitlines() if line.startswith("| Hopper-v5 | ppo_vec |"))
+    assert "| 3100.0 [3100.0, 3100.0] (2 seeds) | 20 | 10 |" in ours, ours
+    # equal training time: rsl_rl's shortest is 80 s, ours ended at 20 s (its final value); rsl_rl
+    # at 20 s is before its first evaluation (its first value)
+    assert "at 20 s: 3000.0 vs 500.0" in ours, ours
+    assert report.ranges(report.collect("fake2", tmp_path)) == (
+        "ppo_vec at 4.00x-4.00x rsl_rl's env steps/s and a higher final return on 2/2 tasks "
+        "(Hopper 3100 vs 2400, Ant 3100 vs 2400)"
+    )
 
 
 def test_stable_solve_is_the_first_evaluation_from_which_all_stay_solved():
@@ -179,115 +230,6 @@ def test_a_peer_row_runs_its_adapter_in_our_metrics_schema_and_is_compared(tmp_p
     monkeypatch.setattr(experiments, "ROWS", experiments.ROWS + [ours, sb3])
     text = report.report("tiny", tmp_path / "results")
     assert "| CartPole-v1 | dqn | 512 |" in text and "vs sb3_dqn" in text, text
-
-
-# ---- bench/locomotion.py: the side-by-side report ------------------------------------------------
-import locomotion  # noqa: E402
-
-
-def _loco_run(root, side, seed, points, gym):
-    """A saved run: (env steps, train seconds, eval return) points and its final gymnasium
-    return."""
-    curve = [
-        {"step": s, "seconds": t + 1, "train_seconds": t, "eval_return": r} for s, t, r in points
-    ]
-    out = {
-        "side": side,
-        "task": "Hopper-v5",
-        "seed": seed,
-        "num_envs": 64,
-        "steps": curve[-1]["step"],
-        "curve": curve,
-        "train_seconds": curve[-1]["train_seconds"],
-        "sps": curve[-1]["step"] / points[-1][1],
-        "eval_return": points[-1][2],
-        "gym_return": gym,
-    }
-    (root / "Hopper").mkdir(parents=True, exist_ok=True)
-    (root / "Hopper" / f"{side}_seed{seed}.json").write_text(json.dumps(out))
-
-
-def test_locomotion_report_compares_at_equal_steps_and_equal_time(tmp_path, monkeypatch):
-    monkeypatch.setattr(locomotion, "RESULTS", tmp_path)
-    # ours: twice as fast per env step; rsl_rl: slower but ends higher at equal env steps
-    _loco_run(tmp_path, "ours", 1, [(100, 10, 1000), (200, 20, 2000)], gym=2100)
-    _loco_run(tmp_path, "ours", 2, [(100, 10, 1400), (200, 20, 2350)], gym=2300)
-    _loco_run(tmp_path, "rsl_rl", 1, [(100, 20, 500), (200, 40, 3000)], gym=3100)
-    # an off-policy side: drawn and tabled, but its shorter run does not move the PPO sides'
-    # equal-time point
-    _loco_run(tmp_path, "sac", 1, [(50, 5, 800), (100, 10, 1500)], gym=1600)
-    text = locomotion.report()
-    rows = {
-        line.split("|")[2].strip().split()[0]: [c.strip() for c in line.split("|")[1:-1]]
-        for line in text.splitlines()
-        if line.startswith("| Hopper")
-    }
-    rows["ours"] = rows.pop("ppo_vec")
-    assert rows["sac"][5] == "1600 ± 0" and rows["sac"][9] == "1500 @ 20 s (final: ended at 10 s)"
-    assert rows["ours"][5] == "2200 ± 100" and rows["ours"][6] == "2100, 2300"
-    assert rows["rsl_rl"][5] == "3100 ± 0" and rows["ours"][2] == "2" and rows["rsl_rl"][2] == "1"
-    # equal wall time = 20 s (the shortest run): ours has finished (2175 mean), rsl_rl is half-way
-    # (500)
-    assert rows["ours"][9] == "2175 @ 20 s" and rows["rsl_rl"][9] == "500 @ 20 s"
-    assert rows["ours"][8] == "10" and rows["rsl_rl"][8] == "5"  # env-steps/s
-    assert "ratio ours/rsl_rl 2.00x" in text and "2200 vs 3100" in text
-    # CleanRL's 1M-step Hopper score (2383) is reached by rsl_rl's seed at 200 steps, by no seed of
-    # ours
-    assert rows["ours"][11] == "0/2" and rows["rsl_rl"][11].startswith("1/1: 0.00M steps, 40 s")
-    assert (tmp_path / "locomotion_hopper.png").stat().st_size > 10_000
-    assert (tmp_path / "locomotion.md").read_text() == text
-    assert "flagship" not in text  # none run yet
-
-
-def test_locomotion_report_puts_rllib_beside_us_at_equal_steps_and_time(tmp_path, monkeypatch):
-    monkeypatch.setattr(locomotion, "RESULTS", tmp_path)
-    # RLlib and ours at RLlib's budget (200 steps); our longer run (400 steps) read off its curve
-    _loco_run(tmp_path, "rllib", 1, [(100, 50, 300), (200, 100, 900)], gym=1000)
-    _loco_run(tmp_path, "ours_budget", 1, [(100, 5, 800), (200, 10, 1500)], gym=1600)
-    _loco_run(tmp_path, "ours", 1, [(200, 10, 1400), (400, 20, 3000)], gym=3100)
-    text = locomotion.report()
-    section = text[text.index("## RLlib beside us") :]
-    rows = {
-        line.split("|")[2].strip(): [c.strip() for c in line.split("|")[1:-1]]
-        for line in section.splitlines()
-        if line.startswith("| Hopper")
-    }
-    rllib, budget = rows["RLlib PPO (mujoco_ppo.py)"], rows["ppo_vec (ours), RLlib's budget"]
-    longer = rows["ppo_vec (ours)"]
-    assert rllib[4] == "1000 ± 0" and budget[4] == "1600 ± 0" and longer[4] == "(longer run)"
-    assert rllib[6] == "900" and budget[6] == "1500" and longer[6] == "1400"  # at 200 env steps
-    # at our time (10 s) RLlib has no evaluation yet; at RLlib's (100 s) every run of ours has ended
-    assert rllib[9] == "—" and budget[9] == "1500" and longer[9] == "1400"
-    assert rllib[10] == "900" and budget[10] == "1500" and longer[10] == "3000"
-    assert rows["env-steps/s, ours / RLlib"][8] == "10.0x"
-    assert (tmp_path / "locomotion_hopper.png").stat().st_size > 10_000
-
-
-def test_locomotion_report_shows_the_flagship_run(tmp_path, monkeypatch):
-    monkeypatch.setattr(locomotion, "RESULTS", tmp_path)
-    curve = [
-        {"step": 1_000_000, "seconds": 120, "train_seconds": 100, "eval_return": 900.0},
-        {"step": 2_000_000, "seconds": 230, "train_seconds": 200, "eval_return": 1700.0},
-    ]
-    (tmp_path / "Ant").mkdir()
-    (tmp_path / "Ant" / "flagship_seed1.json").write_text(
-        json.dumps(
-            {
-                "seed": 1,
-                "threads": 2,
-                "steps": 2_000_000,
-                "curve": curve,
-                "train_seconds": 200,
-                "sps": 10_000,
-                "eval_return": 1700.0,
-                "gym_return": 1650.0,
-                "gym_return_std": 40.0,
-            }
-        )
-    )
-    text = locomotion.report()
-    assert "| 1 | 2 | 2.0M | 1650 ± 40 | 1700 | 200 s | 10,000 |" in text
-    assert (tmp_path / "locomotion_ant_4096.png").stat().st_size > 10_000
 
 
 # ---- bench/gpu.py: the GPU table, from saved parts; no GPU: a clear line and exit 0 --------------
@@ -545,7 +487,7 @@ def test_benchmark_sh_help_lists_every_group_it_runs():
     assert set(experiments.groups()) | set(runner.SCRIPTS) <= listed
     assert len((ROOT / "benchmark.sh").read_text().splitlines()) <= 40
     for _, commands in runner.SCRIPTS.values():
-        for cmd in (c[1:] if c[0] == "@td" else c for c in [*commands, *runner.REPORTS.values()]):
+        for cmd in (c[1:] if c[0].startswith("@") else c for c in commands):
             assert cmd[0] in runner.SCRIPTS or (ROOT / "bench" / cmd[0]).is_file(), cmd
     bad = subprocess.run(
         ["bash", "benchmark.sh", "no-such-group"],
@@ -576,46 +518,26 @@ def test_benchmark_sh_help_lists_every_group_it_runs():
     assert (ROOT / "bench/results/envs.md").read_bytes() == table
 
 
+def bench_scripts() -> list:
+    """bench/'s Python files and its micro-benchmarks' (bench/micro/)."""
+    return sorted([*(ROOT / "bench").glob("*.py"), *(ROOT / "bench" / "micro").glob("*.py")])
+
+
 def test_every_bench_script_parses_its_command_line():
-    """Every runnable bench/ script builds an argparse parser, so `--help` explains it and a wrong
-    flag is refused, instead of starting a long measurement (bench/asymmetric_critic.py ignored its
-    arguments and ran six trainings)."""
-    runnable = [
-        p
-        for p in sorted((ROOT / "bench").glob("*.py"))
-        if '__name__ == "__main__"' in p.read_text()
-    ]
-    assert len(runnable) >= 20
-    assert [p.name for p in runnable if "ArgumentParser(" not in p.read_text()] == []
-
-
-def test_minatar_learn_add_run_replaces_a_run_however_its_path_is_typed(tmp_path):
-    """`bench/minatar_learn.py --add-run RUN_DIR`: a run made with an algorithm file enters the
-    log with its note, and adding it again (its path typed another way) replaces its line."""
-    import subprocess
-
-    run = tmp_path / "runs" / "ALE" / "Pong-v5__ppo_vec__s1__20261130-105621"
-    run.mkdir(parents=True)
-    (run / "args.json").write_text(json.dumps({"env": "ALE/Pong-v5", "seed": 1, "total_steps": 8}))
-    _write_run(run / "metrics.jsonl", [(4, 1.0, -21.0), (8, 2.0, -20.0)])
-    log = tmp_path / "atari_learn.jsonl"
-    script = str(ROOT / "bench" / "minatar_learn.py")
-    for typed, note in (
-        ("runs/ALE/Pong-v5__ppo_vec__s1__20261130-105621/", "first"),
-        (run, "then"),
-    ):
-        cmd = [sys.executable, script, "--atari", "--log", str(log), "--add-run", str(typed)]
-        subprocess.run([*cmd, "--note", note], cwd=tmp_path, check=True, capture_output=True)
-    lines = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [(r["file"], r["game"], r["note"]) for r in lines] == [("ppo_vec", "Pong", "then")]
-    assert lines[0]["evals"][-1] == [8, 2.0, -20.0]
-    assert "then" in (tmp_path / "atari_learn.md").read_text()
+    """Every runnable bench/ script builds an argparse parser (a micro-benchmark: through
+    bench/micro/timing.py's `parser`), so `--help` explains it and a wrong flag is refused, instead
+    of starting a long measurement (bench/asymmetric_critic.py ignored its arguments and ran six
+    trainings)."""
+    runnable = [p for p in bench_scripts() if '__name__ == "__main__"' in p.read_text()]
+    assert len(runnable) >= 20 and len([p for p in runnable if p.parent.name == "micro"]) >= 10
+    parses = ("ArgumentParser(", "parser(__doc__)")
+    unparsed = [p.name for p in runnable if not any(c in p.read_text() for c in parses)]
+    assert unparsed == []
 
 
 # ---- bench/ reaches the library through its hooks, never by replacing its names ------------------
-# micro-benchmarks that instrument the internals (op counts per phase, Warp launch timing, Batch
-# swapped for TensorDict) still patch them; they move to bench/micro/ over the shared timing helper
-PATCHING_INTERNALS = {"op_count.py", "gpu.py", "tensordict_overhead.py"}
+# bench/gpu.py still patches internals (Warp launch timing, the profile's phases)
+PATCHING_INTERNALS = {"gpu.py"}
 
 
 def library_assignments(path) -> list[str]:
@@ -649,18 +571,26 @@ def library_assignments(path) -> list[str]:
             root = t
             while isinstance(root, ast.Attribute):
                 root = root.value
-            if root is not t and isinstance(root, ast.Name) and root.id in ours:
+            # (setattr's first argument is the object itself: `setattr(module, "name", value)`)
+            named = root is not t or isinstance(node, ast.Call)
+            if named and isinstance(root, ast.Name) and root.id in ours:
                 found.append(f"{path.name}:{node.lineno}")
     return found
 
 
-def test_bench_never_replaces_a_library_name():
+def test_bench_never_replaces_a_library_name(tmp_path):
     found = [
         hit
-        for p in sorted((ROOT / "bench").glob("*.py"))
+        for p in bench_scripts()
         if p.name not in PATCHING_INTERNALS
         for hit in library_assignments(p)
     ]
     assert found == [], f"use common.run.hooks (or an argument) instead: {found}"
     # and the check sees an assignment where there is one
-    assert library_assignments(ROOT / "bench" / "op_count.py")
+    patching = tmp_path / "patching.py"
+    patching.write_text(
+        "import importlib\nimport common.run\nfrom common.graphs import Captured\n"
+        "common.run.evaluate = None\nCaptured.simulate = True\n"
+        "ppo = importlib.import_module('algos.ppo_vec')\nsetattr(ppo, 'Batch', dict)\n"
+    )
+    assert library_assignments(patching) == [f"patching.py:{n}" for n in (4, 5, 7)]

@@ -4,11 +4,11 @@ On a CPU: the check that guards capture finds state that is rebound, Python numb
 host traffic (and stays eager with one warning naming them); ppo_vec's iteration passes it on the
 envs a GPU run captures (classic control, normalized observations and rewards, MuJoCo Warp), as
 every PPO file's does, as do the off-policy files' updates of a vectorized step; and
-`bench/op_count.py` counts at most 100 launches per captured PPO iteration on Warp Ant (thousands
-eager) and one for fast_td3's updates. On CUDA (`pytest -m cuda`): the captured loop is the eager
-loop (same parameters), it replays on MuJoCo Warp, a numpy env trains eagerly with a warning, the
-NaN guard still stops a captured run, and a captured sample reaches the replay rows added after
-its capture.
+`bench/micro/op_count.py` counts at most 100 launches per captured PPO iteration on Warp Ant
+(thousands eager) and one for fast_td3's updates. On CUDA (`pytest -m cuda`): the captured loop is
+the eager loop (same parameters), it replays on MuJoCo Warp, a numpy env trains eagerly with a
+warning, the NaN guard still stops a captured run, and a captured sample reaches the replay rows
+added after its capture.
 """
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ def test_an_env_that_keeps_python_state_stays_eager_with_one_warning(monkeypatch
 @pytest.mark.skipif(not HAVE_WARP, reason="needs mujoco_warp")
 def test_op_count_of_a_captured_ppo_iteration_on_warp_ant_is_at_most_100():
     sys.path.insert(0, str(ROOT / "bench"))
-    import op_count
+    from micro import op_count
 
     eager, captured = op_count.count(8, capture=False), op_count.count(8, capture=True)
     assert captured <= 100 < eager, (captured, eager)
@@ -237,7 +237,7 @@ def test_op_count_of_a_captured_ppo_iteration_on_warp_ant_is_at_most_100():
 @pytest.mark.skipif(not HAVE_WARP, reason="needs mujoco_warp")
 def test_op_count_of_fast_td3_with_its_updates_captured_is_one_launch_for_the_updates():
     sys.path.insert(0, str(ROOT / "bench"))
-    import op_count
+    from micro import op_count
 
     eager = op_count.count_off_policy(8, capture=False)
     launches = dict(op_count.COUNT.ops)

@@ -27,7 +27,9 @@ from rsl_rl.runners import OnPolicyRunner  # noqa: E402
 from tensordict import TensorDict  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
-from locomotion_rslrl import isaaclab_classic_cfg  # noqa: E402
+from run import peer_module  # noqa: E402
+
+isaaclab_classic_cfg = peer_module("rsl_rl").isaaclab_classic_cfg
 
 
 def test_adapter_steps_are_the_env_steps():

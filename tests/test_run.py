@@ -306,7 +306,6 @@ def test_a_v2_checkpoint_of_the_ddpg_family_resumes_to_the_same_numbers(tmp_path
     groups now (the next observation, the replay rows, fast_td3's n-step window, the H-term store):
     such a checkpoint, migrated on load, resumes to the same numbers as today's."""
     import importlib
-    import shutil
 
     from conftest import SMALL_RUNS, assert_same
 
@@ -419,14 +418,20 @@ def test_the_run_shell_saves_the_state_a_file_names_and_restores_it(tmp_path):
 
 
 def test_hooks_attach_to_the_run_a_file_makes(tmp_path):
-    """Code around a file's `main` (bench/, a population) sees the run open, every logged row and
-    every checkpoint written, and may evaluate in the file's place: through `common.run.hooks`,
-    without replacing a module's names."""
+    """Code around a file's `main` (bench/, a population) sees the run open, every logged row,
+    every checkpoint written and the end of every iteration, may evaluate in the file's place and
+    makes what the file captures: through `common.run.hooks`, without replacing a module's
+    names."""
     from algos import ppo_vec
+    from common.graphs import Captured
     from common.run import hooks
     from conftest import SMALL_RUNS
 
-    seen = {"open": [], "rows": [], "saved": [], "evaluated": 0}
+    seen = {"open": [], "rows": [], "saved": [], "evaluated": 0, "steps": [], "captured": []}
+
+    def capture(fn, device, **kwargs):
+        seen["captured"].append(fn.__name__)
+        return Captured(fn, device, **kwargs)
 
     def evaluate(policy, env_id, episodes, seed=0, device="cpu"):
         seen["evaluated"] += 1
@@ -437,7 +442,9 @@ def test_hooks_attach_to_the_run_a_file_makes(tmp_path):
         on_open=lambda run: seen["open"].append(run.run_dir),
         on_log=lambda run, row: seen["rows"].append(row),
         on_save=lambda run, path: seen["saved"].append((run.step, path)),
+        on_iteration=lambda run: seen["steps"].append(run.step),
         evaluate=evaluate,
+        capture=capture,
     ):
         out = ppo_vec.main(ppo_vec.Args(**kw))
     assert [str(d) for d in seen["open"]] == [out["run_dir"]]
@@ -445,6 +452,9 @@ def test_hooks_attach_to_the_run_a_file_makes(tmp_path):
     assert len(evals) == seen["evaluated"] >= 1 and all(r["eval_return"] == 7.0 for r in evals)
     assert out["eval_return"] == 7.0 and seen["rows"][-1]["step"] == out["steps"]
     assert seen["saved"][-1] == (out["steps"], Path(out["checkpoint"]))
+    steps = seen["steps"]
+    assert len(steps) > 1 and steps[-1] == out["steps"] and steps == sorted(set(steps))
+    assert seen["captured"] == ["train_iteration"]
     # outside the block, a run has none
     again = ppo_vec.main(ppo_vec.Args(**dict(kw, out_dir=str(tmp_path / "again"))))
     assert again["eval_return"] != 7.0 and len(seen["open"]) == 1
