@@ -80,7 +80,7 @@ MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, learning_rate=3e-4, max_grad
 MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, total_steps=5_000_000, eval_every=250_000,
                            save_every=1_000_000)
 # Per-task rows over those (`--env X --help` lists them); initial std 0.37, not 1, on the CPU
-# defaults; classic control's from bench/sweep.py (bench/README.md#defaults-the-evidence)
+# defaults; classic control's from bench/sweep.py (bench/NOTES.md#defaults-the-evidence)
 TASK_DEFAULTS = {
     **{t: dict(init_log_std=-1.0) for t in ("Ant-v5", "HalfCheetah-v5", "Walker2d-v5")},
     "CartPole-v1": dict(learning_rate=3e-3),

@@ -59,10 +59,10 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     end_e: Unit = 0.05  # final exploration epsilon
     exploration_fraction: Unit = 0.1  # fraction of total_steps over which epsilon decays linearly
     learning_starts: Count0 = 1_000  # environment steps of random play before learning
-    # gradient updates after each vectorized step (bench/README.md, "dqn")
+    # gradient updates after each vectorized step (bench/NOTES.md, "dqn")
     gradient_steps: Count = 8
     # opt-in advantage learning: the TD target less alpha * (max_b Q_target(s, b) - Q_target(s, a)),
-    # which widens the gap between the greedy action and the others (bench/README.md, "advantage
+    # which widens the gap between the greedy action and the others (bench/NOTES.md, "advantage
     # learning"); 0: the paper's Q-learning
     action_gap: float = 0.0
     max_grad_norm: Clip = 10.0  # global gradient-norm clip
@@ -73,7 +73,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     per_beta: Unit = 0.4  # PER initial importance-sampling exponent (annealed to 1)
 
 
-# Per-task defaults over the ones above, from held-out sweeps (bench/sweep.py; bench/README.md,
+# Per-task defaults over the ones above, from held-out sweeps (bench/sweep.py; bench/NOTES.md,
 # "double_dqn"); `--env X --help` lists them
 # fmt: off
 TASK_DEFAULTS = {

@@ -61,25 +61,25 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     end_e: Unit = 0.05  # final exploration epsilon
     exploration_fraction: Unit = 0.1  # fraction of total_steps over which epsilon decays linearly
     learning_starts: Count0 = 1_000  # environment steps of random play before learning
-    # gradient updates after each vectorized step (bench/README.md, "dqn")
+    # gradient updates after each vectorized step (bench/NOTES.md, "dqn")
     gradient_steps: Count = 8
     # opt-in advantage learning: the TD target less alpha * (max_b Q_target(s, b) - Q_target(s, a)),
-    # which widens the gap between the greedy action and the others (bench/README.md, "advantage
+    # which widens the gap between the greedy action and the others (bench/NOTES.md, "advantage
     # learning"); 0: the paper's Q-learning
     action_gap: float = 0.0
     max_grad_norm: Clip = 10.0  # global gradient-norm clip
-    hidden: Layers = (64, 64)  # hidden layer sizes (bench/README.md#defaults-the-evidence)
+    hidden: Layers = (64, 64)  # hidden layer sizes (bench/NOTES.md#defaults-the-evidence)
     norm_obs: bool = False  # normalize observations with running statistics
     per: bool = False  # proportional prioritized experience replay
     per_alpha: Unit = 0.6  # PER priority exponent
     per_beta: Unit = 0.4  # PER initial importance-sampling exponent (annealed to 1)
 
 
-# Per-task defaults over the ones above, from held-out sweeps (bench/sweep.py; bench/README.md,
+# Per-task defaults over the ones above, from held-out sweeps (bench/sweep.py; bench/NOTES.md,
 # "dqn"); `--env X --help` lists them
 # fmt: off
 TASK_DEFAULTS = {
-    # judged by the final policy staying solved (bench/README.md#a-stable-solve): a whole-run replay
+    # judged by the final policy staying solved (bench/NOTES.md#a-stable-solve): a whole-run replay
     # keeps early failures in every batch; larger batches at a lower, annealed rate move a solved
     # greedy action less; the paper's final epsilon 0.1 keeps off-path states in the replay; a
     # longer horizon lets the values see a cart drifting to the track's end far ahead

@@ -84,7 +84,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 
 
 # Per-task defaults over the ones above, from held-out sweeps (bench/sweep.py;
-# bench/README.md#defaults-the-evidence); `--env X --help` lists them
+# bench/NOTES.md#defaults-the-evidence); `--env X --help` lists them
 # fmt: off
 TASK_DEFAULTS = {
     # td3's rows, checked on this file: Pendulum with batch 256 and raw observations; MountainCar

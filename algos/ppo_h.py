@@ -89,7 +89,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 
 # Massively parallel locomotion as in Rudin et al. 2021 (arXiv:2109.11978) and Brax's PPO, so that
 # `--env Ant --num-envs 4096` needs no other flag on a GPU; lr 3e-4 annealed, not their KL-adaptive
-# rate, which stalled lower on Ant (bench/README.md#the-gpu-defaults-learning-rate)
+# rate, which stalled lower on Ant (bench/NOTES.md#the-gpu-defaults-learning-rate)
 # fmt: off
 MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, num_minibatches=4, update_epochs=5,
                        learning_rate=3e-4, max_grad_norm=1.0, hidden=(256, 128, 64), norm_obs=True,
@@ -100,12 +100,12 @@ MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, num_minibatches=4, update_ep
 MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, total_steps=5_000_000, eval_every=250_000,
                            save_every=1_000_000)
 # Per-task rows over those (`--env X --help` lists them); initial std 0.37, not 1, on the CPU
-# defaults; classic control's from bench/sweep.py (bench/README.md#defaults-the-evidence)
+# defaults; classic control's from bench/sweep.py (bench/NOTES.md#defaults-the-evidence)
 TASK_DEFAULTS = {
     **{t: dict(init_log_std=-1.0) for t in ("Ant-v5", "HalfCheetah-v5", "Walker2d-v5")},
     # Hopper: a fall's cost reaches a short rollout only through the critic's value at its cut;
     # a larger value loss lets 256 envs' rollouts learn, and twice the rate steadies every N
-    # (bench/README.md#a-stable-solve)
+    # (bench/NOTES.md#a-stable-solve)
     "Hopper-v5": dict(vf_coef=2.0, learning_rate=6e-4),
     "Pendulum-v1": dict(num_envs=64, num_steps=64, num_minibatches=32, update_epochs=5,
                         learning_rate=1e-3, gamma=0.9, norm_reward=True, total_steps=100_000),

@@ -16,7 +16,7 @@ A GRU, not an LSTM: one state tensor (simpler to carry, reset and save), on par 
 Chung et al. (2014, arXiv:1412.3555). The rest (truncation bootstrap, value clipping, schedules,
 action masks, an image group's conv encoder) is ppo_vec's.
 
-    # CartPole without velocities (bench/README.md#defaults-the-evidence)
+    # CartPole without velocities (bench/NOTES.md#defaults-the-evidence)
     python algos/ppo_rnn.py --env CartPoleNoVel-v0 --num-envs 64 --num-steps 32 \
         --num-minibatches 4 --learning-rate 1e-3 --norm-obs --total-steps 200000
 """
@@ -85,7 +85,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 
 # Massively parallel locomotion as in Rudin et al. 2021 (arXiv:2109.11978) and Brax's PPO, so that
 # `--env Ant --num-envs 4096` needs no other flag on a GPU; lr 3e-4 annealed, not their KL-adaptive
-# rate, which stalled lower on Ant (bench/README.md#the-gpu-defaults-learning-rate)
+# rate, which stalled lower on Ant (bench/NOTES.md#the-gpu-defaults-learning-rate)
 # fmt: off
 MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, num_minibatches=4, update_epochs=5,
                        learning_rate=3e-4, max_grad_norm=1.0, hidden=(256, 128, 64), norm_obs=True,
@@ -96,10 +96,10 @@ MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, num_minibatches=4, update_ep
 MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, total_steps=5_000_000, eval_every=250_000,
                            save_every=1_000_000)
 # Per-task rows over those (`--env X --help` lists them); initial std 0.37, not 1, on the CPU
-# defaults; classic control's from bench/sweep.py (bench/README.md#defaults-the-evidence)
+# defaults; classic control's from bench/sweep.py (bench/NOTES.md#defaults-the-evidence)
 TASK_DEFAULTS = {
     **{t: dict(init_log_std=-1.0) for t in ("Ant-v5", "HalfCheetah-v5", "Walker2d-v5")},
-    # 8 epochs, not 4: fewer solved runs fall back (bench/README.md#a-stable-solve)
+    # 8 epochs, not 4: fewer solved runs fall back (bench/NOTES.md#a-stable-solve)
     "CartPole-v1": dict(num_envs=64, num_steps=4, num_minibatches=1, update_epochs=8,
                         learning_rate=5e-3, norm_obs=True, total_steps=300_000),
     # 32 envs: the dataclass's 1024 finish no episode of this task in a useful number of steps

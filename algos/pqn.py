@@ -19,7 +19,7 @@ network of the rollout.
     python algos/pqn.py --env Acrobot-v1      # the dataclass defaults
 
 The dataclass defaults were chosen on CartPole-v1 and Acrobot-v1, CartPole-v1's row by a later
-sweep (bench/README.md, "pqn defaults"). Fewer envs per update matter here: each env step is one
+sweep (bench/NOTES.md, "pqn defaults"). Fewer envs per update matter here: each env step is one
 row of every update.
 """
 
@@ -73,7 +73,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     norm_obs: bool = False  # normalize observations with running statistics
 
 
-# Per-task defaults over the ones above, from held-out sweeps (bench/sweep.py; bench/README.md,
+# Per-task defaults over the ones above, from held-out sweeps (bench/sweep.py; bench/NOTES.md,
 # "pqn defaults"); `--env X --help` lists them
 # fmt: off
 TASK_DEFAULTS = {

@@ -94,7 +94,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 
 
 # Per-task defaults over the ones above, from held-out sweeps (bench/sweep.py;
-# bench/README.md#defaults-the-evidence); `--env X --help` lists them
+# bench/NOTES.md#defaults-the-evidence); `--env X --help` lists them
 # fmt: off
 TASK_DEFAULTS = {
     # (sac's classic-control rows, checked on this file)

@@ -79,7 +79,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
 
 
 # Per-task defaults over the ones above (`--env X --help` lists them): classic control from
-# held-out sweeps (bench/sweep.py; bench/README.md#defaults-the-evidence); MuJoCo and Box2D the
+# held-out sweeps (bench/sweep.py; bench/NOTES.md#defaults-the-evidence); MuJoCo and Box2D the
 # published settings the benchmark reproduces (bench/experiments.py: groups box2d, mujoco-offpolicy)
 # fmt: off
 TASK_DEFAULTS = {

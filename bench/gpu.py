@@ -73,7 +73,7 @@ PPO = {
     "ppo-humanoid-eager": ("Humanoid", 4096, ["--no-capture"], "eager"),
     "ppo-humanoid-16k": ("Humanoid", 16384, [], "captured"),
     # Rudin et al.'s KL-adaptive rate from 1e-3 beside the default 3e-4 annealed to 0 (the
-    # default for a few hours of 2026-11-29; bench/README.md, "The GPU defaults' learning rate")
+    # default for a few hours of 2026-11-29; bench/NOTES.md, "The GPU defaults' learning rate")
     "ppo-ant-adaptive": ("Ant", 4096, ADAPTIVE, "adaptive lr"),
     "ppo-humanoid-adaptive": ("Humanoid", 4096, ADAPTIVE, "adaptive lr"),
 }

@@ -196,7 +196,7 @@ def rollout_shape(
     """An on-policy file's CPU rollout at `num_envs` envs: a horizon within `horizon` keeping the
     batch near `batch` env steps, minibatches of about `minibatch` (None: none; with `sequences`, a
     count dividing `num_envs`: whole sub-env sequences), so the gradient steps per env step stay
-    about the same as N changes (bench/README.md#a-stable-solve)."""
+    about the same as N changes (bench/NOTES.md#a-stable-solve)."""
     steps = min(max(batch // num_envs, horizon[0]), horizon[1])
     if minibatch is None:
         return dict(num_envs=num_envs, num_steps=steps)

@@ -29,7 +29,7 @@ def test_ppo_learns_pendulum(ppo_pendulum):
 def test_dqn_learns_cartpole(dqn_cartpole):
     """`--env CartPole-v1` (the file's row, the paper's Q-learning): solved (10-episode eval >= 475)
     within 60k of its 100k env steps, and every evaluation from then on, the final policy's
-    included, stays solved (the row was chosen for that: bench/README.md#a-stable-solve)."""
+    included, stays solved (the row was chosen for that: bench/NOTES.md#a-stable-solve)."""
     print("DQN CartPole-v1:", dqn_cartpole, evaluations(dqn_cartpole))
     assert_solved_and_stays(dqn_cartpole, 475, by=60_000)
 

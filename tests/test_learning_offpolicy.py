@@ -65,7 +65,7 @@ CASES = {
     ),
     # CartPole-v1, evaluated every 5k: the paper's algorithms (double_dqn's row, d3qn's defaults),
     # and d3qn with advantage learning (`--action-gap 0.9`, opt-in), which holds a solved CartPole
-    # where plain d3qn dips on seed 1 (see HOLDS below; measured runs: bench/README.md, "advantage
+    # where plain d3qn dips on seed 1 (see HOLDS below; measured runs: bench/NOTES.md, "advantage
     # learning")
     "double_dqn": (
         "double_dqn",
@@ -95,7 +95,7 @@ CASES = {
 
 # The DQN family's greedy policy on CartPole-v1 swings between solved and not after it first solves
 # it, so whether the one evaluation at the end lands in a dip is a draw (the last bit of the
-# optimizer's rounding, or another CPU, moves it; bench/README.md, "advantage learning", has the
+# optimizer's rounding, or another CPU, moves it; bench/NOTES.md, "advantage learning", has the
 # measured curves). These cases assert what held on every seed measured instead: 475 reached within
 # the run, and the median of the evaluations from the step given here on (the lower one of an even
 # count) >= the threshold. Plain d3qn (the paper's) reaches 475 but does not hold it on seed 1;

@@ -478,7 +478,7 @@ MEASUREMENT = re.compile(
 def test_measurements_live_in_bench_not_in_the_code():
     """Issue 56: comments and docstrings of algos/, common/ and envs/ say why, not how much;
     measured numbers rot there, so they live in bench/ (a comment may point to
-    bench/README.md#defaults-the-evidence)."""
+    bench/NOTES.md#defaults-the-evidence)."""
     found = [
         f"{p.relative_to(ROOT)}:{i}: {text.strip()}"
         for d in ("algos", "common", "envs")
@@ -486,6 +486,4 @@ def test_measurements_live_in_bench_not_in_the_code():
         for i, text in prose_lines(p)
         if MEASUREMENT.search(text)
     ]
-    assert not found, "measurements in the code (move them to bench/README.md):\n" + "\n".join(
-        found
-    )
+    assert not found, "measurements in the code (move them to bench/NOTES.md):\n" + "\n".join(found)

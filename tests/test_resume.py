@@ -159,7 +159,7 @@ def test_mujoco_defaults_follow_env_on_the_command_line():
     assert (big.num_envs, big.num_steps, big.num_minibatches) == (4096, 16, 4) and big.norm_obs
     assert (cpu.num_envs, cpu.num_steps, cpu.num_minibatches) == (64, 64, 8) and cpu.norm_obs
     assert big.update_epochs == cpu.update_epochs
-    # both anneal 3e-4 (the KL-adaptive rate from 1e-3 stalled lower on Ant: bench/README.md)
+    # both anneal 3e-4 (the KL-adaptive rate from 1e-3 stalled lower on Ant: bench/NOTES.md)
     assert (big.lr_schedule, big.learning_rate) == ("linear", 3e-4) and big.anneal_lr
     assert (cpu.lr_schedule, cpu.learning_rate) == ("linear", 3e-4) and cpu.anneal_lr
     for f in (ppo_h, ppo_podracer, ppo_rnn):  # the family's GPU shape alike
