@@ -35,6 +35,9 @@ class Row:
     against: str = ""
     threads: int = 1  # torch and simulator threads of the run (0: every core)
     gym_final: bool = False  # the final policy also on gymnasium.make(env) (GYM_SEED's episodes)
+    # a file of ours run in bench/.venv-NAME (run.py's VENVS): a simulator that cannot share the
+    # project's venv
+    venv: str = ""
 
     @property
     def label(self) -> str:
@@ -290,6 +293,65 @@ FLAGSHIP = [
         threshold=3000, threads=0, gym_final=True)
 ]  # fmt: skip
 
+# One CUDA GPU (a lent machine: bench/gpu_lease.sh runs a row a call, capped by `--max-seconds`):
+# ppo_vec's GPU defaults on MuJoCo Warp with its iteration captured as CUDA graphs (the default on
+# CUDA), eager, compiled, at 16,384 envs and with Rudin et al.'s KL-adaptive rate from 1e-3
+# (opt-in), each beside rsl_rl on the same Warp env; PPO on CartPole with 65,536 envs (16 steps a
+# rollout); fast_td3 with its updates captured beside eager (learning from 5 steps of the 4096
+# envs). Budgets far past a lease's minutes: a capped run keeps its curve and resumes from its last
+# checkpoint.
+GPU_TASKS = {"Ant": (3000, ("eager", "compile", "16k", "adaptive")),
+             "Humanoid": (5000, ("eager", "16k", "adaptive"))}  # fmt: skip
+GPU_VARIANTS = {"eager": dict(capture=False), "compile": dict(compile=True),
+                "16k": dict(num_envs=16384), "adaptive": dict(lr_schedule="adaptive",
+                                                              learning_rate=1e-3)}  # fmt: skip
+GPU = [
+    Row("gpu", algo, f"{task}-v5", 10**8, 1_048_576, (1,), {"num_envs": 4096, **flags,
+        "device": "cuda"}, name, score, 4 * 1_048_576, against, threads=0, gym_final=True)
+    for task, (score, variants) in GPU_TASKS.items()
+    for algo, name, flags, against in (
+        ("ppo_vec", "", {}, "rsl_rl"),
+        *(("ppo_vec", f"ppo_vec-{v}", GPU_VARIANTS[v], "rsl_rl" + "-16k" * (v == "16k"))
+          for v in variants),
+        ("rsl_rl:ppo", "rsl_rl", dict(backend="warp"), ""),
+        ("rsl_rl:ppo", "rsl_rl-16k", dict(backend="warp", num_envs=16384), ""),
+        *((("fast_td3", "", dict(learning_starts=20480), "fast_td3-eager"),
+           ("fast_td3", "fast_td3-eager", dict(learning_starts=20480, capture=False), ""))
+          if task == "Ant" else ()),
+    )
+] + [
+    Row("gpu", "ppo_vec", "CartPole-v1", 2 * 10**8, 8_388_608, (1,),
+        dict(device="cuda", num_envs=65536, num_steps=16, num_minibatches=4), threshold=475,
+        save_every=4 * 8_388_608, threads=0, gym_final=True)
+]  # fmt: skip
+
+# Do the MuJoCo defaults follow `--num-envs`? ppo_vec with nothing but the task, N, the budget and
+# the seed (the rollout from `common.cli.rollout_shape`), on a CPU, final policy on gymnasium's env
+NUM_ENVS = [
+    Row("mujoco-num-envs", "ppo_vec", env, 10**6, 100_000,
+        (1, 2, 3, 4) if env == "Hopper-v5" and n < 1024 else (1, 2), dict(num_envs=n),
+        f"ppo_vec-n{n}", gym_final=True)
+    for env in ("Hopper-v5", "Ant-v5") for n in (64, 256, 1024)
+]  # fmt: skip
+# Pipeline parallelism (`--pipeline`: explorer and learner on threads of their own) against the
+# same run without it on one thread and on two: `learn` is the learning tests' shape (4 envs, 4
+# updates a vector step: the learner dominates), `wide` a throughput shape (1024 envs, 1 update a
+# vector step: exploring is a sizeable share; too few updates to learn the task)
+PIPELINE_SETTINGS = {
+    "learn": (10_000, dict(num_envs=4, gradient_steps=4, hidden=(128, 128))),
+    "wide": (2 * 10**6, dict(num_envs=1024, gradient_steps=1, hidden=(256, 256),
+                             learning_starts=20_000)),
+}  # fmt: skip
+PIPELINE = [
+    Row("pipeline", algo, "Pendulum-v1", steps, steps, (1,), dict(flags, **extra),
+        f"{algo}-{setting}{suffix}", threads=threads,
+        against=f"{algo}-{setting}" if suffix else "")
+    for setting, (steps, flags) in PIPELINE_SETTINGS.items()
+    for algo in ("sac_podracer", "td3_podracer")
+    for suffix, threads, extra in (("", 1, {}), ("-2threads", 2, {}),
+                                   ("-pipeline", 1, dict(pipeline=True, pipeline_segment=16)))
+]  # fmt: skip
+
 # Learning from pixels: each image-capable file on MinAtar's five games with its MinAtar row (its
 # paper's settings; 1M of their 10M steps, dqn 250k of 5M: the epsilon schedules shrink with the
 # budget), PQN's full 10M on three, and Atari (10M frames of CleanRL's 40M) with the papers'
@@ -318,9 +380,45 @@ PIXELS = [
       for game in ("Pong", "Breakout") for algo in ("ppo_vec", "pqn")),
 ]  # fmt: skip
 
+# Population-based training (`python -m population`, bench/peers/population.py) against one run at
+# equal total env steps on Pendulum-v1 (ppo_vec at its learning test's settings, constant learning
+# rates: a round extends --total-steps, so annealing would restart every round): 4 members whose
+# rates span good and poor values, 8 rounds of 8,192 steps; the single run at a typical member's
+# rate
+_POP = {k: v for k, v in PENDULUM_PPO.items() if k != "learning_rate"}
+POPULATION = [
+    Row("population", algo, "Pendulum-v1", 4 * 8 * 8_192, 8_192, (1, 2), flags, name,
+        gym_final=True, threads=threads, against="single" if name != "single" else "")
+    for algo, name, threads, flags in (
+        *((f"population:{mode}", f"population-{mode}", 0,
+           dict(_POP, anneal_lr=False, population=4, vary="learning_rate=3e-4,1e-3,3e-3,1e-2"))
+          for mode in ("tournament", "generational")),
+        ("ppo_vec", "single", 1, dict(_POP, anneal_lr=False, learning_rate=1e-3)),
+    )
+]  # fmt: skip
+
+# ppo_vec on an external simulator: Unitree Go2 walking in Genesis (envs/genesis_go2.py through the
+# rsl_rl-interface adapter) on its CPU backend, with the privileged critic group and without; sized
+# for 2 cores: 64 envs x 24 steps (rsl_rl's locomotion horizon), 4 minibatches, 5 epochs,
+# (256, 128, 64) networks, initial action std 0.5 (0.125 rad). Genesis runs in its own venv
+# (genesis-world's pygel3d pins plotly < 6, skfolio needs plotly >= 6).
+GO2 = dict(num_envs=64, num_steps=24, num_minibatches=4, update_epochs=5, learning_rate=1e-3,
+           ent_coef=0.005, hidden=(256, 128, 64), norm_obs=True, init_log_std=-0.7,
+           eval_episodes=16)  # fmt: skip
+GENESIS = [
+    Row("genesis", "ppo_vec", env, 3 * 10**6, 524_288, (1,), GO2, save_every=262_144, threads=0,
+        venv="genesis")
+    for env in ("GenesisGo2-v0", "GenesisGo2-NoCritic-v0")
+]  # fmt: skip
+
+# a group's further columns: a metric its runs log, averaged over each run's rows (IQM over seeds)
+COLUMNS = {"pipeline": {"pipeline_overlap": "overlap (both busy)", "explore_busy": "explorer busy",
+                        "learn_busy": "learner busy"}}  # fmt: skip
+
 ROWS: list[Row] = [*_quick("quick", False), *_quick("full", True), *OFFPOLICY, *BOX2D, *PEERS]
 ROWS += [*MUJOCO_OFFPOLICY, *HTERM, *MARL, *ASYMMETRIC, *STABLE, *LOCOMOTION, *RLLIB, *FLAGSHIP]
-ROWS += PIXELS
+ROWS += [*PIXELS, *NUM_ENVS, *PIPELINE, *POPULATION, *GENESIS]
+ROWS += GPU
 
 # what each group is, for the report's first line
 ABOUT = {
@@ -340,6 +438,12 @@ ABOUT = {
     "minatar-10m": "pqn's MinAtar row at its full 10M steps on three games (hours a run on a CPU)",
     "atari": "pqn and ppo_vec on ALE Pong and Breakout, 10M frames, the papers' settings as flags",
     "stable": "the files the peers group leaves out, task defaults, held-out seeds 11-13",
+    "gpu": "one CUDA GPU: ppo_vec captured/eager/compiled/16k/adaptive beside rsl_rl on MuJoCo "
+    "Warp, CartPole x65536, fast_td3 captured vs eager (a lease runs a row a call, capped)",
+    "mujoco-num-envs": "ppo_vec's CPU defaults at --num-envs 64/256/1024, Hopper and Ant, 1M steps",
+    "pipeline": "sac/td3_podracer with --pipeline vs without (1 and 2 threads) on Pendulum-v1",
+    "population": "PPO populations (tournament, generational) vs one run, equal steps, Pendulum",
+    "genesis": "ppo_vec on Genesis's Go2 (CPU backend, own venv), with and without a critic group",
     "peers": "beside Stable-Baselines3 (RL Zoo's settings, its own venv), held-out seeds 11-15",
 }
 

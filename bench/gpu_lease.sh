@@ -24,19 +24,29 @@
 #   pqn-pong    algos/pqn.py on ALE/Pong-v5 with the PQN paper's Atari settings (bench/experiments.py's ATARI),
 #               2.5M env steps (10M frames: issue 58's +18 target) or the cap; ale-py's vector env on every core;
 #               $ATARI_FILE (pqn, ppo_vec, dqn) and $ATARI_GAME (Pong, Breakout, ...) run another file or game
-#   env | ppo-ant | ppo-ant-eager | ppo-ant-compile | ppo-ant-16k | ppo-humanoid | ppo-humanoid-eager |
-#   ppo-humanoid-16k | ppo-ant-adaptive | ppo-humanoid-adaptive | rsl_rl | rsl_rl-16k | rsl_rl-humanoid |
-#   rsl_rl-humanoid-16k | cartpole | profile | td3-ant | td3-ant-eager
-#               bench/gpu.py's parts ($STEPS_<part> env steps, dashes as underscores: STEPS_ppo_ant_16k)
+#   env         bench/micro/mujoco_throughput.py: Ant and Humanoid env-steps/s on MuJoCo Warp (CUDA) and the CPU batch
+#               backend at 1,024 / 4,096 / 16,384 envs -> bench/results/gpu/env.md ($SECONDS_PER_CELL, default 3)
+#   profile     bench/micro/gpu_profile.py: where a PPO iteration's time goes on Ant x4096 -> bench/results/gpu/profile.md
+#   ppo-ant | ppo-ant-eager | ppo-ant-compile | ppo-ant-16k | ppo-ant-adaptive | ppo-humanoid | ppo-humanoid-eager |
+#   ppo-humanoid-16k | ppo-humanoid-adaptive | rsl_rl | rsl_rl-16k | rsl_rl-humanoid | rsl_rl-humanoid-16k | cartpole |
+#   td3-ant | td3-ant-eager
+#               a row of the benchmark's gpu group (bench/experiments.py; `row_of` below: ppo-ant-eager is
+#               Ant-v5:ppo_vec-eager, rsl_rl-humanoid Humanoid-v5:rsl_rl, td3-ant Ant-v5:fast_td3, cartpole
+#               CartPole-v1:ppo_vec): `bench/run.py gpu --only ENV:LABEL --max-seconds CAP-45`, which stops the run
+#               with Ctrl-C and copies its metrics into bench/results/gpu/runs; the next call of the stage on the same
+#               warm machine resumes it from its checkpoint (rsl_rl starts again). A row with a result is skipped, the
+#               history migrated from bench/gpu.py included: FORCE=1 trains it again from scratch.
+# LIST=1 prints the bench stages' commands (the runner's with --list) and runs nothing, installs nothing.
 set -u
 OUT=${OUT:-/tmp/gpu_out}
-mkdir -p "$OUT" /root/warp
+mkdir -p "$OUT"
 SITE=${SITE:-/tmp/site}
 export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 WANDB_MODE=disabled PYTEST_INSTAFAIL=1
 PY=${PY:-python3}
 
 setup() {
   local d w
+  mkdir -p /root/warp
   for d in .whl/*/; do  # .whl/a, .whl/b: what each call carried (bench/gpu_wheels.sh)
     [ -d "$d" ] || continue
     cp -n "$d"warp.so.xz.part-* /root/warp/ 2>/dev/null
@@ -76,26 +86,45 @@ pytest_stage() {  # name, seconds, pytest args...
   echo "exit $?"; tail -n 25 "$OUT/pytest_$name.log"
 }
 
-bench_stage() {  # part, seconds
-  local part=$1 secs=$2 var
-  var="STEPS_${part//-/_}"
-  echo "== bench $part (cap ${secs}s) $(date +%T)"
-  # the training parts stop themselves 45 s before the cap and report what they logged
-  timeout -s INT "$secs" $PY bench/gpu.py "$part" ${!var:+--steps ${!var}} --seconds "${SECONDS_PER_CELL:-3}" \
-    --max-seconds $((secs - 45)) > "$OUT/bench_$part.log" 2>&1
-  echo "exit $?"; sed "/^# One GPU/,\$d" "$OUT/bench_$part.log" | tail -n 8  # not the report it reprints
+row_of() {  # a training stage's row of the gpu group (bench/experiments.py), ENV:LABEL
+  case $1 in
+    ppo-ant|ppo-humanoid) echo "${1#ppo-}:ppo_vec" ;;
+    ppo-ant-*) echo "ant:ppo_vec-${1#ppo-ant-}" ;;
+    ppo-humanoid-*) echo "humanoid:ppo_vec-${1#ppo-humanoid-}" ;;
+    rsl_rl|rsl_rl-16k) echo "ant:${1}" ;;
+    rsl_rl-humanoid*) echo "humanoid:rsl_rl${1#rsl_rl-humanoid}" ;;
+    td3-ant*) echo "ant:fast_td3${1#td3-ant}" ;;
+    cartpole) echo "CartPole-v1:ppo_vec" ;;
+  esac | sed 's/^ant:/Ant-v5:/; s/^humanoid:/Humanoid-v5:/'
+}
+
+bench_stage() {  # stage, seconds
+  local stage=$1 secs=$2 cmd
+  case $stage in
+    env) cmd="bench/micro/mujoco_throughput.py --env Ant-v5 Humanoid-v5 --sizes 1024 4096 16384 --backends batch warp
+                --device cuda --seconds ${SECONDS_PER_CELL:-3} --out bench/results/gpu/env.md" ;;
+    profile) cmd="bench/micro/gpu_profile.py" ;;
+    # the runner stops the run 45 s before the cap (Ctrl-C) and keeps what it logged
+    *) cmd="bench/run.py gpu --only $(row_of "$stage") --jobs 1 --max-seconds $((secs - 45)) ${FORCE:+--force} ${LIST:+--list}" ;;
+  esac
+  echo "== bench $stage (cap ${secs}s) $(date +%T): $cmd" | tr -s ' \n' ' '; echo
+  [ -n "${LIST:-}" ] && [[ $stage == env || $stage == profile ]] && return
+  # shellcheck disable=SC2086
+  timeout -s INT "$secs" $PY $cmd > "$OUT/bench_$stage.log" 2>&1
+  echo "exit $?"; grep -v "^| \|^$\|^- \|^!\[" "$OUT/bench_$stage.log" | tail -n 8  # not the report it reprints
 }
 
 BENCH="env ppo-ant ppo-ant-eager ppo-ant-compile ppo-ant-16k ppo-humanoid ppo-humanoid-eager ppo-humanoid-16k
   ppo-ant-adaptive ppo-humanoid-adaptive rsl_rl
   rsl_rl-16k rsl_rl-humanoid rsl_rl-humanoid-16k cartpole profile td3-ant td3-ant-eager"
-STAGES="cuda-core cuda-warp cuda-slow cuda-graphs minatar pqn-minatar $(echo $BENCH)"  # one line: a stage matches between spaces
+STAGES="cuda-core cuda-warp cuda-slow cuda-graphs minatar pqn-minatar pqn-pong $(echo $BENCH)"  # one line: a stage matches between spaces
 [ $# -gt 0 ] || { echo "usage: bash bench/gpu_lease.sh STAGE [STAGE ...]; stages: $STAGES" >&2; exit 2; }
 for stage in "$@"; do  # every stage checked before anything is installed or run
   [[ " $STAGES " == *" $stage "* ]] || { echo "unknown stage '$stage': use one of $STAGES" >&2; exit 2; }
 done
-setup
+[ -n "${LIST:-}" ] || setup
 for stage in "$@"; do
+  [ -z "${LIST:-}" ] || [[ " $(echo $BENCH) " == *" $stage "* ]] || { echo "== $stage: not listed (LIST)"; continue; }
   case $stage in
     cuda-core) pytest_stage core "${CAP_core:-240}" -m "cuda and not slow" tests/test_cuda.py tests/test_per.py -k "not ($WARP_K)" ;;
     cuda-warp) pytest_stage warp "${CAP_warp:-240}" -m cuda tests/test_cuda.py tests/test_mujoco_parity.py \
@@ -122,7 +151,8 @@ for stage in "$@"; do
     *) v="CAP_${stage//-/_}"; bench_stage "$stage" "${!v:-300}" ;;
   esac
 done
+[ -z "${LIST:-}" ] || exit 0
 # results and the runs' metrics come back as one archive (the reply brings at most 8 files)
-tar -czf "$OUT/gpu_results.tgz" bench/results/gpu $(ls -d bench/runs/gpu/*/metrics.jsonl bench/runs/gpu/*/*/metrics.jsonl 2>/dev/null) 2>/dev/null
-# the report's tables, not the lease record it ends with
-$PY bench/gpu.py report 2>&1 | sed "/^## What has run on a GPU so far/,\$d" | grep -E "^- |^Per PPO|^Start-up" | cut -c1-400
+tar -czf "$OUT/gpu_results.tgz" bench/results/gpu $(ls -d bench/runs/gpu/*/metrics.jsonl 2>/dev/null) 2>/dev/null
+# the gpu group's table rows (bench/results/gpu/gpu.md; the runs capped by a lease end at their last evaluation)
+$PY bench/run.py report gpu 2>&1 | grep -E "^\| (Ant|Humanoid|CartPole)" | cut -c1-400

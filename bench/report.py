@@ -11,7 +11,8 @@ threshold reports the env steps and training seconds (the run's clock less its e
 first evaluation from which every one to the end is at or above it, IQM over the seeds that got
 there. A row compared
 `against` another gets P(ours > it): the probability that a seed of the row ends above a seed of
-the other. Curves: IQM over seeds with its interval as a band, vs env steps and vs seconds.
+the other. Curves: IQM over seeds with its interval as a band, vs env steps and vs seconds. Where
+runs/commands.json records the machine and date a run ran on (bench/run.py does), a column says.
 """
 
 from __future__ import annotations
@@ -76,20 +77,26 @@ def collect(group: str, results: Path = RESULTS) -> list[dict]:
     curve}}."""
     out = []
     for row in experiments.group(group):
-        curves, gym = {}, {}
+        curves, gym, extra = {}, {}, {}
         for s in row.seeds:
             p = results / group / "runs" / f"{row.key(s)}.jsonl"
             if p.exists() and (c := eval_curve(rows := load_rows(p))):
                 curves[s] = c
                 finals = [r["gym_return"] for r in rows if "gym_return" in r]
                 gym.update({s: finals[-1]} if finals else {})
+                for k in experiments.COLUMNS.get(group, {}):
+                    if got := [r[k] for r in rows if k in r]:
+                        extra.setdefault(k, []).append(sum(got) / len(got))
         if curves:
-            out.append({"row": row, "curves": curves, "gym": gym})
+            out.append({"row": row, "curves": curves, "gym": gym, "extra": extra})
     return out
 
 
 def plot_env(env_id: str, entries: list[dict], path: Path) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # a bare machine (a lent GPU's): the tables without their figures
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -316,8 +323,18 @@ def report(group: str, results: Path = RESULTS) -> str:
             f"run `python bench/run.py {group}` first"
         )
     compared = any(e["row"].against for e in entries)
+    columns = experiments.COLUMNS.get(group, {})
     on_gym = any(e["gym"] for e in entries)
     seeds = sorted({s for e in entries for s in e["curves"]})
+    meta_path = results / group / "runs" / "commands.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    # where each row's seeds ran, where runs/commands.json says (the runner records it)
+    where = {
+        e["row"].key(0): "; ".join(sorted({f"{m['machine']}, {m['date']}" for s in e["curves"]
+                                           if "machine" in (m := meta.get(e["row"].key(s), {}))}))
+        for e in entries
+    }  # fmt: skip
+    machines = any(where.values())
     lines = [
         f"## Benchmark group `{group}`",
         "",
@@ -349,11 +366,15 @@ def report(group: str, results: Path = RESULTS) -> str:
             if compared
             else ""
         )
+        + "".join(f"| {name} " for name in columns.values())
+        + ("| machine, date " if machines else "")
         + "| reference |",
         "|---|---|---:|---:|---|"
         + ("---:|" if on_gym else "")
         + "---:|---:|---:|"
         + ("---|" if compared else "")
+        + "---:|" * len(columns)
+        + ("---|" if machines else "")
         + "---|",
     ]
     used = set()
@@ -378,6 +399,11 @@ def report(group: str, results: Path = RESULTS) -> str:
                 + f"{iqm_ci(secs)[0]:.0f} "
                 f"| {iqm_ci(_speed(curves))[0]:,.0f} | {_stable(row, curves)} "
                 + (f"| {_improvement(ent, entries)} " if compared else "")
+                + "".join(
+                    f"| {iqm_ci(ent['extra'][k])[0]:.2f} " if k in ent["extra"] else "| "
+                    for k in columns
+                )
+                + (f"| {where[row.key(0)]} " if machines else "")
                 + f"| {f'{ref[0]}: {ref[1]}' if ref else ''} |"
             )
         for name, r in baseline_rows(env_id):
@@ -387,6 +413,8 @@ def report(group: str, results: Path = RESULTS) -> str:
                 f"{_fmt(r['eval_return_std'], scale)} (over {len(r['returns'])} episodes) | | | | "
                 + ("| " if on_gym else "")
                 + ("| " if compared else "")
+                + "| " * len(columns)
+                + ("| " if machines else "")
                 + "| |"
             )
     lines.append("")
@@ -404,8 +432,6 @@ def report(group: str, results: Path = RESULTS) -> str:
         png = f"{group}_{env_id.replace('/', '-')}.png"
         plot_env(env_id, [e for e in entries if e["row"].env == env_id], results / group / png)
         lines.append(f"![{env_id}]({png})")
-    meta_path = results / group / "runs" / "commands.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     lines += ["", "Commands (one per seed; `--seed` varies):", ""]
     for ent in entries:
         seed = next(iter(ent["curves"]))

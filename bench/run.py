@@ -7,19 +7,26 @@ torch thread, then the group's report (bench/report.py); any other group runs it
     python bench/run.py box2d --only sac        # rows by label, env, or ENV:LABEL
     python bench/run.py full --list             # the commands, nothing run
     python bench/run.py report quick            # the report from the saved metrics alone
+    python bench/run.py gpu --only Ant-v5:ppo_vec --max-seconds 240   # a run capped (a lease)
 
 A run whose metrics are complete (`bench/results/GROUP/runs/ENV__LABEL__sSEED.jsonl` reaches the
 row's budget) is skipped; one stopped part-way (Ctrl-C, a session's end) resumes from the last
 checkpoint in its run directory, `bench/runs/GROUP/ENV__LABEL__sSEED/` (not checked in). Every run
-is the algorithm file's own command line, kept in `runs/commands.json` beside its metrics.
+is the algorithm file's own command line, kept in `runs/commands.json` beside its metrics with the
+machine it ran on. `--max-seconds S` stops each run with Ctrl-C after S seconds: its metrics so far
+are copied (not recorded as complete: the next call resumes it from its last checkpoint; a peer's
+adapter keeps no checkpoint and starts again). A row on every core (`threads=0`) runs alone; a row
+with `device="cuda"` on a machine without CUDA stops the runner before anything runs (exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -49,8 +56,10 @@ def load_rows(path: Path) -> list[dict]:
 
 def shown(row: Row, seed: int) -> str:
     """The run's command as a user types it (a peer's: with its venv's interpreter)."""
-    python = f"bench/.venv-{row.peer}/bin/python" if row.peer else "python"
-    return " ".join(row.command(seed, "runs", python))
+    name = row.peer or row.venv
+    python = f"bench/.venv-{name}/bin/python" if name in VENVS else "python"
+    threads = f"OMP_NUM_THREADS={row.threads} " if row.threads > 1 else ""  # (0: every core)
+    return threads + " ".join(row.command(seed, "runs", python))
 
 
 def complete(row: Row, seed: int) -> bool:
@@ -69,12 +78,16 @@ def complete(row: Row, seed: int) -> bool:
     return bool(last) and last[0]["step"] >= row.steps and last[0].get("eval_return") is not None
 
 
-def run_one(row: Row, seed: int, python: str) -> tuple[float, bool]:
+def run_one(
+    row: Row, seed: int, python: str, max_seconds: float | None = None
+) -> tuple[float, bool]:
     """Train (or resume) one seed of `row`; copy its metrics into bench/results. (wall seconds,
-    resumed)."""
+    resumed). Past `max_seconds` of wall time the run gets Ctrl-C (our files stop with their last
+    checkpoint intact): its metrics so far are copied, and it is not recorded as complete."""
     out = RUNS / row.group / row.key(seed)
     ckpts = sorted(out.glob("*/checkpoint.pt"), key=lambda p: p.stat().st_mtime)
-    cmd = row.command(seed, str(out), venv(row.peer, python) if row.peer else python)
+    name = row.peer or row.venv  # (the population adapter: the project's interpreter)
+    cmd = row.command(seed, str(out), venv(name, python) if name in VENVS else python)
     if ckpts:  # stopped part-way: on from its checkpoint, in its own run directory
         cmd += ["--resume", str(ckpts[-1])]
     elif out.exists():
@@ -82,20 +95,46 @@ def run_one(row: Row, seed: int, python: str) -> tuple[float, bool]:
     threads = str(row.threads or os.cpu_count() or 1)
     env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, WANDB_MODE="disabled")
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        capped, (_, err) = False, proc.communicate(timeout=max_seconds)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        capped, (_, err) = True, proc.communicate()
     wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    run_dir = max((p for p in out.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    if proc.returncode != 0 and not capped:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[-3000:]}")
+    dirs = [p for p in out.glob("*") if p.is_dir()]
+    run_dir = max(dirs, key=lambda p: p.stat().st_mtime, default=out)
     dest = metrics_file(row, seed)
+    if capped and not (run_dir / "metrics.jsonl").exists():
+        print(f"  {row.key(seed)}: capped after {wall:.0f} s, before it logged", flush=True)
+        return wall, bool(ckpts)
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run_dir / "metrics.jsonl", dest)
-    if row.gym_final and not row.peer:  # (a peer's adapter writes its own)
+    if row.gym_final and not row.peer and not capped:  # (a peer's adapter writes its own)
         with open(dest, "a") as f:
             f.write(json.dumps(gym_final(run_dir / "checkpoint.pt", row.env, python)) + "\n")
-    final = load_rows(dest)[-1]
-    print(f"  {row.key(seed)}: eval {final['eval_return']:.1f}, {wall:.0f} s", flush=True)
-    record(row, seed, wall, bool(ckpts))
+    rows = load_rows(dest)
+    evals = [r for r in rows if r.get("eval_return") is not None]
+    got = f"eval {evals[-1]['eval_return']:.1f} at {evals[-1]['step']:,} steps" if evals else ""
+    if capped:
+        again = (
+            "runs it again (a peer's adapter keeps no checkpoint)"
+            if row.peer
+            else "resumes it from its last checkpoint"
+        )
+        print(
+            f"  {row.key(seed)}: capped after {wall:.0f} s at {rows[-1]['step']:,} env steps "
+            f"({got or 'no evaluation yet'}), its metrics so far copied, not complete: `python "
+            f"bench/run.py {row.group} --only {row.env}:{row.label} --seeds {seed}` {again}",
+            flush=True,
+        )
+    else:
+        print(f"  {row.key(seed)}: {got}, {wall:.0f} s", flush=True)
+    record(row, seed, wall, bool(ckpts), capped)
     return wall, bool(ckpts)
 
 
@@ -117,20 +156,35 @@ def gym_final(checkpoint: Path, env_id: str, python: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def record(row: Row, seed: int, wall: float, resumed: bool) -> None:
-    """A finished run's command (as a user types it) and wall seconds (of its last part, if it
-    resumed: its metrics' `seconds` are the whole run's training clock), in runs/commands.json, as
-    soon as it finishes."""
+def record(row: Row, seed: int, wall: float, resumed: bool, capped: bool = False) -> None:
+    """A finished run's command (as a user types it), wall seconds (of its last part, if it
+    resumed: its metrics' `seconds` are the whole run's training clock) and machine, in
+    runs/commands.json, as soon as it finishes; a capped run's entry goes (its metrics are new)."""
     path = RESULTS / row.group / "runs" / "commands.json"
+    where = dict(machine=machine(row.flags.get("device", "auto") != "cpu"),
+                 date=time.strftime("%Y-%m-%d %H:%M", time.gmtime()))  # fmt: skip
     with RECORDING:
         meta = json.loads(path.read_text()) if path.exists() else {}
-        meta[row.key(seed)] = {
-            "command": shown(row, seed),
-            "wall_seconds": round(wall, 1),
-            "resumed": resumed,
-        }
+        meta.pop(row.key(seed), None)
+        if not capped:
+            meta[row.key(seed)] = {
+                "command": shown(row, seed),
+                "wall_seconds": round(wall, 1),
+                "resumed": resumed,
+                **where,
+            }
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+
+
+@functools.cache
+def machine(gpu: bool) -> str:
+    """Where the runs ran: the GPU (for a row not on the CPU, where CUDA is present), the cores and
+    torch's version."""
+    import torch
+
+    name = f"{torch.cuda.get_device_name(0)}, " if gpu and torch.cuda.is_available() else ""
+    return f"{name}{os.cpu_count()} CPU cores, torch {torch.__version__}"
 
 
 # group -> (what it measures, its commands: a script of bench/ and its arguments, or a group)
@@ -141,12 +195,6 @@ SCRIPTS: dict[str, tuple[str, list[list[str]]]] = {
                  [["micro/ensemble_speed.py"]]),
     "mujoco": ("Ant-v5 env-steps/s: batch backend, MuJoCo Warp, gymnasium sync, N = 64/1024/4096",
                [["micro/mujoco_throughput.py"]]),
-    "mujoco-num-envs": ("ppo_vec's CPU defaults at --num-envs 64/256/1024 on Hopper and Ant, 1M "
-                        "steps (~40 min on 2 cores)", [["mujoco_num_envs.py"]]),
-    "pipeline": ("SAC and TD3 with and without --pipeline: env-steps/s, overlap, returns",
-                 [["pipeline.py"]]),
-    "population": ("PPO population (tournament, generational) vs one run at equal env steps",
-                   [["population.py"]]),
     "compile": ("--compile on vs off: PPO and SAC env-steps/s, one thread, warm-up excluded",
                 [["micro/compile_speed.py"]]),
     "threads": ("two runs at once on a CPU, --threads auto vs a thread a core (~25 min)",
@@ -157,13 +205,12 @@ SCRIPTS: dict[str, tuple[str, list[list[str]]]] = {
                       [["micro/minatar_speed.py"]]),
     "elastic": ("population on two torchrun nodes: one joins late, then is SIGKILLed (~6 min)",
                 [["elastic_population.sh"]]),
-    "gpu": ("one CUDA GPU: MuJoCo Warp throughput, ppo_vec captured / eager / compiled, rsl_rl, a "
-            "profile (~90 min on an H200; without a GPU it says so)", [["gpu.py"]]),
     "offpolicy-update": ("SAC's and TD3's step + update beside CleanRL's files (CLEANRL=checkout) "
                          "and the matrix-product floor",
                          [["micro/offpolicy_update.py", "--cleanrl", "$CLEANRL"]]),
     "locomotion-profile": ("where the time goes, ppo_vec vs rsl_rl on Ant and Humanoid",
-                           [["locomotion_profile.py", "--task", t] for t in ("Ant", "Humanoid")]),
+                           [["micro/locomotion_profile.py", "--task", t]
+                            for t in ("Ant", "Humanoid")]),
 }  # fmt: skip
 # what a learning group runs after its rows
 AFTER = {
@@ -171,6 +218,10 @@ AFTER = {
     "full": [["stock_trading.py", "--from-group", "full"], *([g] for g in (
         "envs", "asymmetric", "ensemble", "offpolicy", "hterm", "mujoco", "marl", "pipeline",
         "population"))],
+    # MuJoCo Warp's env-steps/s beside the CPU batch backend, and where a PPO iteration's time goes
+    "gpu": [["micro/mujoco_throughput.py", "--env", "Ant-v5", "Humanoid-v5", "--sizes", "1024",
+             "4096", "16384", "--backends", "batch", "warp", "--device", "cuda", "--out",
+             "bench/results/gpu/env.md"], ["micro/gpu_profile.py"]],
 }  # fmt: skip
 
 
@@ -199,6 +250,8 @@ VENVS = {
     "rllib": (["torch==2.13.0", "ray[rllib]==2.60.0", "gymnasium[mujoco]==1.2.2", "mujoco==4.0.0"],
               False),
     "td": (["--no-deps", "tensordict==0.15.3", "pyvers==0.2.3"], True),
+    # the project's requirements, then Genesis (whose pins conflict with skfolio's: its own venv)
+    "genesis": (["-r", str(ROOT / "requirements.txt"), "genesis-world==1.4.5"], False),
 }  # fmt: skip
 
 
@@ -278,11 +331,20 @@ def main(argv=None) -> None:
     p.add_argument("group", metavar="GROUP", choices=names, help="a group below, or report")
     p.add_argument("report_group", nargs="?", metavar="GROUP", help="with report: the group")
     p.add_argument("--jobs", type=int, default=2, help="runs at a time (each one torch thread)")
-    p.add_argument("--only", nargs="*", help="only these labels, envs or ENV:LABEL pairs")
+    p.add_argument(
+        "--only", nargs="*", help="only these labels, envs or ENV:LABEL pairs (no AFTER scripts)"
+    )
     p.add_argument("--seeds", type=int, nargs="*", help="only these seeds")
     p.add_argument("--list", action="store_true", help="print the commands, run nothing")
+    p.add_argument("--setup", action="store_true", help="build the venvs its rows need, no runs")
     p.add_argument("--force", action="store_true", help="train complete runs again")
     p.add_argument("--python", default=sys.executable, help="interpreter of the algorithm files")
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        help="stop each run after this many seconds (Ctrl-C): its metrics so far are kept and the "
+        "next call resumes it from its last checkpoint",
+    )
     a = p.parse_args(argv)
     if a.group == "report":
         target = a.report_group or p.error("report needs a GROUP")
@@ -293,21 +355,39 @@ def main(argv=None) -> None:
     # seed by seed (with --jobs 2, a seed's two sides of a comparison run at the same time)
     seeds = sorted({s for r in rows for s in r.seeds})
     todo = [(r, s) for s in seeds for r in rows if s in r.seeds and (not a.seeds or s in a.seeds)]
+    if a.setup:
+        for name in sorted({r.peer or r.venv for r in rows} & set(VENVS)):
+            print(venv(name, a.python))
+        return
     if a.list:
         for r, s in todo:
             print(shown(r, s))
-        return run_commands(AFTER.get(a.group, []), a.python, True)
+        return run_commands([] if a.only else AFTER.get(a.group, []), a.python, True)
     if a.force:
         for r, s in todo:
             shutil.rmtree(RUNS / r.group / r.key(s), ignore_errors=True)
     todo = [(r, s) for r, s in todo if a.force or not complete(r, s)]
-    print(f"group {a.group}: {len(todo)} runs to train, {a.jobs} at a time", flush=True)
-    with ThreadPoolExecutor(max(1, a.jobs)) as pool:  # each run is its own process
-        list(pool.map(lambda rs: run_one(*rs, a.python), todo))
+    need_gpu = sorted({f"{r.env}:{r.label}" for r, _ in todo if r.flags.get("device") == "cuda"})
+    if need_gpu:
+        import torch
+
+        from common.errors import UserError
+
+        if not torch.cuda.is_available():
+            raise UserError(
+                f"no GPU: torch sees no CUDA device here, and {len(need_gpu)} rows of group "
+                f"{a.group} to train run on one ({', '.join(need_gpu[:3])}"
+                f"{', ...' if len(need_gpu) > 3 else ''}); run them on a machine with CUDA, or "
+                f"`python bench/run.py report {a.group}` for the table of the saved metrics"
+            )
+    jobs = 1 if any(r.threads == 0 for r, _ in todo) else max(1, a.jobs)  # every core: alone
+    print(f"group {a.group}: {len(todo)} runs to train, {jobs} at a time", flush=True)
+    with ThreadPoolExecutor(jobs) as pool:  # each run is its own process
+        list(pool.map(lambda rs: run_one(*rs, a.python, a.max_seconds), todo))
     import report
 
     report.report(a.group, RESULTS)
-    run_commands(AFTER.get(a.group, []), a.python, False)
+    run_commands([] if a.only else AFTER.get(a.group, []), a.python, False)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """`StockTrading-v0`: FinRL-style multi-stock daily trading as a torch-native batched environment,
 plus the backtest (metrics, equal-weight buy-and-hold baseline, report); the command line that
-backtests a saved agent is `bench/stock_backtest.py`.
+backtests a saved agent is `tools/backtest.py`.
 
     env = envs.make("StockTrading-v0", num_envs=1024, seed=0)  # skfolio S&P 500, train split
     env = envs.make("StockTrading-v0", split="backtest", data=load_csv("my_prices.csv"))
     STOCK_TRADING_CSV=my_prices.csv python algos/ppo_vec.py --env StockTrading-v0 ...
-    python bench/stock_backtest.py runs/<run>/checkpoint.pt [--out DIR]
+    python -m tools.backtest runs/<run>/checkpoint.pt [--out DIR]
 
 Data (`envs/stock_data.py`): skfolio's S&P 500 dataset by default (20 stocks, daily adjusted
 closes; train 2010-01-01..2019-12-31, backtest 2020-01-01..2022-12-28), or `data=` a loaded

@@ -2,9 +2,9 @@
 
 Genesis is not a project dependency (its pygel3d pins plotly < 6, skfolio needs plotly >= 6): these
 tests run where `genesis` imports, e.g. in `bench/.venv-genesis`
-(`python bench/genesis_go2.py setup`, then
+(`bash benchmark.sh genesis --setup`, then
 `bench/.venv-genesis/bin/python -m pytest tests/test_genesis.py`), and are skipped elsewhere, CI
-included. The learning run is `bench/genesis_go2.py run` (results in bench/results/genesis/).
+included. The learning runs are `bash benchmark.sh genesis` (results in bench/results/genesis/).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-pytest.importorskip("genesis", reason="Genesis is optional: python bench/genesis_go2.py setup")
+pytest.importorskip("genesis", reason="Genesis is optional: bash benchmark.sh genesis --setup")
 
 import envs  # noqa: E402
 from envs.base import check_env  # noqa: E402

@@ -449,8 +449,13 @@ def test_backtest_buy_everything_equals_buy_and_hold():
 
 
 def test_backtest_cli_end_to_end(tmp_path):
+    """`python -m tools.backtest CHECKPOINT`, and bench/stock_trading.py's report over a group's
+    seeds (what `bench/run.py quick` runs after its rows) built on it."""
     from algos import ppo_vec
-    from bench.stock_backtest import main as cli_main
+    from bench import experiments, stock_trading
+    from common.errors import UserFileNotFoundError
+    from tools.backtest import Args, backtest_checkpoint
+    from tools.backtest import main as cli_main
 
     out = ppo_vec.main(
         ppo_vec.Args(
@@ -466,7 +471,29 @@ def test_backtest_cli_end_to_end(tmp_path):
             quiet=True,
         )
     )
-    assert cli_main([out["checkpoint"], "--out", str(tmp_path / "bt")]) == 0
+    res = cli_main(Args(out["checkpoint"], out=str(tmp_path / "bt")))
+    assert set(res["rows"]) == {"agent (ppo_vec)", "equal-weight buy-and-hold"}
     md = (tmp_path / "bt" / "backtest.md").read_text()
     assert "equal-weight buy-and-hold" in md and "2020-01-02..2022-12-28" in md
     assert (tmp_path / "bt" / "backtest.png").stat().st_size > 10_000
+
+    row = next(r for r in experiments.group("quick") if r.env == "StockTrading-v0")
+    run = {**backtest_checkpoint(out["checkpoint"]), "secs": 12.0, "eval": 20.0}
+    md = stock_trading.write_report(row, {1: run, 2: run}, tmp_path / "group")
+    assert md == (tmp_path / "group" / "stock_trading.md").read_text()
+    for text in (
+        "| PPO seed 2 |",
+        "| PPO mean over seeds |",
+        "| equal-weight buy-and-hold |",
+        "12 s per seed on average",
+        "on cumulative return: ",
+        "eval return 20.0 = about 22% a year (backtest ",
+        "Largest average backtest positions: seed 1: ",
+        "Published reference: ElegantRL-Podracer",
+        "Calmar annual / |max drawdown|",
+        "![account values](stock_trading.png)",
+    ):
+        assert text in md, text
+    assert (tmp_path / "group" / "stock_trading.png").stat().st_size > 10_000
+    with pytest.raises(UserFileNotFoundError, match="python bench/run.py nope --only StockTrading"):
+        stock_trading.seed_run("nope", row, 1)

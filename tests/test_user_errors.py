@@ -186,12 +186,12 @@ OTHER = {
         {},
     ),
     "stock-backtest-no-checkpoint": (
-        ["{root}/bench/stock_backtest.py"],
+        ["-m", "tools.backtest"],
         r"pass the checkpoint to backtest \(or --info\) — see",
         {},
     ),
     "stock-backtest-bad-csv": (
-        ["{root}/bench/stock_backtest.py", "--info"],
+        ["-m", "tools.backtest", "--info"],
         r"notes.txt: empty CSV; expected a header",
         {"STOCK_TRADING_CSV": "{tmp}/notes.txt"},
     ),
@@ -247,7 +247,6 @@ OTHER = {
             "--threshold",
             "400",
             "--clock",
-            "500",
             "--jobs",
             "2",
         ],

@@ -1,16 +1,20 @@
-"""Ant-v5 env-steps/s: our batched env on each backend vs gymnasium's sync vector env, one run.
+"""MuJoCo env-steps/s: our batched env on each backend vs gymnasium's sync vector env, one run.
 
-Rows: `batch` (mujoco.batch on 1 and on all available CPU threads), `warp` (MuJoCo Warp; on Warp's
-CPU device unless CUDA is present), gymnasium `make_vec(..., vectorization_mode="sync")`. Every
-cell steps uniform random actions with same-step autoreset for about `--seconds` after a warm-up
-(Warp's one-off kernel compilation is excluded). Ratios are against gymnasium at the same N.
+Rows (`--backends`): `batch1` and `batch` (mujoco.batch on 1 and on all available CPU threads),
+`warp` (MuJoCo Warp on `--device`: CUDA when present, else Warp's CPU device), `gym` (gymnasium's
+`make_vec(..., vectorization_mode="sync")`). Every cell steps uniform random actions with same-step
+autoreset for about `--seconds` after a warm-up (Warp's one-off kernel compilation is excluded).
+Ratios are against gymnasium at the same N, or without it against the batch backend on every core.
 
-    python bench/micro/mujoco_throughput.py --sizes 64 1024 4096
+    python bench/micro/mujoco_throughput.py --sizes 64 1024 4096    # bench/results/mujoco.md
+    python bench/micro/mujoco_throughput.py --env Ant-v5 Humanoid-v5 --sizes 1024 4096 16384 \
+        --backends batch warp --device cuda --out bench/results/gpu/env.md   # (the gpu group's)
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -21,10 +25,13 @@ import torch
 sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]
 import envs  # noqa: E402
 from common.device import available_cores  # noqa: E402
-from micro.timing import parser, rate, script, synchronizer  # noqa: E402
+from common.errors import UserError  # noqa: E402
+from micro.timing import ROOT, parser, rate, script, synchronizer, write  # noqa: E402
 
 # a step can take long (a large N): timed one at a time after one untimed, at least three
 ONE_AT_A_TIME = dict(warmup=1, chunk=1, min_calls=3)
+BACKENDS = ("batch1", "batch", "warp", "gym")
+GYM = "gymnasium make_vec sync"
 
 
 def ours(
@@ -57,57 +64,79 @@ def gymnasium_sync(env_id: str, n: int, seconds: float) -> float:
     return steps
 
 
-def main() -> str:
-    p = parser(__doc__)
-    p.add_argument("--env", default="Ant-v5")
-    p.add_argument("--sizes", type=int, nargs="+", default=[64, 1024, 4096])
-    p.add_argument("--seconds", type=float, default=5.0, help="measuring time per cell")
-    p.add_argument("--no-warp", action="store_true", help="skip MuJoCo Warp (e.g. not installed)")
-    p.add_argument(
-        "--warp-max", type=int, default=4096, help="largest N measured for warp on a CPU"
-    )
-    a = p.parse_args()
-    cores = available_cores()
-    cuda = torch.cuda.is_available()
-    rows = [("batch, 1 thread", lambda n: ours(a.env, n, a.seconds, "batch", 1))]
-    if cores > 1:
-        rows.append(
-            (f"batch, {cores} threads", lambda n: ours(a.env, n, a.seconds, "batch", cores))
-        )
-    if not a.no_warp:
-        where = "CUDA" if cuda else "Warp CPU device"
-        rows.append(
-            (
-                f"warp ({where})",
-                lambda n: (
-                    ours(a.env, n, a.seconds, "warp", device="cuda" if cuda else "cpu")
-                    if cuda or n <= a.warp_max
-                    else float("nan")
-                ),
-            )
-        )
-        # compile the kernels once, untimed
-        ours(a.env, 2, 0.0, "warp", device="cuda" if cuda else "cpu")
-    rows.append(("gymnasium make_vec sync", lambda n: gymnasium_sync(a.env, n, a.seconds)))
-    results = {name: [fn(n) for n in a.sizes] for name, fn in rows}
-    ref = results["gymnasium make_vec sync"]
+def measure(backend: str, env_id: str, n: int, a, device: str, cores: int) -> float:
+    """Env-steps/s of one backend (`BACKENDS`) at `n` envs; NaN where it is not measured."""
+    if backend == "gym":
+        return gymnasium_sync(env_id, n, a.seconds)
+    if backend == "warp":
+        fits = device == "cuda" or n <= a.warp_max
+        return ours(env_id, n, a.seconds, "warp", device=device) if fits else float("nan")
+    return ours(env_id, n, a.seconds, "batch", 1 if backend == "batch1" else cores)
+
+
+def table(env_id: str, sizes: list[int], results: dict[str, list[float]], where: str) -> str:
+    """A table of env-steps/s, a row per backend (`results`: its name -> its rates at `sizes`, NaN
+    where not measured), each cell with its ratio to the last row's (gymnasium's), or where there
+    is none to the first's."""
+    ref_name = GYM if GYM in results else next(iter(results))
+    ref = results[ref_name]
     lines = [
-        f"# {a.env} env-steps/s (random actions, same-step autoreset; {cores} CPU cores"
-        f"{', CUDA' if cuda else ', no GPU'})",
+        f"# {env_id} env-steps/s (random actions, same-step autoreset; {where})",
         "",
-        "| backend | " + " | ".join(f"N={n}" for n in a.sizes) + " |",
-        "|---|" + "---:|" * len(a.sizes),
+        "| backend | " + " | ".join(f"N={n}" for n in sizes) + " |",
+        "|---|" + "---:|" * len(sizes),
     ]
     for name, vals in results.items():
-        cells = [f"{v:,.0f} ({v / r:.1f}x)" if v == v else "-" for v, r in zip(vals, ref)]
+        cells = [
+            "-" if v != v else f"{v:,.0f}" + (f" ({v / r:.1f}x)" if r == r else "")
+            for v, r in zip(vals, ref)
+        ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Ratios (in parentheses) are against gymnasium's sync vector env at the same N, measured "
-        "in the same run.",
+        f"Ratios (in parentheses) are against {ref_name} at the same N, measured in the same run.",
     ]
-    out = "\n".join(lines)
+    return "\n".join(lines)
+
+
+def main() -> str | None:
+    p = parser(__doc__)
+    p.add_argument("--env", nargs="+", default=["Ant-v5"], help="MuJoCo v5 tasks, a table each")
+    p.add_argument("--sizes", type=int, nargs="+", default=[64, 1024, 4096])
+    p.add_argument("--seconds", type=float, default=5.0, help="measuring time per cell")
+    p.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
+    p.add_argument("--device", default="auto", help="MuJoCo Warp's: cuda, cpu or auto")
+    p.add_argument("--warp-max", type=int, default=4096, help="largest N for warp on a CPU")
+    p.add_argument("--out", help="the table's path (default: bench/results/mujoco.md)")
+    a = p.parse_args()
+    cores = available_cores()
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError("no GPU: --device cuda, but torch sees no CUDA device here")
+    gpu = torch.cuda.get_device_name(0) if device == "cuda" else "no GPU"
+    where = f"{cores} CPU cores, {gpu}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}"
+    names = {
+        "batch1": "batch, 1 thread",
+        "batch": f"batch, {cores} threads",
+        "warp": f"warp ({'CUDA' if device == 'cuda' else 'Warp CPU device'})",
+        "gym": GYM,
+    }
+    # (one core: the batch backend on every core is the one-thread row)
+    backends = [b for b in BACKENDS if b in a.backends and not (b == "batch" and cores == 1)]
+    tables = []
+    for env_id in a.env:
+        if "warp" in backends:  # compile the kernels once, untimed
+            ours(env_id, 2, 0.0, "warp", device=device)
+        results = {}
+        for b in backends:
+            results[names[b]] = [measure(b, env_id, n, a, device, cores) for n in a.sizes]
+            print(env_id, names[b], [f"{v:,.0f}" for v in results[names[b]]], flush=True)
+        tables.append(table(env_id, a.sizes, results, where))
+    out = "\n\n".join(tables)
     print(out)
+    if a.out:  # (else `script` writes bench/results/mujoco.md)
+        write(ROOT / a.out, out)
+        return None
     return out
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -100,7 +101,8 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--gym-episodes", type=int, default=10)
     p.add_argument("--gym-seed", type=int, default=20_000)
-    p.add_argument("--threads", type=int, default=1)
+    # torch threads (default: OMP_NUM_THREADS, as the runner sets it from its row, else 1)
+    p.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", 1)))
     p.add_argument("--obs-norm", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument(
         "--device",
