@@ -411,13 +411,26 @@ GENESIS = [
     for env in ("GenesisGo2-v0", "GenesisGo2-NoCritic-v0")
 ]  # fmt: skip
 
+# The JAX stack beside us on a CPU (issue 80): PureJaxRL's PPO (its file from a checkout, PUREJAXRL,
+# in bench/.venv-jax; bench/peers/jax.py) with its own CartPole config, and ppo_vec with that config
+# as flags and with its CartPole row (the file's defaults for the task)
+PUREJAXRL_PPO = dict(num_envs=4, num_steps=128, num_minibatches=4, update_epochs=4,
+                     learning_rate=2.5e-4, ent_coef=0.01, clip_vloss=True)  # fmt: skip
+JAX = [
+    Row("jax", "jax:ppo", "CartPole-v1", 500_000, 25_600, name="purejaxrl", threshold=475),
+    Row("jax", "ppo_vec", "CartPole-v1", 500_000, 25_600, flags=PUREJAXRL_PPO,
+        name="ppo_vec-purejaxrl-config", threshold=475, against="purejaxrl"),
+    Row("jax", "ppo_vec", "CartPole-v1", 300_000, 25_600, threshold=475, against="purejaxrl"),
+]  # fmt: skip
+
 # a group's further columns: a metric its runs log, averaged over each run's rows (IQM over seeds)
-COLUMNS = {"pipeline": {"pipeline_overlap": "overlap (both busy)", "explore_busy": "explorer busy",
+COLUMNS = {"jax": {"compile_seconds": "compile s", "process_seconds": "whole process s"},
+           "pipeline": {"pipeline_overlap": "overlap (both busy)", "explore_busy": "explorer busy",
                         "learn_busy": "learner busy"}}  # fmt: skip
 
 ROWS: list[Row] = [*_quick("quick", False), *_quick("full", True), *OFFPOLICY, *BOX2D, *PEERS]
 ROWS += [*MUJOCO_OFFPOLICY, *HTERM, *MARL, *ASYMMETRIC, *STABLE, *LOCOMOTION, *RLLIB, *FLAGSHIP]
-ROWS += [*PIXELS, *NUM_ENVS, *PIPELINE, *POPULATION, *GENESIS]
+ROWS += [*PIXELS, *NUM_ENVS, *PIPELINE, *POPULATION, *GENESIS, *JAX]
 ROWS += GPU
 
 # what each group is, for the report's first line
@@ -444,6 +457,7 @@ ABOUT = {
     "pipeline": "sac/td3_podracer with --pipeline vs without (1 and 2 threads) on Pendulum-v1",
     "population": "PPO populations (tournament, generational) vs one run, equal steps, Pendulum",
     "genesis": "ppo_vec on Genesis's Go2 (CPU backend, own venv), with and without a critic group",
+    "jax": "PureJaxRL's PPO (its own venv and checkout: PUREJAXRL) beside ppo_vec on CartPole",
     "peers": "beside Stable-Baselines3 (RL Zoo's settings, its own venv), held-out seeds 11-15",
 }
 

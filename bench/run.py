@@ -59,6 +59,8 @@ def shown(row: Row, seed: int) -> str:
     name = row.peer or row.venv
     python = f"bench/.venv-{name}/bin/python" if name in VENVS else "python"
     threads = f"OMP_NUM_THREADS={row.threads} " if row.threads > 1 else ""  # (0: every core)
+    if row.peer in CHECKOUTS:
+        threads += f"{CHECKOUTS[row.peer][0]}=<checkout of {CHECKOUTS[row.peer][1]}> "
     return threads + " ".join(row.command(seed, "runs", python))
 
 
@@ -250,9 +252,17 @@ VENVS = {
     "rllib": (["torch==2.13.0", "ray[rllib]==2.60.0", "gymnasium[mujoco]==1.2.2", "mujoco==4.0.0"],
               False),
     "td": (["--no-deps", "tensordict==0.15.3", "pyvers==0.2.3"], True),
+    # PureJaxRL's stack (jax 0.11 and later need Python 3.12; the project's is 3.11)
+    "jax": (["jax[cpu]==0.10.2", "gymnax==1.0.1", "flax==0.12.8", "optax==0.2.8",
+             "distrax==0.1.9", "gymnasium[classic-control]==1.3.0"], False),
     # the project's requirements, then Genesis (whose pins conflict with skfolio's: its own venv)
     "genesis": (["-r", str(ROOT / "requirements.txt"), "genesis-world==1.4.5"], False),
 }  # fmt: skip
+
+
+# the peers whose adapter runs a file of their repository as it is: (the variable naming the
+# checkout, the repository)
+CHECKOUTS = {"jax": ("PUREJAXRL", "luchris429/purejaxrl")}
 
 
 def peer_module(name: str):
@@ -363,6 +373,13 @@ def main(argv=None) -> None:
         for r, s in todo:
             print(shown(r, s))
         return run_commands([] if a.only else AFTER.get(a.group, []), a.python, True)
+    for peer, (var, repo) in CHECKOUTS.items():  # a peer run from a checkout of its repository
+        # (asked before what is done is skipped: `report GROUP` needs none)
+        if any(r.peer == peer for r, _ in todo) and not os.environ.get(var):
+            from common.errors import UserError
+
+            raise UserError(f"the {peer} rows run bench/peers/{peer}.py from a checkout of {repo}: "
+                            f"set {var}=/path/to/that/checkout")  # fmt: skip
     if a.force:
         for r, s in todo:
             shutil.rmtree(RUNS / r.group / r.key(s), ignore_errors=True)

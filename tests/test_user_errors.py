@@ -210,6 +210,11 @@ OTHER = {
         r"no setting 'learning_rat'; did you mean 'learning_rate'\?",
         {},
     ),
+    "bench-peer-checkout-unset": (
+        ["{root}/bench/run.py", "jax", "--only", "purejaxrl"],
+        r"set PUREJAXRL=/path/to/that/checkout",
+        {"PUREJAXRL": ""},
+    ),
     "bench-bad-flag": (
         ["{root}/bench/run.py", "peers", "--seedz"],
         r"unrecognized arguments: --seedz — see",

@@ -1,73 +1,53 @@
 """Wall time of the same short runs in two checkouts of this repository (a refactor's before and
 after), one torch thread, evaluation and checkpoints off, the best of `--repeats` runs each; the
-final evaluation is printed beside it, so that a refactor that should not change the numbers shows
-it did not.
+final evaluation beside it shows that a refactor which should not change the numbers did not.
 
     git worktree add /tmp/before <commit>
     python bench/micro/ab_speed.py --before /tmp/before --after . \\
         ppo_vec:CartPole-v1:100000 sac:Pendulum-v1:3000
 
 Each run is its own process (its checkout first on sys.path), one at a time, the two sides
-alternating (before, after, before, ...) so that a drift of the machine's speed during the
-measurement falls on both alike.
+alternating, so that a drift of the machine's speed falls on both alike.
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import subprocess
 import sys
 from pathlib import Path
 
-# the repository and bench/
-sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]
-from micro.timing import ROOT, alternating, parser, script  # noqa: E402
+sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]  # the repo, bench/
+from micro.timing import ROOT, alternating, children, parser, script  # noqa: E402
 
-_SIDE = """
-import json, sys, time, importlib, torch
+SIDE = """
+import importlib, json, sys, time, torch
 from dataclasses import replace
-sys.path.insert(0, sys.argv[1])
+root, spec = sys.argv[1:]
+sys.path.insert(0, root)
 torch.set_num_threads(1)
-algo, env, steps = sys.argv[2].split(":")
+algo, env, steps = spec.split(":")
 m = importlib.import_module("algos." + algo)
-a = replace(m.default_args(env, device="cpu"), env=env, seed=1, total_steps=int(steps), \
-eval_every=0,
-            save_every=0, quiet=True, tensorboard=False, plots=False, device="cpu", \
-out_dir=sys.argv[3])
+a = replace(m.default_args(env, device="cpu"), env=env, seed=1, total_steps=int(steps),
+            eval_every=0, save_every=0, quiet=True, tensorboard=False, plots=False, device="cpu",
+            out_dir="/tmp/ab_speed_runs")
 t = time.perf_counter()
 r = m.main(a)
 print(json.dumps([time.perf_counter() - t, r["eval_return"]]))
 """
 
 
-def once(root: str, spec: str) -> tuple[float, float]:
-    """(seconds, final evaluation) of one run of `spec` in checkout `root`."""
-    done = subprocess.run(
-        [sys.executable, "-c", _SIDE, str(Path(root).resolve()), spec, "/tmp/ab_speed_runs"],
-        capture_output=True,
-        text=True,
-        cwd=root,
-    )
-    if done.returncode:
-        raise SystemExit(f"{root}: {done.stderr.strip().splitlines()[-1]}")
-    return tuple(json.loads(done.stdout.splitlines()[-1]))
+def once(root: str, spec: str) -> list[float]:
+    """[seconds, final evaluation] of one run of `spec` in checkout `root`."""
+    root = str(Path(root).resolve())
+    return children([sys.executable, "-c", SIDE, root, spec], cwd=root)[0]
 
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument(
-        "specs",
-        nargs="+",
-        help="runs as algo:env_id:total_steps (the file's defaults for that env)",
-    )
+    p.add_argument("specs", nargs="+", help="runs as algo:env_id:total_steps (its env's defaults)")
     p.add_argument("--before", required=True, help="checkout before the change")
-    p.add_argument(
-        "--after", default=str(ROOT), help="checkout after the change (default: this one)"
-    )
-    p.add_argument(
-        "--repeats", type=int, default=3, help="runs per side and spec; the fastest counts"
-    )
+    p.add_argument("--after", default=str(ROOT), help="checkout after it (default: this one)")
+    p.add_argument("--repeats", type=int, default=3, help="runs per side; the fastest counts")
     a = p.parse_args()
     print("| run | before s | after s | after / before | final eval before | final eval after |")
     print("|---|---:|---:|---:|---:|---:|")

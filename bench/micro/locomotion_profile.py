@@ -1,19 +1,17 @@
 """Where a locomotion run's time goes: `algos/ppo_vec.py` (its MuJoCo defaults) and rsl_rl's PPO
-(IsaacLab's classic config, `bench/peers/rsl_rl.py`) on the same batched env, under cProfile, the
-two at the same time on one core each with one torch thread, as in the locomotion group.
+(IsaacLab's classic config, `bench/peers/rsl_rl.py`) on the same batched env under cProfile, the
+two at once on one core each with one torch thread, as in the locomotion group.
 
     python bench/micro/locomotion_profile.py --task Ant --steps 262144
 
-Buckets, in microseconds per env step (one env of the batch advanced once): physics (the batched
-MuJoCo step, every substep of every env); env (the rest of our env's `step`, and our wrappers or
-rsl_rl's adapter `envs/rsl_rl.py`); policy (sampling actions in the rollout: our `act`, rsl_rl's
-`act` and `process_env_step`, its storage and time-out bootstrap); advantages (GAE and the value
-bootstraps); update (the PPO epochs); other (logging, buffers, Python glue).
-
-cProfile adds a few microseconds to every Python call, so the Python-heavy buckets read high on both
-sides; the locomotion group's own runs (no profiler, from their checked-in metrics where the task
-has run) are printed below for scale: the shares and the ratio between the sides carry over, not
-the absolute microseconds. rsl_rl comes from this venv (requirements.txt has it, test-only).
+Buckets, in microseconds per env step: physics (the batched MuJoCo step); env (the rest of our
+env's `step`, and our wrappers or rsl_rl's adapter `envs/rsl_rl.py`); policy (sampling actions in
+the rollout: our `act`, rsl_rl's `act` and `process_env_step` with its storage and time-out
+bootstrap); advantages (GAE and the value bootstraps); update (the PPO epochs); other (logging,
+buffers, Python glue). cProfile adds a few microseconds to every Python call, so the Python-heavy
+buckets read high on both sides: the shares and the ratio between the sides carry over, not the
+absolute microseconds; the locomotion group's own runs (no profiler, their checked-in metrics) are
+given for scale. rsl_rl comes from this venv (requirements.txt has it, test-only).
 """
 
 from __future__ import annotations
@@ -22,34 +20,37 @@ import cProfile
 import json
 import os
 import pstats
-import subprocess
 import sys
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]
-from micro.timing import ROOT, RESULTS, parser, write  # noqa: E402
+sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]  # the repo, bench/
+from micro.timing import RESULTS, ROOT, children, parser, publish, script  # noqa: E402
 
 BUCKETS = ("physics", "env", "policy", "advantages", "update", "other")
 
 
-def cum(st: pstats.Stats, file_end: str, *names: str) -> float:
-    """Cumulative seconds of the functions `names` defined in a file ending with `file_end`."""
-    return sum(v[3] for (f, _, fn), v in st.stats.items() if f.endswith(file_end) and fn in names)
+def found(st: pstats.Stats, file_end: str, *names: str) -> list[tuple]:
+    """cProfile's rows (calls, primitive calls, own s, cumulative s, callers) of the functions
+    `names` defined in a file ending with `file_end`."""
+    return [v for (f, _, fn), v in st.stats.items() if f.endswith(file_end) and fn in names]
+
+
+def cum(st: pstats.Stats, file_end: str, *names: str, caller: str | None = None) -> float:
+    """Their cumulative seconds (`caller`: of their calls from the functions of that name alone)."""
+    rows = found(st, file_end, *names)
+    if caller is not None:
+        rows = [c for v in rows for (_, _, fn), c in v[4].items() if fn == caller]
+    return sum(r[3] for r in rows)
 
 
 def profiled(run) -> tuple[pstats.Stats, dict]:
     """`run()` under cProfile; the physics and whole-env-step seconds (two functions named `step`
     in envs/mujoco_locomotion.py run: the backend's inside, the env's outside and larger)."""
-    prof = cProfile.Profile()
-    prof.enable()
-    try:
+    with cProfile.Profile() as prof:
         run()
-    finally:
-        prof.disable()
     st = pstats.Stats(prof, stream=sys.stderr)
     st.sort_stats("tottime").print_stats(12)  # the heaviest functions, for the log
-    steps = sorted(v[3] for (f, _, fn), v in st.stats.items()
-                   if f.endswith("envs/mujoco_locomotion.py") and fn == "step")  # fmt: skip
+    steps = sorted(v[3] for v in found(st, "envs/mujoco_locomotion.py", "step"))
     return st, {"physics": steps[0], "env_step": steps[-1]}
 
 
@@ -63,19 +64,14 @@ def side_ours(task: str, steps: int, out_dir: str = str(ROOT / "bench" / "runs" 
     # no evaluation (a run evaluates at its end): its env steps would land in the env buckets
     with hooks(evaluate=lambda *a, **k: {"eval_return": nan, "eval_return_std": nan}):
         st, t = profiled(lambda: res.update(ppo_vec.main(args)))
-    # the value bootstraps at the end of a rollout: the calls of `value` made by `main` itself
-    boot = sum(c[3] for (f, _, fn), v in st.stats.items()
-               if f.endswith("algos/ppo_vec.py") and fn == "value"
-               for (_, _, caller), c in v[4].items() if caller == "main")  # fmt: skip
     # the outermost wrapper's `step` (they nest: each one's time holds the ones inside)
-    wrapped = max([v[3] for (f, _, fn), v in st.stats.items()
-                   if f.endswith("common/wrappers.py") and fn == "step"] or [0.0])  # fmt: skip
+    wrapped = max([v[3] for v in found(st, "common/wrappers.py", "step")] or [0.0])
+    ppo, backward = "algos/ppo_vec.py", cum(st, "torch/_tensor.py", "backward")
     return dict(total=res["seconds"], steps=res["steps"], physics=t["physics"],
-                env=max(wrapped, t["env_step"]) - t["physics"],
-                policy=cum(st, "algos/ppo_vec.py", "act"),
-                advantages=cum(st, "algos/ppo_vec.py", "compute_gae") + boot,
-                update=cum(st, "algos/ppo_vec.py", "ppo_loss", "opt_step")
-                + cum(st, "torch/_tensor.py", "backward"))  # fmt: skip
+                env=max(wrapped, t["env_step"]) - t["physics"], policy=cum(st, ppo, "act"),
+                # GAE and the value bootstraps at the end of a rollout (`value` called by `main`)
+                advantages=cum(st, ppo, "compute_gae") + cum(st, ppo, "value", caller="main"),
+                update=cum(st, ppo, "ppo_loss", "opt_step") + backward)  # fmt: skip
 
 
 def side_rsl(task: str, steps: int) -> dict:
@@ -132,20 +128,19 @@ def table(task: str, results: dict) -> str:
             cells.append(f"{v * 1e6 / r['steps']:.0f}{share}")
         lines.append(f"| {b} | " + " | ".join(cells) + " |")
     if runs := unprofiled(task):
+        cells = " | ".join(f"{runs[s]:.0f}" if s in runs else "-" for s in results)
         lines.append(
-            "| total in the group runs (no profiler, whole runs, the day they ran) | "
-            + " | ".join(f"{runs[s]:.0f}" if s in runs else "-" for s in results)
-            + " |"
+            f"| total in the group runs (no profiler, whole runs, the day they ran) | {cells} |"
         )
     return "\n".join(lines)
 
 
 def main() -> None:
     p = parser(__doc__)
+    p.add_argument("--out", default="bench/results/locomotion/profile.md", help="the table's path")
     p.add_argument("--task", default="Ant", help="Ant, Humanoid, Hopper, HalfCheetah or Walker2d")
     p.add_argument("--steps", type=int, default=262_144, help="env steps per side")
     p.add_argument("--side", choices=("ours", "rsl_rl"), help="(a worker: one side)")
-    p.add_argument("--out", default=str(RESULTS / "locomotion" / "profile.md"))
     a = p.parse_args()
     if a.side:
         import torch
@@ -153,27 +148,17 @@ def main() -> None:
         torch.set_num_threads(1)
         print(json.dumps((side_ours if a.side == "ours" else side_rsl)(a.task, a.steps)))
         return
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MUJOCO_NUM_THREADS="1")
+    # the two sides at once, a core each
+    one_thread = {v: "1" for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MUJOCO_NUM_THREADS")}
     cmd = [sys.executable, __file__, "--task", a.task, "--steps", str(a.steps), "--side"]
-    procs = {side: subprocess.Popen(["taskset", "-c", str(i % (os.cpu_count() or 1)), *cmd, side],
-                                    cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
-             for i, side in enumerate(("ours", "rsl_rl"))}  # fmt: skip
-    results = {}
-    for side, proc in procs.items():
-        out = proc.communicate()[0]
-        if proc.returncode != 0:
-            raise SystemExit(f"the {side} side failed (exit {proc.returncode})")
-        results[side] = json.loads(out.strip().splitlines()[-1])
-    text = table(a.task, results)
-    print(text)
+    sides = {"ours": "0", "rsl_rl": str(1 % (os.cpu_count() or 1))}
+    pinned = [["taskset", "-c", core, *cmd, side] for side, core in sides.items()]
+    runs = children(*pinned, env=one_thread)
     # the file keeps one block per task: this task's replaced, the others kept
-    old = Path(a.out).read_text().split("### ") if Path(a.out).exists() else []
+    old = (ROOT / a.out).read_text().split("### ") if (ROOT / a.out).exists() else []
     kept = ["### " + b.strip() for b in old if b.strip() and not b.startswith(f"{a.task}:")]
-    write(a.out, "\n\n".join([*kept, text]))
+    publish("\n\n".join([*kept, table(a.task, dict(zip(sides, runs)))]), a.out)
 
 
 if __name__ == "__main__":
-    from common.cli import install_error_hook
-
-    install_error_hook()  # a user error: one line naming the fix, exit status 2
-    main()
+    script(main)

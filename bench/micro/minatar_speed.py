@@ -1,42 +1,26 @@
 """MinAtar env-steps per second: our batched torch port (envs/minatar.py) at N sub-envs against
-the `minatar` package (one game object a sub-env, stepped in a Python loop, as a vectorized wrapper
-of it would), each game, random actions, one torch thread, on this machine's CPU (on a GPU:
-`--device cuda`). The package's rate does not grow with N on one core: it is one game stepped
-after another.
+the `minatar` package (a game object a sub-env, stepped in a Python loop as a vectorized wrapper of
+it would: its rate does not grow with N on one core), each game, random actions, one torch thread.
 
     python bench/micro/minatar_speed.py                      # N = 1, 64, 4096, the five games
-    python bench/micro/minatar_speed.py --num-envs 1 64 4096 16384 --device cuda \
+    python bench/micro/minatar_speed.py --num-envs 1 64 4096 16384 --device cuda \\
         --out bench/results/minatar_gpu.md
 """
 
 from __future__ import annotations
 
-import datetime
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
-# the repository and bench/
-sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]
+sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]  # the repo, bench/
 from envs.minatar import GAMES  # noqa: E402
-from micro.timing import RESULTS, machine, parser, rate, script, synchronizer, write  # noqa: E402
+from micro.timing import env_rate, machine, parser, publish, rate, script  # noqa: E402
 
 PACKAGE = {"Breakout": "breakout", "Asterix": "asterix", "Freeway": "freeway",
            "Seaquest": "seaquest", "SpaceInvaders": "space_invaders"}  # fmt: skip
-
-
-def ours(game: str, n: int, device: str, seconds: float) -> float:
-    env = GAMES[game](num_envs=n, seed=0, device=device)
-    env.reset(seed=0)
-    g = torch.Generator(device=device).manual_seed(0)
-    k = env.single_action_space.n
-
-    def step():
-        env.step(torch.randint(0, k, (n,), generator=g, device=device))
-
-    return n * rate(step, seconds, warmup=5, sync=synchronizer(device))
 
 
 def package(game: str, seconds: float) -> float:
@@ -62,40 +46,36 @@ def package(game: str, seconds: float) -> float:
 
 def main() -> None:
     p = parser(__doc__)
+    p.add_argument("--out", default="bench/results/minatar.md", help="the table's path")
     p.add_argument("--num-envs", type=int, nargs="+", default=[1, 64, 4096])
     p.add_argument("--games", nargs="+", default=list(GAMES), choices=list(GAMES))
     p.add_argument("--device", default="cpu")
     p.add_argument("--seconds", type=float, default=3.0, help="measuring time per cell")
-    p.add_argument("--out", default=str(RESULTS / "minatar.md"))
     a = p.parse_args()
     torch.set_num_threads(1)
-    rows = []
-    for game in a.games:
-        ref = package(game, a.seconds)
-        cells = [ours(game, n, a.device, a.seconds) for n in a.num_envs]
-        rows.append((game, ref, cells))
-        print(game, f"package {ref:,.0f}", *(f"N={n} {c:,.0f}" for n, c in zip(a.num_envs, cells)))
     head = " | ".join(f"ours N={n:,} (x package)" for n in a.num_envs)
-    when = datetime.datetime.now(datetime.UTC)
     lines = [
         "# MinAtar env-steps per second: envs/minatar.py against the minatar package",
         "",
-        f"`python bench/micro/minatar_speed.py {' '.join(sys.argv[1:])}`, "
-        f"{when:%Y-%m-%d %H:%M} UTC, {machine()}, device {a.device}, one torch thread. Random "
-        "actions; the package steps one game object at a time (and builds each step's "
-        "observation, as an agent needs it), so its rate is the same at any N on one core.",
+        f"`python bench/micro/minatar_speed.py {' '.join(sys.argv[1:])}`, {machine(a.device)}, "
+        f"device {a.device}, one torch thread. Random actions; the package steps one game object "
+        "at a time (and builds each step's observation, as an agent needs it), so its rate is the "
+        "same at any N on one core.",
         "",
         f"| game | package (1 core) | {head} |",
         "|---|---:|" + "---:|" * len(a.num_envs),
     ]
-    for game, ref, cells in rows:
+    for game in a.games:
+        ref = package(game, a.seconds)
+        made = (GAMES[game](num_envs=n, seed=0, device=a.device) for n in a.num_envs)
+        cells = [env_rate(env, a.seconds, warmup=5) for env in made]
         lines.append(
             f"| {game} | {ref:,.0f} | "
             + " | ".join(f"{c:,.0f} ({c / ref:.1f}x)" for c in cells)
             + " |"
         )
-    write(a.out, "\n".join(lines))
-    print("\n".join(lines))
+        print(lines[-1], flush=True)
+    publish("\n".join(lines), a.out)
 
 
 if __name__ == "__main__":

@@ -4,29 +4,25 @@ Rows (`--backends`): `batch1` and `batch` (mujoco.batch on 1 and on all availabl
 `warp` (MuJoCo Warp on `--device`: CUDA when present, else Warp's CPU device), `gym` (gymnasium's
 `make_vec(..., vectorization_mode="sync")`). Every cell steps uniform random actions with same-step
 autoreset for about `--seconds` after a warm-up (Warp's one-off kernel compilation is excluded).
-Ratios are against gymnasium at the same N, or without it against the batch backend on every core.
+Ratios are against gymnasium at the same N, or without it against the first row.
 
     python bench/micro/mujoco_throughput.py --sizes 64 1024 4096    # bench/results/mujoco.md
-    python bench/micro/mujoco_throughput.py --env Ant-v5 Humanoid-v5 --sizes 1024 4096 16384 \
+    python bench/micro/mujoco_throughput.py --env Ant-v5 Humanoid-v5 --sizes 1024 4096 16384 \\
         --backends batch warp --device cuda --out bench/results/gpu/env.md   # (the gpu group's)
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
-import gymnasium as gym
-import numpy as np
 import torch
 
-# the repository and bench/
-sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]
+sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]  # the repo, bench/
 import envs  # noqa: E402
 from common.device import available_cores  # noqa: E402
 from common.errors import UserError  # noqa: E402
-from micro.timing import ROOT, parser, rate, script, synchronizer, write  # noqa: E402
+from micro.timing import env_rate, gym_rate, machine, parser, publish, script  # noqa: E402
 
 # a step can take long (a large N): timed one at a time after one untimed, at least three
 ONE_AT_A_TIME = dict(warmup=1, chunk=1, min_calls=3)
@@ -34,40 +30,15 @@ BACKENDS = ("batch1", "batch", "warp", "gym")
 GYM = "gymnasium make_vec sync"
 
 
-def ours(
-    env_id: str, n: int, seconds: float, backend: str, nthread: int | None = None, device="cpu"
-) -> float:
+def ours(env_id: str, n: int, seconds: float, backend: str, nthread=None, device="cpu") -> float:
     env = envs.make(env_id, num_envs=n, device=device, seed=0, backend=backend, nthread=nthread)
-    env.reset(seed=0)
-    shape = (n, *env.single_action_space.shape)
-    gen = torch.Generator(device=env.device).manual_seed(0)
-    sync = synchronizer(env.device)
-
-    def step():
-        env.step(torch.rand(shape, device=env.device, generator=gen) * 2 - 1)
-
-    return n * rate(step, seconds, sync=sync, **ONE_AT_A_TIME)
-
-
-def gymnasium_sync(env_id: str, n: int, seconds: float) -> float:
-    env = gym.make_vec(
-        env_id,
-        num_envs=n,
-        vectorization_mode="sync",
-        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
-    )
-    env.reset(seed=0)
-    rng = np.random.default_rng(0)
-    shape = env.action_space.shape
-    steps = n * rate(lambda: env.step(rng.uniform(-1, 1, shape)), seconds, **ONE_AT_A_TIME)
-    env.close()
-    return steps
+    return env_rate(env, seconds, **ONE_AT_A_TIME)
 
 
 def measure(backend: str, env_id: str, n: int, a, device: str, cores: int) -> float:
     """Env-steps/s of one backend (`BACKENDS`) at `n` envs; NaN where it is not measured."""
     if backend == "gym":
-        return gymnasium_sync(env_id, n, a.seconds)
+        return gym_rate(env_id, n, a.seconds, **ONE_AT_A_TIME)
     if backend == "warp":
         fits = device == "cuda" or n <= a.warp_max
         return ours(env_id, n, a.seconds, "warp", device=device) if fits else float("nan")
@@ -75,11 +46,9 @@ def measure(backend: str, env_id: str, n: int, a, device: str, cores: int) -> fl
 
 
 def table(env_id: str, sizes: list[int], results: dict[str, list[float]], where: str) -> str:
-    """A table of env-steps/s, a row per backend (`results`: its name -> its rates at `sizes`, NaN
-    where not measured), each cell with its ratio to the last row's (gymnasium's), or where there
-    is none to the first's."""
+    """A row per backend (`results`: its name -> its rates at `sizes`, NaN where not measured),
+    each cell with its ratio to gymnasium's, or where there is none to the first row's."""
     ref_name = GYM if GYM in results else next(iter(results))
-    ref = results[ref_name]
     lines = [
         f"# {env_id} env-steps/s (random actions, same-step autoreset; {where})",
         "",
@@ -89,38 +58,32 @@ def table(env_id: str, sizes: list[int], results: dict[str, list[float]], where:
     for name, vals in results.items():
         cells = [
             "-" if v != v else f"{v:,.0f}" + (f" ({v / r:.1f}x)" if r == r else "")
-            for v, r in zip(vals, ref)
+            for v, r in zip(vals, results[ref_name])
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        f"Ratios (in parentheses) are against {ref_name} at the same N, measured in the same run.",
-    ]
-    return "\n".join(lines)
+    ratios = (
+        f"Ratios (in parentheses) are against {ref_name} at the same N, measured in the same run."
+    )
+    return "\n".join([*lines, "", ratios])
 
 
-def main() -> str | None:
+def main() -> None:
     p = parser(__doc__)
+    p.add_argument("--out", default="bench/results/mujoco.md", help="the table's path")
     p.add_argument("--env", nargs="+", default=["Ant-v5"], help="MuJoCo v5 tasks, a table each")
     p.add_argument("--sizes", type=int, nargs="+", default=[64, 1024, 4096])
     p.add_argument("--seconds", type=float, default=5.0, help="measuring time per cell")
     p.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     p.add_argument("--device", default="auto", help="MuJoCo Warp's: cuda, cpu or auto")
     p.add_argument("--warp-max", type=int, default=4096, help="largest N for warp on a CPU")
-    p.add_argument("--out", help="the table's path (default: bench/results/mujoco.md)")
     a = p.parse_args()
     cores = available_cores()
     device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError("no GPU: --device cuda, but torch sees no CUDA device here")
-    gpu = torch.cuda.get_device_name(0) if device == "cuda" else "no GPU"
-    where = f"{cores} CPU cores, {gpu}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}"
-    names = {
-        "batch1": "batch, 1 thread",
-        "batch": f"batch, {cores} threads",
-        "warp": f"warp ({'CUDA' if device == 'cuda' else 'Warp CPU device'})",
-        "gym": GYM,
-    }
+    warp = "CUDA" if device == "cuda" else "Warp CPU device"
+    names = {"batch1": "batch, 1 thread", "batch": f"batch, {cores} threads",
+             "warp": f"warp ({warp})", "gym": GYM}  # fmt: skip
     # (one core: the batch backend on every core is the one-thread row)
     backends = [b for b in BACKENDS if b in a.backends and not (b == "batch" and cores == 1)]
     tables = []
@@ -131,14 +94,9 @@ def main() -> str | None:
         for b in backends:
             results[names[b]] = [measure(b, env_id, n, a, device, cores) for n in a.sizes]
             print(env_id, names[b], [f"{v:,.0f}" for v in results[names[b]]], flush=True)
-        tables.append(table(env_id, a.sizes, results, where))
-    out = "\n\n".join(tables)
-    print(out)
-    if a.out:  # (else `script` writes bench/results/mujoco.md)
-        write(ROOT / a.out, out)
-        return None
-    return out
+        tables.append(table(env_id, a.sizes, results, machine(device)))
+    publish("\n\n".join(tables), a.out)
 
 
 if __name__ == "__main__":
-    script(main, "mujoco")
+    script(main)

@@ -6,14 +6,12 @@ matrix-product floor of the update's FLOPs.
 
 Settings (both sides): Hopper-v5, one env, batch 256, 256x256 networks, one critic update per env
 step (SAC: an actor update per step, CleanRL's two every second step; TD3: an actor update every
-second step), one thread (`OMP_NUM_THREADS=1`). CleanRL's files run unchanged in their own venv
-(`bench/.venv-cleanrl`: the project's packages through a .pth, so both sides run the same torch
-build; CleanRL's `cleanrl_utils` from the checkout). Time per step: two runs of each side, past the
-same `--learning-starts`, at two budgets; the difference of their wall times over the difference of
-their steps (start-up, imports and the random-action phase cancel), measured `--repeats` times a
-side, the sides alternating; the table gives medians and the speed ratio's bootstrap interval.
-FLOPs: torch's `FlopCounterMode` over one of our updates (the same network sizes and batch as
-CleanRL's); floor: those FLOPs at the rate `torch.mm` reaches on 256-wide products on the same core.
+second step), one thread. CleanRL's files run unchanged in bench/.venv-cleanrl (the project's
+packages through a .pth: the same torch build on both sides). Time per step: two runs of a side
+past the same learning_starts at two budgets, the difference of their wall times over that of their
+steps (start-up and the random-action phase cancel), `--repeats` times a side, the sides
+alternating; medians, and the speed ratio's bootstrap interval. FLOPs: torch's `FlopCounterMode`
+over one of our updates; floor: those FLOPs at the rate of `torch.mm` on 256-wide products.
 """
 
 from __future__ import annotations
@@ -24,15 +22,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-# the repository and bench/
-sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]
-from micro.timing import RESULTS, ROOT, alternating, machine, parser, rate  # noqa: E402
-from micro.timing import script, write  # noqa: E402
-from stats import ratio  # noqa: E402
+sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]  # the repo, bench/
+from micro.timing import ROOT, alternating, machine, parser, publish, rate  # noqa: E402
+from micro.timing import ratio, script, times, write  # noqa: E402
 
 VENV = ROOT / "bench" / ".venv-cleanrl"
 ENV, LEARNING_STARTS, BUDGETS = "Hopper-v5", 1000, (2000, 5000)
@@ -52,33 +49,32 @@ def venv() -> Path:
     return py
 
 
-def wall(cmd: list[str], env: dict | None = None) -> float:
-    with tempfile.TemporaryDirectory() as cwd:
-        t = time.perf_counter()
-        env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-        subprocess.run(cmd, cwd=cwd, env=env, check=True, capture_output=True)
-        return time.perf_counter() - t
+def per_step(algo: str, checkout: Path | None = None) -> float:
+    """Seconds per env step (with its update) past learning_starts, of ours or, given a `checkout`,
+    of CleanRL's: two budgets, differenced."""
 
+    def command(steps: int) -> list[str]:
+        if checkout is None:
+            flags = (
+                f"--env {ENV} --num-envs 1 --gradient-steps 1 --batch-size 256 --hidden 256 256 "
+                f"--learning-starts {LEARNING_STARTS} --total-steps {steps} --eval-every 0 "
+                "--save-every 0 --eval-episodes 1 --threads 1 --quiet --out-dir runs"
+            )
+            return [sys.executable, str(ROOT / "algos" / f"{algo}.py"), *flags.split()]
+        script = checkout / "cleanrl" / f"{algo}_continuous_action.py"
+        flags = f"--env-id {ENV} --total-timesteps {steps} --learning-starts {LEARNING_STARTS}"
+        return [str(venv()), str(script), *flags.split()]
 
-def ours(algo: str, steps: int) -> list[str]:
-    flags = (
-        f"--env {ENV} --num-envs 1 --gradient-steps 1 --batch-size 256 --hidden 256 256 "
-        f"--learning-starts {LEARNING_STARTS} --total-steps {steps} --eval-every 0 --save-every 0 "
-        "--eval-episodes 1 --threads 1 --quiet --out-dir runs"
-    )
-    return [sys.executable, str(ROOT / "algos" / f"{algo}.py"), *flags.split()]
-
-
-def cleanrl(algo: str, steps: int, checkout: Path) -> list[str]:
-    script = checkout / "cleanrl" / f"{algo}_continuous_action.py"
-    flags = f"--env-id {ENV} --total-timesteps {steps} --learning-starts {LEARNING_STARTS}"
-    return [str(venv()), str(script), *flags.split()]
-
-
-def per_step(make) -> float:
-    """Seconds per env step (with its update) past learning_starts: two budgets, differenced."""
-    short, long = (wall(*make(n)) for n in BUDGETS)
-    return (long - short) / (BUDGETS[1] - BUDGETS[0])
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    if checkout is not None:  # CleanRL's `cleanrl_utils`
+        env["PYTHONPATH"] = str(checkout)
+    walls = []
+    for steps in BUDGETS:
+        with tempfile.TemporaryDirectory() as cwd:
+            t = time.perf_counter()
+            subprocess.run(command(steps), cwd=cwd, env=env, check=True, capture_output=True)
+            walls.append(time.perf_counter() - t)
+    return (walls[1] - walls[0]) / (BUDGETS[1] - BUDGETS[0])
 
 
 def update_flops(algo: str) -> int:
@@ -88,37 +84,26 @@ def update_flops(algo: str) -> int:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    mod = importlib.import_module(f"algos.{algo}")
     from common.storage import Batch
 
+    mod = importlib.import_module(f"algos.{algo}")
     obs_dim, act_dim, B = 11, 3, 256  # Hopper
-    actor, critic = (
-        mod.Actor(obs_dim, act_dim, (256, 256)),
-        mod.Critic(obs_dim, act_dim, (256, 256)),
-    )
-    actor_t, critic_t = (
-        mod.Actor(obs_dim, act_dim, (256, 256)),
-        mod.Critic(obs_dim, act_dim, (256, 256)),
-    )
-    b = Batch(
-        obs={"policy": torch.randn(B, obs_dim)},
-        next_obs={"policy": torch.randn(B, obs_dim)},
-        actions=torch.rand(B, act_dim) * 2 - 1,
-        rewards=torch.randn(B),
-        terminated=torch.zeros(B),
-        weights=torch.ones(B),
-    )
+    nets = [net(obs_dim, act_dim, (256, 256)) for net in (mod.Actor, mod.Critic) * 2]
+    actor, critic, actor_t, critic_t = nets
+    b = Batch(obs={"policy": torch.randn(B, obs_dim)}, next_obs={"policy": torch.randn(B, obs_dim)},
+              actions=torch.rand(B, act_dim) * 2 - 1, rewards=torch.randn(B),
+              terminated=torch.zeros(B), weights=torch.ones(B))  # fmt: skip
     with FlopCounterMode(display=False) as count:
         if algo == "sac":
             alpha = torch.ones(1)
             mod.critic_loss(actor, critic, critic_t, 0.99, b, alpha)[0].backward()
             mod.actor_loss(actor, critic, b, alpha)[0].backward()
-        else:  # td3: the actor every second step: half its cost a step
-            mod.critic_loss(actor_t, critic, critic_t, 0.99, b, 0.2, 0.5)[0].backward()
-            critic_flops = count.get_total_flops()
-            mod.actor_loss(actor, critic, b).backward()
-            return int(critic_flops + (count.get_total_flops() - critic_flops) / 2)
-    return int(count.get_total_flops())
+            return int(count.get_total_flops())
+        # td3: the actor every second step, half its cost a step
+        mod.critic_loss(actor_t, critic, critic_t, 0.99, b, 0.2, 0.5)[0].backward()
+        critic_flops = count.get_total_flops()
+        mod.actor_loss(actor, critic, b).backward()
+        return int(critic_flops + (count.get_total_flops() - critic_flops) / 2)
 
 
 def mm_rate(n: int = 256, seconds: float = 2.0) -> float:
@@ -135,40 +120,24 @@ def main() -> None:
     p.add_argument("--cleanrl", type=Path, required=True, help="a checkout of vwxyzjn/cleanrl")
     p.add_argument("--commit", help="the checkout's commit (default: git rev-parse HEAD there)")
     p.add_argument("--repeats", type=int, default=3, help="measurements of each side, alternated")
-    p.add_argument("--out", type=Path, default=RESULTS / "offpolicy_update")
+    out = "bench/results/offpolicy_update"
+    p.add_argument("--out", type=Path, default=out, help=f"{out}.md and .json by default")
     a = p.parse_args()
-    commit = (
-        a.commit
-        or subprocess.run(
-            ["git", "-C", str(a.cleanrl), "rev-parse", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
-    )
-    mm = mm_rate()
-    rows = []
+    head = ["git", "-C", str(a.cleanrl), "rev-parse", "HEAD"]
+    commit = a.commit or subprocess.run(head, capture_output=True, text=True).stdout.strip()
+    mm, rows = mm_rate(), []
     for algo in ("sac", "td3"):
+        sides = dict(ours=partial(per_step, algo), cleanrl=partial(per_step, algo, a.cleanrl))
+        got = alternating(a.repeats, **sides)
+        ours_s, clean_s = float(np.median(got["ours"])), float(np.median(got["cleanrl"]))
         flops = update_flops(algo)
-        times = alternating(
-            a.repeats,
-            ours=lambda algo=algo: per_step(lambda n: (ours(algo, n),)),
-            cleanrl=lambda algo=algo: per_step(
-                lambda n: (cleanrl(algo, n, a.cleanrl), {"PYTHONPATH": str(a.cleanrl)})
-            ),
-        )
+        row = dict(algo=algo, flops=flops, floor_s=flops / mm, ours_s=ours_s, cleanrl_s=clean_s)
         # steps/s, ours over CleanRL: medians, and the interval of that ratio over the repeats
-        speedup = ratio({algo: times["cleanrl"]}, {algo: times["ours"]}, statistic=np.median)
-        ours_s, clean_s = float(np.median(times["ours"])), float(np.median(times["cleanrl"]))
-        rows.append(
-            dict(algo=algo, flops=flops, floor_s=flops / mm, ours_s=ours_s, cleanrl_s=clean_s)
-        )
-        rows[-1].update(speedup=speedup, times=times)
+        rows.append({**row, "speedup": ratio(got["cleanrl"], got["ours"]), "times": got})
         print(rows[-1], flush=True)
-    head = (
-        f"One CPU core ({machine()}); `torch.mm` 256x256: "
-        f"{mm / 1e9:.1f} GFLOP/s; {ENV}, batch 256, 256x256 networks, UTD 1, "
-        f"{time.strftime('%Y-%m-%d')}; CleanRL at {commit or 'an unknown commit'}."
-    )
     lines = [
-        head,
+        f"One CPU core ({machine()}); `torch.mm` 256x256: {mm / 1e9:.1f} GFLOP/s; {ENV}, batch "
+        f"256, 256x256 networks, UTD 1; CleanRL at {commit or 'an unknown commit'}.",
         "",
         f"Medians of {a.repeats} measurements a side (alternated); the ratio's 95% bootstrap "
         "interval in brackets (bench/stats.py).",
@@ -180,14 +149,11 @@ def main() -> None:
     for r in rows:
         lines.append(
             f"| {r['algo']} | {r['flops'] / 1e6:.0f} | {1e3 * r['floor_s']:.2f} | "
-            f"{1e3 * r['ours_s']:.2f} | {1e3 * r['cleanrl_s']:.2f} | "
-            f"{r['speedup'][0]:.2f}x [{r['speedup'][1]:.2f}, {r['speedup'][2]:.2f}] | "
+            f"{1e3 * r['ours_s']:.2f} | {1e3 * r['cleanrl_s']:.2f} | {times(r['speedup'])} | "
             f"{r['floor_s'] / r['ours_s']:.0%} |"
         )
-    text = "\n".join(lines)
-    write(a.out.with_suffix(".md"), text)
     write(a.out.with_suffix(".json"), json.dumps(dict(mm_flops_per_s=mm, rows=rows), indent=1))
-    print(text)
+    publish("\n".join(lines), a.out.with_suffix(".md"))
 
 
 if __name__ == "__main__":

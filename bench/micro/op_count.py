@@ -1,64 +1,40 @@
 """How many kernel launches a PPO iteration makes, counted on a CPU: the GPU run of
-`ppo_vec --env Ant --num-envs 4096` is bound by the host's launches (bench/results/gpu/lease.md,
-fourth lease: the GPU idle most of an iteration, waiting on `cudaLaunchKernel`), and that count
-does not need a GPU to measure.
+`ppo_vec --env Ant --num-envs 4096` is bound by the host's launches (the GPU idles most of an
+iteration, waiting on `cudaLaunchKernel`), and that count does not need a GPU to measure.
 
     python bench/micro/op_count.py [NUM_ENVS] [--mode eager|capture|both] [--algo ALGO]
-    # ALGO: ppo_vec (default), fast_td3, td3 or sac
-    # NUM_ENVS: default 64 (no effect on the count)
 
-Runs ppo_vec with its Ant GPU defaults (16 steps x 4 minibatches x 5 epochs) on the MuJoCo Warp
-backend on Warp's CPU device, and counts every torch op that would launch a kernel (views and
-allocations left out) by phase: the env's step (its torch ops around the captured graphs), the rest
-of the rollout, GAE, the update. The NaN guard is put on its accelerator branch (the on-device flag
-a GPU run uses). The set-up iterations, the evaluation and the progress logs (once a second of
-wall time, on whichever iteration a host reaches then) are left out.
-
-`--mode capture` counts what a GPU run launches with the iteration captured as a CUDA graph
-(ppo_vec's default on CUDA, common/graphs.py): the capture's check runs as on a GPU, each replay
-counts a launch for each graph and for each of MuJoCo Warp's own graphs launched between them
-("graph"), and the ops outside it (the learning-rate fill, the guard's check) count as before.
-`both` (the default) runs the two in turn.
-
-`--algo fast_td3` (or td3, sac) counts a vectorized step of that file on the same env once it
-learns (4 updates a step by default): the step, its exploration, and the updates, eager or
-captured as one graph (the default on CUDA).
-
-The count reaches the run through `common.run.hooks` alone (the run once open, the end of each
-iteration, the functions it captures) and finds an op's phase on the Python stack: nothing of the
-library is replaced.
+Runs ppo_vec with its Ant GPU defaults on the MuJoCo Warp backend on Warp's CPU device and counts
+every torch op that would launch a kernel (not views and allocations) by phase: the env's step (its
+ops around the captured graphs), the rest of the rollout, GAE, the update. The NaN guard takes its
+accelerator branch; the set-up iterations, the evaluation and the progress logs are left out.
+`--mode capture` counts what a GPU run launches with the iteration captured as a CUDA graph (its
+default on CUDA, common/graphs.py): a launch for each graph and for each of MuJoCo Warp's own graphs
+between them ("graph"), and the ops outside it. `--algo fast_td3` (or td3, sac) counts a vectorized
+step of that file once it learns: the step, its exploration and its updates (captured: one graph).
+The count reaches the run through `common.run.hooks` alone and finds an op's phase on the Python
+stack.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
+import importlib
 import inspect
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-# the repository and bench/
-sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]
+sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]  # the repo, bench/
 from common.graphs import Captured  # noqa: E402
 from common.run import hooks  # noqa: E402
-from micro.timing import ROOT, parser, script  # noqa: E402
+from micro.timing import measured, parser, script  # noqa: E402
 
-NOT_LAUNCHES = {
-    "empty",
-    "empty_strided",
-    "empty_like",
-    "_local_scalar_dense",
-    "detach",
-    "lift_fresh",
-    "alias",
-}
-# iterations counted, after the set-up ones (eager: 1; capture: 2, the eager call and the checked
-# one)
-COUNTED = 3
+NOT_LAUNCHES = {"empty", "empty_strided", "empty_like", "_local_scalar_dense", "detach",
+                "lift_fresh", "alias"}  # fmt: skip
+COUNTED = 3  # iterations counted, after the set-up ones (eager: 1; capture: 2)
 
 
 class Count(TorchDispatchMode):
@@ -119,17 +95,16 @@ class Replayed(Captured):
 
 
 def code(fn):
-    """The code of `fn` itself, under its decorators (theirs is shared by every function they
-    wrap)."""
-    return inspect.unwrap(fn).__code__
+    return inspect.unwrap(fn).__code__  # `fn`'s own, under its decorators (theirs is shared)
 
 
-@contextlib.contextmanager
-def counting(counted: range, phases: dict, updates: bool = False):
-    """Count the launches of the run made inside the block on the iterations in `counted`
-    (`Count`), in phases of their own: the functions of `phases` ({function: (phase, phase
-    after)}), the env's step and, with `updates`, the functions the file captures (its updates).
-    The captured functions replay as on a GPU, the NaN guard takes its accelerator branch."""
+def counted_run(algo, num_envs: int, counted: range, phases: dict, updates=False, **fields):
+    """Run the algorithm module `algo` with its Ant defaults for a GPU run on the MuJoCo Warp
+    backend on Warp's CPU device, counting the launches of the iterations in `counted` (`Count`)
+    by phase: the functions of `phases` ({function: (phase, phase after)}), the env's step and,
+    with `updates`, the functions the file captures (replayed as on a GPU). Returns its Args."""
+    args = measured(algo.default_args("Ant", 4096, "cuda"), "op_count", env="Ant", device="cpu",
+                    mujoco_backend="warp", num_envs=num_envs, **fields)  # fmt: skip
     COUNT.start(counted, {code(fn): phase for fn, phase in phases.items()})
 
     def on_open(run):
@@ -145,7 +120,8 @@ def counting(counted: range, phases: dict, updates: bool = False):
         return Replayed(fn, device, **kwargs)
 
     with hooks(on_open=on_open, on_iteration=COUNT.next_iteration, capture=capture), COUNT:
-        yield
+        algo.main(args)
+    return args
 
 
 def report(what: str, capture: bool) -> int:
@@ -153,33 +129,13 @@ def report(what: str, capture: bool) -> int:
     phases = collections.Counter()
     for (phase, _), c in COUNT.ops.items():
         phases[phase] += c
-    n = COUNTED
-    total = round(sum(phases.values()) / n)
-    print(
-        f"{'captured' if capture else 'eager'}: kernel launches per {what}; {n} counted): "
-        f"{total:,}, of which " + ", ".join(f"{p} {round(c / n):,}" for p, c in phases.items())
-    )
-    for (phase, name), c in COUNT.ops.most_common(30 if not capture else 10):
-        print(f"{c / n:8.0f}  {phase:10s} {name}")
+    total = round(sum(phases.values()) / COUNTED)
+    by_phase = ", ".join(f"{p} {round(c / COUNTED):,}" for p, c in phases.items())
+    mode = "captured" if capture else "eager"
+    print(f"{mode}: kernel launches per {what}; {COUNTED} counted): {total:,}, of which {by_phase}")
+    for (phase, name), c in COUNT.ops.most_common(10 if capture else 30):
+        print(f"{c / COUNTED:8.0f}  {phase:10s} {name}")
     return total
-
-
-def run_args(algo, num_envs: int, **kw):
-    """The file's Ant defaults for a GPU run, on the MuJoCo Warp backend on Warp's CPU device."""
-    args = algo.default_args("Ant", 4096, "cuda")
-    return replace(
-        args,
-        env="Ant",
-        device="cpu",
-        mujoco_backend="warp",
-        num_envs=num_envs,
-        seed=1,
-        eval_every=0,
-        save_every=0,
-        quiet=True,
-        out_dir=str(ROOT / "bench" / "runs" / "op_count"),
-        **kw,
-    )
 
 
 def count(num_envs: int, capture: bool) -> int:
@@ -188,52 +144,35 @@ def count(num_envs: int, capture: bool) -> int:
     import algos.ppo_vec as ppo
 
     skip = 2 if capture else 1  # the set-up iterations (capture: the eager and the checked one)
-    args = ppo.default_args("Ant", 4096, "cuda")
-    total_steps = num_envs * args.num_steps * (skip + COUNTED + 1)
-    args = run_args(ppo, num_envs, total_steps=total_steps, capture=capture)
-    with counting(range(skip + 1, skip + COUNTED + 1), {ppo.compute_gae: ("gae", "update")}):
-        ppo.main(args)
-    shape = f"{args.num_steps} steps x {args.num_minibatches} minibatches x {args.update_epochs}"
-    return report(f"PPO iteration ({shape} epochs", capture)
+    steps = num_envs * ppo.default_args("Ant", 4096, "cuda").num_steps * (skip + COUNTED + 1)
+    counted = range(skip + 1, skip + COUNTED + 1)
+    a = counted_run(ppo, num_envs, counted, {ppo.compute_gae: ("gae", "update")},
+                    total_steps=steps, capture=capture)  # fmt: skip
+    shape = f"{a.num_steps} steps x {a.num_minibatches} minibatches x {a.update_epochs} epochs"
+    return report(f"PPO iteration ({shape}", capture)
 
 
 def count_off_policy(num_envs: int, capture: bool, name: str = "fast_td3") -> int:
     """Print the launches per vectorized step of an off-policy file on Warp Ant once it learns
-    (the step, its exploration, its `gradient_steps` updates: eager, or the updates captured);
-    return it."""
-    import importlib
-
+    (the step, its exploration, its updates: eager, or the updates captured); return it."""
     algo = importlib.import_module(f"algos.{name}")
-
     # learning from the third step (the n-step window's first rows); its first two update calls
     # run eagerly (capture: the eager and the checked one), the counted ones after
-    first = 5
-    total_steps = num_envs * (first + COUNTED + 1)
-    args = run_args(algo, num_envs, total_steps=total_steps, capture=capture)
-    args = replace(args, learning_starts=getattr(args, "n_step", 1) * num_envs)
-    with counting(range(first, first + COUNTED), {}, updates=True):
-        algo.main(args)
-    what = f"vectorized step ({args.gradient_steps} updates of {args.batch_size}"
-    return report(what, capture)
+    first, n_step = 5, getattr(algo.default_args("Ant", 4096, "cuda"), "n_step", 1)
+    a = counted_run(algo, num_envs, range(first, first + COUNTED), {}, updates=True,
+                    total_steps=num_envs * (first + COUNTED + 1), capture=capture,
+                    learning_starts=n_step * num_envs)  # fmt: skip
+    return report(f"vectorized step ({a.gradient_steps} updates of {a.batch_size}", capture)
 
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("num_envs", nargs="?", type=int, default=64, help="Ant worlds (default 64)")
-    p.add_argument(
-        "--mode",
-        choices=("eager", "capture", "both"),
-        default="both",
-        help="count the eager iteration, the captured one, or both (default)",
-    )
-    p.add_argument(
-        "--algo",
-        choices=("ppo_vec", "fast_td3", "td3", "sac"),
-        default="ppo_vec",
-        help="ppo_vec: a PPO iteration (default); the others: a vectorized step and its updates",
-    )
+    p.add_argument("num_envs", nargs="?", type=int, default=64, help="Ant worlds (no effect)")
+    modes = {"eager": [False], "capture": [True], "both": [False, True]}
+    p.add_argument("--mode", choices=list(modes), default="both", help="eager, captured or both")
+    p.add_argument("--algo", choices=("ppo_vec", "fast_td3", "td3", "sac"), default="ppo_vec")
     a = p.parse_args()
-    for capture in {"eager": [False], "capture": [True], "both": [False, True]}[a.mode]:
+    for capture in modes[a.mode]:
         if a.algo == "ppo_vec":
             count(a.num_envs, capture)
         else:

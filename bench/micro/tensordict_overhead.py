@@ -2,45 +2,39 @@
 
 Issue 56 asked for observations as named groups, "a dict of tensors or a TensorDict (what rsl_rl 5
 and TorchRL use): measure its overhead on the peers table and pick". The files use
-`common.storage.Batch`, a `dict` subclass. This script trains the peers table's PPO and PQN rows
-(`ppo_vec` and `pqn` on CartPole-v1 with their own defaults) twice each, alternating: as they are,
-and as a private copy of the file (`with_storage`; the library's modules stay as they are) whose
-`Batch` is the same interface over `tensordict.TensorDict` (`TD` below: construction infers the
-batch size, `zeros`, `minibatches`; indexing, writing rows, `flatten`, `clone`, `copy_` and
-`update` are TensorDict's own). Both train the same numbers (the
-script checks the final evaluation and parameters are equal); the table is training env-steps per
-second, one thread, medians over the repeats.
-
-tensordict is not a project dependency: run it with an interpreter that has it, e.g.
-`bench/.venv-td` (`bash benchmark.sh tensordict` makes it: the project's own venv plus tensordict).
+`common.storage.Batch`, a `dict` subclass. This trains the peers table's PPO and PQN rows (`ppo_vec`
+and `pqn` on CartPole-v1) twice each, alternating: as they are, and as a private copy of the file
+whose `Batch` is the same interface over `tensordict.TensorDict`. Both must train the same numbers
+(the final evaluation and parameters are compared); the table is training env-steps/s, one thread.
+tensordict is not a project dependency: `bash benchmark.sh tensordict` makes `bench/.venv-td` (the
+project's own venv plus tensordict) and runs this there.
 
     bench/.venv-td/bin/python bench/micro/tensordict_overhead.py [--repeats 4] [--steps 100000]
 """
 
 from __future__ import annotations
 
-import datetime
 import functools
 import importlib
 import importlib.util
 import statistics
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-# the repository and bench/
-sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]
-from micro.timing import ROOT, alternating, machine, parser, script  # noqa: E402
+sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]  # the repo, bench/
+from micro.timing import ROOT, alternating, machine, measured, parser, publish  # noqa: E402
+from micro.timing import ratio, script, times  # noqa: E402
 
 ROWS = {"ppo": "ppo_vec", "pqn": "pqn"}
 
 
 @functools.cache
 def td_batch():
-    """`Batch`'s interface over TensorDict (imported here: only this script needs tensordict);
-    made once, as it adds `minibatches` and `Batch`'s `flatten()` to TensorDict's methods."""
+    """`Batch`'s interface over TensorDict: construction infers the batch size, `zeros`,
+    `minibatches` and `Batch`'s `flatten()` (added to TensorDict's methods, once); indexing,
+    writing rows, `clone`, `copy_` and `update` are TensorDict's own."""
     from tensordict import TensorDict, TensorDictBase
 
     def minibatches(self, n: int):
@@ -78,12 +72,11 @@ def td_batch():
 @functools.cache
 def with_storage(algo: str, storage: str):
     """algos/ALGO.py itself ("dict"), or a private copy of it, run from the same file, whose
-    `Batch` is `TD` ("tensordict"): the library's own modules are never changed."""
+    `Batch` is `td_batch()` ("tensordict"): the library's own modules are never changed."""
     if storage == "dict":
         return importlib.import_module(f"algos.{algo}")
-    spec = importlib.util.spec_from_file_location(
-        f"{algo}_tensordict", ROOT / "algos" / f"{algo}.py"
-    )
+    path = ROOT / "algos" / f"{algo}.py"
+    spec = importlib.util.spec_from_file_location(f"{algo}_tensordict", path)
     copy = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = copy  # (its dataclasses look their module up)
     spec.loader.exec_module(copy)
@@ -91,28 +84,19 @@ def with_storage(algo: str, storage: str):
     return copy
 
 
-def run(algo: str, steps: int, storage: str, seed: int = 1) -> dict:
+def run(algo: str, steps: int, storage: str) -> dict:
     module = with_storage(algo, storage)
-    args = replace(
-        module.default_args("CartPole-v1", device="cpu"),
-        seed=seed,
-        total_steps=steps,
-        eval_every=0,
-        save_every=0,
-        quiet=True,
-        tensorboard=False,
-        plots=False,
-        device="cpu",
-        out_dir=str(ROOT / "bench" / "runs" / "tensordict"),
-    )
+    args = measured(module.default_args("CartPole-v1", device="cpu"), "tensordict", device="cpu",
+                    total_steps=steps, tensorboard=False, plots=False)  # fmt: skip
     r = module.main(args)
     ckpt = torch.load(r["checkpoint"], weights_only=False)
     total = sum(float(v.double().sum()) for v in ckpt["model"].values())
     return dict(sps=r["steps"] / r["seconds"], eval=r["eval_return"], params=total)
 
 
-def main() -> str:
+def main() -> None:
     p = parser(__doc__)
+    p.add_argument("--out", default="bench/results/tensordict.md", help="the table's path")
     p.add_argument("--repeats", type=int, default=4)
     p.add_argument("--steps", type=int, default=100_000)
     p.add_argument("--only", nargs="*", default=list(ROWS), choices=list(ROWS))
@@ -120,29 +104,24 @@ def main() -> str:
     torch.set_num_threads(1)
     import tensordict
 
-    rows = []
-    for row in a.only:
-        algo = ROWS[row]
-        sides = {s: functools.partial(run, algo, a.steps, s) for s in ("dict", "tensordict")}
-        got = alternating(a.repeats, **sides)
-        same = {(r["eval"], r["params"]) for r in got["dict"] + got["tensordict"]}
-        d, t = (statistics.median(r["sps"] for r in got[s]) for s in ("dict", "tensordict"))
-        rows.append((row, algo, d, t, len(same) == 1))
-        print(f"{row}: dict {d:,.0f} env-steps/s, TensorDict {t:,.0f} ({t / d:.2f}x)", flush=True)
     lines = [
-        f"{datetime.date.today()}; {machine()}; tensordict {tensordict.__version__}; "
-        f"CartPole-v1, {a.steps:,} steps, medians of {a.repeats}, one thread",
+        f"{machine()}; tensordict {tensordict.__version__}; CartPole-v1, {a.steps:,} steps, "
+        f"medians of {a.repeats}, one thread; the ratio's 95% bootstrap interval in brackets",
         "",
         "| row | file | Batch (dict) env-steps/s | TensorDict env-steps/s | ratio | same run |",
         "|---|---|---:|---:|---:|---|",
     ]
-    for row, algo, d, t, same in rows:
-        lines.append(
-            f"| {row} | {algo} | {d:,.0f} | {t:,.0f} | {t / d:.2f}x | {'yes' if same else 'NO'} |"
-        )
-    print("\n" + "\n".join(lines))
-    return "\n".join(lines)
+    for row in a.only:
+        sides = {s: functools.partial(run, ROWS[row], a.steps, s) for s in ("dict", "tensordict")}
+        got = alternating(a.repeats, **sides)
+        same = len({(r["eval"], r["params"]) for r in got["dict"] + got["tensordict"]}) == 1
+        d, t = ([r["sps"] for r in got[s]] for s in ("dict", "tensordict"))
+        medians = f"{statistics.median(d):,.0f} | {statistics.median(t):,.0f}"
+        cells = f"{medians} | {times(ratio(t, d))} | {'yes' if same else 'NO'}"
+        lines.append(f"| {row} | {ROWS[row]} | {cells} |")
+        print(lines[-1], flush=True)
+    publish("\n".join(lines), a.out)
 
 
 if __name__ == "__main__":
-    script(main, "tensordict")
+    script(main)
