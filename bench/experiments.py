@@ -417,7 +417,8 @@ GENESIS = [
 PUREJAXRL_PPO = dict(num_envs=4, num_steps=128, num_minibatches=4, update_epochs=4,
                      learning_rate=2.5e-4, ent_coef=0.01, clip_vloss=True)  # fmt: skip
 JAX = [
-    Row("jax", "jax:ppo", "CartPole-v1", 500_000, 25_600, name="purejaxrl", threshold=475),
+    # (no threshold: its loop has no evaluation inside, its one is the final policy's)
+    Row("jax", "jax:ppo", "CartPole-v1", 500_000, 25_600, name="purejaxrl"),
     Row("jax", "ppo_vec", "CartPole-v1", 500_000, 25_600, flags=PUREJAXRL_PPO,
         name="ppo_vec-purejaxrl-config", threshold=475, against="purejaxrl"),
     Row("jax", "ppo_vec", "CartPole-v1", 300_000, 25_600, threshold=475, against="purejaxrl"),

@@ -181,7 +181,8 @@ def summary(entries: list[dict]) -> str:
         if not row.against or other is None:
             continue
         x = ratio({"t": _speed(ent["curves"])}, {"t": _speed(other["curves"])})[0]
-        solve = _solve_ratio(row, ent["curves"], other["curves"]) or "no common stable solve"
+        solve = (_solve_ratio(row, ent["curves"], other["curves"]) if other["row"].threshold
+                 else "") or "no common stable solve"  # fmt: skip
         parts.append(f"{row.label} on {row.env} solves {solve} at {x:.1f}x the env steps/s")
     return "; ".join(parts)
 
@@ -282,10 +283,13 @@ def _improvement(ent: dict, entries: list[dict]) -> str:
     name = other["row"].label if other["row"].env == row.env else row.against
     cell = f"{p:.2f} [{lo:.2f}, {hi:.2f}]; speed {x:.2f}x [{xlo:.2f}, {xhi:.2f}]"
     t = min(c[-1][1] for e in (ent, other) for c in e["curves"].values())
-    mine_t, theirs_t = (_at_time(e["curves"], t) for e in (ent, other))
-    scale = max(abs(mine_t), abs(theirs_t))
-    cell += f"; at {t:.0f} s: {_fmt(mine_t, scale)} vs {_fmt(theirs_t, scale)}"
-    solve = _solve_ratio(row, ent["curves"], other["curves"])
+    if all(len(c) > 1 for e in (ent, other) for c in e["curves"].values()):  # (a curve to read)
+        mine_t, theirs_t = (_at_time(e["curves"], t) for e in (ent, other))
+        scale = max(abs(mine_t), abs(theirs_t))
+        cell += f"; at {t:.0f} s: {_fmt(mine_t, scale)} vs {_fmt(theirs_t, scale)}"
+    # (a row without a threshold has no stable solve of its own: a peer that cannot evaluate
+    # during its run, such as a loop compiled whole)
+    solve = _solve_ratio(row, ent["curves"], other["curves"]) if other["row"].threshold else ""
     return cell + (f"; solve {solve}" if solve else "") + f" vs {name}"
 
 
@@ -328,12 +332,15 @@ def report(group: str, results: Path = RESULTS) -> str:
     seeds = sorted({s for e in entries for s in e["curves"]})
     meta_path = results / group / "runs" / "commands.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    # where each row's seeds ran, where runs/commands.json says (the runner records it)
-    where = {
-        e["row"].key(0): "; ".join(sorted({f"{m['machine']}, {m['date']}" for s in e["curves"]
-                                           if "machine" in (m := meta.get(e["row"].key(s), {}))}))
-        for e in entries
-    }  # fmt: skip
+    # where each row's seeds ran, where runs/commands.json says (the runner records it): each
+    # machine with the day (or days) its seeds ran
+    where = {}
+    for e in entries:
+        ran = [m for s in e["curves"] if "machine" in (m := meta.get(e["row"].key(s), {}))]
+        days = {m["machine"]: sorted({x["date"][:10] for x in ran if x["machine"] == m["machine"]})
+                for m in ran}  # fmt: skip
+        where[e["row"].key(0)] = "; ".join(f"{k}, {' to '.join(dict.fromkeys([d[0], d[-1]]))}"
+                                           for k, d in days.items())  # fmt: skip
     machines = any(where.values())
     lines = [
         f"## Benchmark group `{group}`",

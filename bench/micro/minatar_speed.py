@@ -5,6 +5,10 @@ it would: its rate does not grow with N on one core), each game, random actions,
     python bench/micro/minatar_speed.py                      # N = 1, 64, 4096, the five games
     python bench/micro/minatar_speed.py --num-envs 1 64 4096 16384 --device cuda \\
         --out bench/results/minatar_gpu.md
+    python bench/micro/minatar_speed.py --jax --num-envs 64 4096 --out bench/results/minatar_jax.md
+
+`--jax`: also gymnax's JAX port at each N (bench/peers/jax.py in bench/.venv-jax, one thread: a
+`vmap` over the sub-envs, 100 steps a compiled `scan`, as PureJaxRL steps it; compile excluded).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]  # the repo, bench/
 from envs.minatar import GAMES  # noqa: E402
-from micro.timing import env_rate, machine, parser, publish, rate, script  # noqa: E402
+from micro.timing import children, env_rate, machine, parser, publish, rate, script  # noqa: E402
 
 PACKAGE = {"Breakout": "breakout", "Asterix": "asterix", "Freeway": "freeway",
            "Seaquest": "seaquest", "SpaceInvaders": "space_invaders"}  # fmt: skip
@@ -51,9 +55,15 @@ def main() -> None:
     p.add_argument("--games", nargs="+", default=list(GAMES), choices=list(GAMES))
     p.add_argument("--device", default="cpu")
     p.add_argument("--seconds", type=float, default=3.0, help="measuring time per cell")
+    p.add_argument("--jax", action="store_true", help="gymnax at each N too (its own venv)")
     a = p.parse_args()
     torch.set_num_threads(1)
     head = " | ".join(f"ours N={n:,} (x package)" for n in a.num_envs)
+    if a.jax:
+        from run import venv
+
+        py = venv("jax")
+        head += " | " + " | ".join(f"gymnax N={n:,} (ours / it)" for n in a.num_envs)
     lines = [
         "# MinAtar env-steps per second: envs/minatar.py against the minatar package",
         "",
@@ -63,17 +73,20 @@ def main() -> None:
         "same at any N on one core.",
         "",
         f"| game | package (1 core) | {head} |",
-        "|---|---:|" + "---:|" * len(a.num_envs),
+        "|---|---:|" + "---:|" * len(a.num_envs) * (2 if a.jax else 1),
     ]
     for game in a.games:
         ref = package(game, a.seconds)
         made = (GAMES[game](num_envs=n, seed=0, device=a.device) for n in a.num_envs)
         cells = [env_rate(env, a.seconds, warmup=5) for env in made]
-        lines.append(
-            f"| {game} | {ref:,.0f} | "
-            + " | ".join(f"{c:,.0f} ({c / ref:.1f}x)" for c in cells)
-            + " |"
-        )
+        row = " | ".join(f"{c:,.0f} ({c / ref:.1f}x)" for c in cells)
+        if a.jax:
+            one = {"OMP_NUM_THREADS": "1"}  # (the adapter holds XLA to one thread then)
+            step = [py, "bench/peers/jax.py", "step", "--game", game, "--seconds", str(a.seconds)]
+            theirs = [children([*step, "--num-envs", str(n)], env=one)[0]["sps"]
+                      for n in a.num_envs]  # fmt: skip
+            row += " | " + " | ".join(f"{t:,.0f} ({c / t:.2f}x)" for c, t in zip(cells, theirs))
+        lines.append(f"| {game} | {ref:,.0f} | {row} |")
         print(lines[-1], flush=True)
     publish("\n".join(lines), a.out)
 

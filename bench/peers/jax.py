@@ -72,7 +72,52 @@ def greedy_returns(apply, params, env_id: str, episodes: int, seed: int) -> list
     return out
 
 
+def stepping(game: str, num_envs: int, seconds: float, chunk: int = 100) -> float:
+    """gymnax's MinAtar `game` at `num_envs` sub-envs as PureJaxRL steps it: `vmap` over the
+    sub-envs, `chunk` steps of uniform random actions a compiled `scan`, auto-reset inside; its
+    env-steps/s after the compile (the observation is built every step, as an agent needs it)."""
+    import gymnax
+    import jax
+
+    env, params = gymnax.make(f"{game}-MinAtar")
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    actions = env.action_space(params).n
+
+    @jax.jit
+    def run(state, key):
+        def body(carry, _):
+            state, key = carry
+            key, k_act, k_step = jax.random.split(key, 3)
+            act = jax.random.randint(k_act, (num_envs,), 0, actions)
+            obs, state, *_ = step(jax.random.split(k_step, num_envs), state, act, params)
+            return (state, key), obs.sum()
+
+        return jax.lax.scan(body, (state, key), None, chunk)
+
+    key = jax.random.PRNGKey(0)
+    _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, num_envs), params)
+    carry = jax.block_until_ready(run(state, key))[0]  # the compile
+    carry = jax.block_until_ready(run(*carry))[0]  # and again: the state it returns may retrace
+    calls, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        carry = jax.block_until_ready(run(*carry))[0]
+        calls += 1
+    return calls * chunk * num_envs / (time.perf_counter() - t0)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["step"]:  # MinAtar stepping (bench/micro/minatar_speed.py --jax)
+        q = argparse.ArgumentParser(description=stepping.__doc__)
+        q.add_argument("step")
+        q.add_argument("--game", required=True)
+        q.add_argument("--num-envs", type=int, required=True)
+        q.add_argument("--seconds", type=float, default=3.0)
+        b = q.parse_args()
+        import jax
+
+        sps = stepping(b.game, b.num_envs, b.seconds)
+        print(json.dumps(dict(game=b.game, num_envs=b.num_envs, sps=sps, jax=jax.__version__)))
+        return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("algo", choices=("ppo",))
     for name, kind in (("env", str), ("seed", int), ("total_steps", int), ("eval_every", int),
