@@ -97,9 +97,12 @@ def run_one(
     threads = str(row.threads or os.cpu_count() or 1)
     env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, WANDB_MODE="disabled")
     t0 = time.perf_counter()
+    # SIGINT back to its default in the child: a shell's background job starts with it ignored, and
+    # the cap's Ctrl-C must reach the run
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
     try:
         capped, (_, err) = False, proc.communicate(timeout=max_seconds)
     except subprocess.TimeoutExpired:

@@ -80,10 +80,12 @@ def env_rate(env, seconds: float, **kw) -> float:
     env.reset(seed=0)
     n, space, device = env.num_envs, env.single_action_space, env.device
     g = torch.Generator(device=device).manual_seed(0)
-    if hasattr(space, "n"):
-        action = lambda: torch.randint(0, space.n, (n,), generator=g, device=device)  # noqa: E731
-    else:
-        action = lambda: torch.rand((n, *space.shape), generator=g, device=device) * 2 - 1  # noqa: E731
+
+    def action():
+        if hasattr(space, "n"):
+            return torch.randint(0, space.n, (n,), generator=g, device=device)
+        return torch.rand((n, *space.shape), generator=g, device=device) * 2 - 1
+
     return n * rate(lambda: env.step(action()), seconds, sync=synchronizer(device), **kw)
 
 
