@@ -1,10 +1,12 @@
 """Action distributions: one categorical per dimension of a discrete action space, an action mask
 giving forbidden actions probability zero (Huang & Ontañón 2020, arXiv:2006.14171: the policy
 gradient flows through the masked logits, so forbidden actions take no mass and no entropy); and
-the Gaussian. Torch's classes without argument validation, whose checks read tensors: a host sync
-on an accelerator for every distribution built."""
+the Gaussian. Torch's arithmetic without torch's classes: no argument validation (its checks read
+tensors, a host sync on an accelerator for every distribution built), no per-call machinery."""
 
 from __future__ import annotations
+
+import math
 
 import gymnasium as gym
 import torch
@@ -26,26 +28,58 @@ def action_nvec(space: gym.Space) -> tuple[int, ...] | None:
     return None
 
 
-class Categorical(torch.distributions.Categorical):
-    """`torch.distributions.Categorical(logits=...)` without validation. On an accelerator NaN
-    probabilities are drawn from as uniform: CUDA's multinomial would hit a device-side assert,
-    killing the CUDA context before NumericGuard can name the NaN. CPU raises at once."""
+class Categorical:
+    """`torch.distributions.Categorical(logits=...)`'s arithmetic, op for op (the same numbers, the
+    same random draws), without its class machinery: at a few sub-envs a step is bound by Python
+    per op, and torch's constructor, lazy properties and shape checks cost more than its kernels.
+    On an accelerator NaN probabilities are drawn from as uniform: CUDA's multinomial would hit a
+    device-side assert, killing the CUDA context before NumericGuard can name the NaN. CPU raises
+    at once."""
 
     def __init__(self, logits: torch.Tensor):
-        super().__init__(logits=logits, validate_args=False)
+        self.logits = logits - logits.logsumexp(-1, keepdim=True)  # normalized: log-probabilities
+        self._probs = None
 
-    def sample(self, sample_shape=torch.Size()) -> torch.Tensor:
-        if self.probs.device.type == "cpu" or sample_shape != torch.Size():
-            return super().sample(sample_shape)
-        p = torch.nan_to_num(self.probs, nan=1.0, posinf=1.0)
-        return torch.multinomial(p.reshape(-1, self._num_events), 1, True).T.reshape(
-            self.batch_shape
-        )
+    @property
+    def probs(self) -> torch.Tensor:
+        if self._probs is None:
+            self._probs = self.logits.softmax(-1)
+        return self._probs
+
+    def sample(self) -> torch.Tensor:
+        p = self.probs
+        if p.device.type != "cpu":
+            p = torch.nan_to_num(p, nan=1.0, posinf=1.0)
+        return torch.multinomial(p.reshape(-1, p.shape[-1]), 1, True).view(p.shape[:-1])
+
+    def log_prob(self, action: torch.Tensor) -> torch.Tensor:
+        return self.logits.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+
+    def entropy(self) -> torch.Tensor:
+        logits = self.logits.clamp(min=torch.finfo(self.logits.dtype).min)  # -inf * 0: no NaN
+        return -(logits * self.probs).sum(-1)
 
 
-def Normal(loc: torch.Tensor, scale: torch.Tensor) -> torch.distributions.Normal:
-    """`torch.distributions.Normal(loc, scale)` without validation."""
-    return torch.distributions.Normal(loc, scale, validate_args=False)
+_LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
+
+
+class Normal:
+    """`torch.distributions.Normal(loc, scale)`'s arithmetic for the methods the files use, op for
+    op, without its class machinery (see `Categorical`); `loc` and `scale` of one shape."""
+
+    def __init__(self, loc: torch.Tensor, scale: torch.Tensor):
+        self.loc, self.scale = loc, scale
+
+    def rsample(self) -> torch.Tensor:
+        eps = torch.empty(self.loc.shape, dtype=self.loc.dtype, device=self.loc.device).normal_()
+        return self.loc + eps * self.scale
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        var = self.scale**2
+        return -((value - self.loc) ** 2) / (2 * var) - self.scale.log() - _LOG_SQRT_2PI
+
+    def entropy(self) -> torch.Tensor:
+        return 0.5 + 0.5 * math.log(2 * math.pi) + torch.log(self.scale)
 
 
 class Categoricals:
