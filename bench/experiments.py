@@ -413,7 +413,9 @@ GENESIS = [
 
 # The JAX stack beside us on a CPU (issue 80): PureJaxRL's PPO (its file from a checkout, PUREJAXRL,
 # in bench/.venv-jax; bench/peers/jax.py) with its own CartPole config, and ppo_vec with that config
-# as flags and with its CartPole row (the file's defaults for the task)
+# as flags and with its CartPole row (the file's defaults for the task); purejaxql's PQN on MinAtar
+# Breakout (checkout PUREJAXQL) beside pqn's MinAtar row (the same settings: the PQN paper's), both
+# to 240 of their 4,096-step iterations (~1M env steps; gymnax's game on its side, ours on ours)
 PUREJAXRL_PPO = dict(num_envs=4, num_steps=128, num_minibatches=4, update_epochs=4,
                      learning_rate=2.5e-4, ent_coef=0.01, clip_vloss=True)  # fmt: skip
 JAX = [
@@ -422,6 +424,8 @@ JAX = [
     Row("jax", "ppo_vec", "CartPole-v1", 500_000, 25_600, flags=PUREJAXRL_PPO,
         name="ppo_vec-purejaxrl-config", threshold=475, against="purejaxrl"),
     Row("jax", "ppo_vec", "CartPole-v1", 300_000, 25_600, threshold=475, against="purejaxrl"),
+    Row("jax", "jax:pqn", "MinAtar/Breakout-v1", 983_040, 49_152, name="purejaxql"),
+    Row("jax", "pqn", "MinAtar/Breakout-v1", 983_040, 49_152, against="purejaxql"),
 ]  # fmt: skip
 
 # a group's further columns: a metric its runs log, averaged over each run's rows (IQM over seeds)
@@ -458,7 +462,8 @@ ABOUT = {
     "pipeline": "sac/td3_podracer with --pipeline vs without (1 and 2 threads) on Pendulum-v1",
     "population": "PPO populations (tournament, generational) vs one run, equal steps, Pendulum",
     "genesis": "ppo_vec on Genesis's Go2 (CPU backend, own venv), with and without a critic group",
-    "jax": "PureJaxRL's PPO (its own venv and checkout: PUREJAXRL) beside ppo_vec on CartPole",
+    "jax": "PureJaxRL's PPO beside ppo_vec on CartPole, purejaxql's PQN beside pqn on MinAtar "
+    "Breakout (their own venv and checkouts: PUREJAXRL, PUREJAXQL)",
     "peers": "beside Stable-Baselines3 (RL Zoo's settings, its own venv), held-out seeds 11-15",
 }
 

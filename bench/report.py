@@ -77,18 +77,22 @@ def collect(group: str, results: Path = RESULTS) -> list[dict]:
     curve}}."""
     out = []
     for row in experiments.group(group):
-        curves, gym, extra = {}, {}, {}
+        curves, gym, extra, walls = {}, {}, {}, {}
         for s in row.seeds:
             p = results / group / "runs" / f"{row.key(s)}.jsonl"
             if p.exists() and (c := eval_curve(rows := load_rows(p))):
                 curves[s] = c
+                # (its evaluations' seconds since the process started, where the runner added them)
+                walls[s] = {
+                    r["step"]: r["wall"] for r in rows if "wall" in r and "eval_return" in r
+                }
                 finals = [r["gym_return"] for r in rows if "gym_return" in r]
                 gym.update({s: finals[-1]} if finals else {})
                 for k in experiments.COLUMNS.get(group, {}):
                     if got := [r[k] for r in rows if k in r]:
                         extra.setdefault(k, []).append(sum(got) / len(got))
         if curves:
-            out.append({"row": row, "curves": curves, "gym": gym, "extra": extra})
+            out.append({"row": row, "curves": curves, "gym": gym, "extra": extra, "walls": walls})
     return out
 
 
@@ -232,15 +236,20 @@ def into_docs(group: str, block: list[str], path: Path | None = None) -> None:
         path.write_text(head + begin + "\n" + "\n".join(block) + "\n" + end + rest.split(end, 1)[1])
 
 
-def _stable(row, curves) -> str:
+def _stable(row, curves, walls) -> str:
+    """The stable solve's IQM env steps and training seconds over the seeds that reach it; and the
+    whole process's seconds to it (start-up and evaluations included) where every one of them ran
+    in one process that the runner clocked (`wall`)."""
     if row.threshold is None:
         return ""
-    hits = [stable_at(c, row.threshold) for c in curves.values()]
-    got = [h for h in hits if h is not None]
+    hits = {s: stable_at(c, row.threshold) for s, c in curves.items()}
+    got = {s: h for s, h in hits.items() if h is not None}
     if not got:
         return f"never (>= {row.threshold:g})"
-    steps, secs = iqm_ci([h[0] for h in got])[0], iqm_ci([h[1] for h in got])[0]
-    return f"{steps:,.0f} steps, {secs:.0f} s ({len(got)}/{len(hits)} >= {row.threshold:g})"
+    steps, secs = iqm_ci([h[0] for h in got.values()])[0], iqm_ci([h[1] for h in got.values()])[0]
+    whole = [walls.get(s, {}).get(h[0]) for s, h in got.items()]
+    whole = f", whole process {iqm_ci(whole)[0]:.0f} s" if None not in whole else ""
+    return f"{steps:,.0f} steps, {secs:.0f} s{whole} ({len(got)}/{len(hits)} >= {row.threshold:g})"
 
 
 def _gym_cell(gym: dict, scale: float) -> str:
@@ -404,7 +413,7 @@ def report(group: str, results: Path = RESULTS) -> str:
                 f"{', '.join(_fmt(v, scale) for v in finals)} | "
                 + (f"{_gym_cell(ent['gym'], scale)} | " if on_gym else "")
                 + f"{iqm_ci(secs)[0]:.0f} "
-                f"| {iqm_ci(_speed(curves))[0]:,.0f} | {_stable(row, curves)} "
+                f"| {iqm_ci(_speed(curves))[0]:,.0f} | {_stable(row, curves, ent['walls'])} "
                 + (f"| {_improvement(ent, entries)} " if compared else "")
                 + "".join(
                     f"| {iqm_ci(ent['extra'][k])[0]:.2f} " if k in ent["extra"] else "| "

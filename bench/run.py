@@ -54,13 +54,24 @@ def load_rows(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def whole(path: Path, started: float, seconds: float) -> None:
+    """A run's metrics with `wall` (seconds since its process started, from the rows' wall clock)
+    and, on its last row, `process_seconds` (the whole process, as a peer's adapter writes it)."""
+    rows = load_rows(path)
+    for r in rows:
+        if "time" in r:
+            r["wall"] = round(r["time"] - started, 3)
+    rows[-1]["process_seconds"] = round(seconds, 3)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
 def shown(row: Row, seed: int) -> str:
     """The run's command as a user types it (a peer's: with its venv's interpreter)."""
     name = row.peer or row.venv
     python = f"bench/.venv-{name}/bin/python" if name in VENVS else "python"
     threads = f"OMP_NUM_THREADS={row.threads} " if row.threads > 1 else ""  # (0: every core)
-    if row.peer in CHECKOUTS:
-        threads += f"{CHECKOUTS[row.peer][0]}=<checkout of {CHECKOUTS[row.peer][1]}> "
+    if row.algo in CHECKOUTS:
+        threads += f"{CHECKOUTS[row.algo][0]}=<checkout of {CHECKOUTS[row.algo][1]}> "
     return threads + " ".join(row.command(seed, "runs", python))
 
 
@@ -87,7 +98,8 @@ def run_one(
     resumed). Past `max_seconds` of wall time the run gets Ctrl-C (our files stop with their last
     checkpoint intact): its metrics so far are copied, and it is not recorded as complete."""
     out = RUNS / row.group / row.key(seed)
-    ckpts = sorted(out.glob("*/checkpoint.pt"), key=lambda p: p.stat().st_mtime)
+    # (a run directory is `out/ENV__...`, `out/MinAtar/GAME__...` for an id with a namespace)
+    ckpts = sorted(out.rglob("checkpoint.pt"), key=lambda p: p.stat().st_mtime)
     name = row.peer or row.venv  # (the population adapter: the project's interpreter)
     cmd = row.command(seed, str(out), venv(name, python) if name in VENVS else python)
     if ckpts:  # stopped part-way: on from its checkpoint, in its own run directory
@@ -96,7 +108,7 @@ def run_one(
         shutil.rmtree(out)
     threads = str(row.threads or os.cpu_count() or 1)
     env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, WANDB_MODE="disabled")
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), time.time()
     # SIGINT back to its default in the child: a shell's background job starts with it ignored, and
     # the cap's Ctrl-C must reach the run
     proc = subprocess.Popen(
@@ -111,7 +123,7 @@ def run_one(
     wall = time.perf_counter() - t0
     if proc.returncode != 0 and not capped:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[-3000:]}")
-    dirs = [p for p in out.glob("*") if p.is_dir()]
+    dirs = [p.parent for p in out.rglob("metrics.jsonl")]
     run_dir = max(dirs, key=lambda p: p.stat().st_mtime, default=out)
     dest = metrics_file(row, seed)
     if capped and not (run_dir / "metrics.jsonl").exists():
@@ -119,6 +131,8 @@ def run_one(
         return wall, bool(ckpts)
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run_dir / "metrics.jsonl", dest)
+    if not (row.peer or ckpts or capped):  # one whole process of ours: its wall clock
+        whole(dest, started, wall)
     if row.gym_final and not row.peer and not capped:  # (a peer's adapter writes its own)
         with open(dest, "a") as f:
             f.write(json.dumps(gym_final(run_dir / "checkpoint.pt", row.env, python)) + "\n")
@@ -263,9 +277,10 @@ VENVS = {
 }  # fmt: skip
 
 
-# the peers whose adapter runs a file of their repository as it is: (the variable naming the
+# the peer rows whose adapter runs a file of their repository as it is: (the variable naming the
 # checkout, the repository)
-CHECKOUTS = {"jax": ("PUREJAXRL", "luchris429/purejaxrl")}
+CHECKOUTS = {"jax:ppo": ("PUREJAXRL", "luchris429/purejaxrl"),
+             "jax:pqn": ("PUREJAXQL", "mttga/purejaxql")}  # fmt: skip
 
 
 def peer_module(name: str):
@@ -376,13 +391,13 @@ def main(argv=None) -> None:
         for r, s in todo:
             print(shown(r, s))
         return run_commands([] if a.only else AFTER.get(a.group, []), a.python, True)
-    for peer, (var, repo) in CHECKOUTS.items():  # a peer run from a checkout of its repository
+    for algo, (var, repo) in CHECKOUTS.items():  # a peer run from a checkout of its repository
         # (asked before what is done is skipped: `report GROUP` needs none)
-        if any(r.peer == peer for r, _ in todo) and not os.environ.get(var):
+        if any(r.algo == algo for r, _ in todo) and not os.environ.get(var):
             from common.errors import UserError
 
-            raise UserError(f"the {peer} rows run bench/peers/{peer}.py from a checkout of {repo}: "
-                            f"set {var}=/path/to/that/checkout")  # fmt: skip
+            raise UserError(f"the {algo} rows run bench/peers/{algo.split(':')[0]}.py from a "
+                            f"checkout of {repo}: set {var}=/path/to/that/checkout")  # fmt: skip
     if a.force:
         for r, s in todo:
             shutil.rmtree(RUNS / r.group / r.key(s), ignore_errors=True)

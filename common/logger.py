@@ -199,6 +199,7 @@ class Logger:
         )
         self._last = (now, step)
         row = {"step": int(step), "seconds": round(self.seconds, 3), "sps": round(sps, 1)}
+        row["time"] = round(time.time(), 3)  # the wall clock (Unix seconds), as W&B and TB keep it
         row.update(
             {
                 k: (float(v) if isinstance(v, (int, float, np.floating, torch.Tensor)) else v)
@@ -208,10 +209,11 @@ class Logger:
         self.rows.append(row)
         with open(self.jsonl, "a") as f:
             f.write(json.dumps(row) + "\n")
+        shown = {k: v for k, v in row.items() if k != "time"}  # (both keep their own wall clock)
         if self.wandb is not None:
-            self.wandb.log(row, step=int(step))
+            self.wandb.log(shown, step=int(step))
         if self.tb is not None:
-            for k, v in row.items():
+            for k, v in shown.items():
                 if k != "step" and isinstance(v, float):
                     self.tb.add_scalar(k, v, int(step))
         if not self.quiet:

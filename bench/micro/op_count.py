@@ -2,7 +2,7 @@
 `ppo_vec --env Ant --num-envs 4096` is bound by the host's launches (the GPU idles most of an
 iteration, waiting on `cudaLaunchKernel`), and that count does not need a GPU to measure.
 
-    python bench/micro/op_count.py [NUM_ENVS] [--mode eager|capture|both] [--algo ALGO]
+    python bench/micro/op_count.py [NUM_ENVS] [--mode eager|capture|both] [--algo ALGO] [--small]
 
 Runs ppo_vec with its Ant GPU defaults on the MuJoCo Warp backend on Warp's CPU device and counts
 every torch op that would launch a kernel (not views and allocations) by phase: the env's step (its
@@ -12,6 +12,8 @@ accelerator branch; the set-up iterations, the evaluation and the progress logs 
 default on CUDA, common/graphs.py): a launch for each graph and for each of MuJoCo Warp's own graphs
 between them ("graph"), and the ops outside it. `--algo fast_td3` (or td3, sac) counts a vectorized
 step of that file once it learns: the step, its exploration and its updates (captured: one graph).
+`--small`: ppo_vec at PureJaxRL's CartPole config on a CPU (the small-batch iteration), its ops per
+vectorized step by phase, and the env steps/s an eager loop of that many ops could reach at most.
 The count reaches the run through `common.run.hooks` alone and finds an op's phase on the Python
 stack.
 """
@@ -22,6 +24,7 @@ import collections
 import importlib
 import inspect
 import sys
+import timeit
 from pathlib import Path
 
 import torch
@@ -165,13 +168,59 @@ def count_off_policy(num_envs: int, capture: bool, name: str = "fast_td3") -> in
     return report(f"vectorized step ({a.gradient_steps} updates of {a.batch_size}", capture)
 
 
+# PureJaxRL's CartPole config (bench/experiments.py: PUREJAXRL_PPO)
+SMALL = dict(num_envs=4, num_steps=128, num_minibatches=4, update_epochs=4, learning_rate=2.5e-4,
+             ent_coef=0.01, clip_vloss=True)  # fmt: skip
+
+
+def count_small() -> None:
+    """Print the ops of ppo_vec at PureJaxRL's CartPole config on a CPU (4 envs x 128 steps, 4
+    epochs of 4 minibatches): per vectorized step by phase, per minibatch update, per env step;
+    and what one op costs here, the floor of an eager step at that count."""
+    import algos.ppo_vec as ppo
+
+    a = measured(ppo.default_args("CartPole-v1"), "op_count", env="CartPole-v1", device="cpu",
+                 total_steps=512 * (COUNTED + 2), **SMALL)  # fmt: skip
+    phases = {ppo.Agent.act: ("act", "rollout"), ppo.compute_gae: ("gae", "update")}
+    COUNT.start(range(2, 2 + COUNTED), {code(fn): phase for fn, phase in phases.items()})
+
+    def on_open(run):
+        COUNT.phases[code(run.episodes.env.step)] = ("env step", None)
+        run.ticks.log_seconds = float("inf")
+
+    with hooks(on_open=on_open, on_iteration=COUNT.next_iteration), COUNT:
+        ppo.main(a)
+    phases = collections.Counter()
+    for (phase, _), c in COUNT.ops.items():
+        phases[phase] += c / COUNTED
+    minibatches = a.num_minibatches * a.update_epochs
+    per_step = {p: c / a.num_steps for p, c in phases.items()}
+    total = sum(per_step.values())
+    x, y = torch.zeros(4), torch.zeros(4)
+    op_us = min(timeit.repeat(lambda: torch.add(x, y), number=2000, repeat=20)) / 2000 * 1e6
+    names = {"act": "the policy's act", "env step": "the env's step (CartPole, no wrappers)",
+             "rollout": "the rest of the rollout (storage, episode statistics, NaN guard)",
+             "gae": "GAE", "update": "the update"}  # fmt: skip
+    print(f"ppo_vec at PureJaxRL's CartPole config, ops per vectorized step ({a.num_envs} envs; "
+          f"the update's {minibatches} minibatches shared over {a.num_steps} steps):")  # fmt: skip
+    for p, c in per_step.items():
+        each = f" ({phases[p] / minibatches:.0f} a minibatch)" if p == "update" else ""
+        print(f"{c:8.1f}  {names[p]}{each}")
+    floor = a.num_envs / (total * op_us) * 1e6
+    print(f"{total:8.1f}  in all, {total / a.num_envs:.1f} an env step; at {op_us:.1f} us an op "
+          f"(torch.add of 4 floats, here): at most {floor:,.0f} env steps/s")  # fmt: skip
+
+
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("num_envs", nargs="?", type=int, default=64, help="Ant worlds (no effect)")
     modes = {"eager": [False], "capture": [True], "both": [False, True]}
     p.add_argument("--mode", choices=list(modes), default="both", help="eager, captured or both")
     p.add_argument("--algo", choices=("ppo_vec", "fast_td3", "td3", "sac"), default="ppo_vec")
+    p.add_argument("--small", action="store_true", help="ppo_vec at PureJaxRL's CartPole config")
     a = p.parse_args()
+    if a.small:
+        return count_small()
     for capture in modes[a.mode]:
         if a.algo == "ppo_vec":
             count(a.num_envs, capture)
