@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import experiments  # noqa: E402
 from experiments import Row  # noqa: E402
+from report import load_rows  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"  # what is checked in: metrics and reports
 RUNS = ROOT / "bench" / "runs"  # run directories, checkpoints included (not checked in)
@@ -47,11 +48,6 @@ RUNS = ROOT / "bench" / "runs"  # run directories, checkpoints included (not che
 
 def metrics_file(row: Row, seed: int) -> Path:
     return RESULTS / row.group / "runs" / f"{row.key(seed)}.jsonl"
-
-
-def load_rows(path: Path) -> list[dict]:
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def whole(path: Path, started: float, seconds: float) -> None:

@@ -133,6 +133,23 @@ def test_report_against_a_peer_reads_gymnasium_finals_and_equal_training_time(
     )
 
 
+def test_the_whole_process_to_a_stable_solve_is_read_from_the_wall_clock(tmp_path):
+    """`run.whole` turns the rows' wall clock into seconds since the process started; the stable
+    solve's cell gives the whole process's seconds to it only where every solved seed has them."""
+    path = tmp_path / "m.jsonl"
+    rows = [(100, 1.0, 100.0, 1000.5), (200, 2.0, 480.0, 1003.0), (300, 3.0, 500.0, 1004.0)]
+    path.write_text("".join(json.dumps(dict(step=s, seconds=t, eval_return=r, time=w)) + "\n"
+                            for s, t, r, w in rows))  # fmt: skip
+    runner.whole(path, started=1000.0, seconds=5.5)
+    got = runner.load_rows(path)
+    assert [r["wall"] for r in got] == [0.5, 3.0, 4.0] and got[-1]["process_seconds"] == 5.5
+    row = experiments.Row("fake", "ppo_vec", "CartPole-v1", 300, 100, (1, 2), threshold=475)
+    curves = {s: report.eval_curve(got) for s in (1, 2)}
+    walls = {s: {r["step"]: r["wall"] for r in got} for s in (1, 2)}
+    assert report._stable(row, curves, walls) == "200 steps, 2 s, whole process 3 s (2/2 >= 475)"
+    assert report._stable(row, curves, {1: walls[1]}) == "200 steps, 2 s (2/2 >= 475)"
+
+
 def test_stable_solve_is_the_first_evaluation_from_which_all_stay_solved():
     curve = [(1, 1.0, 500.0), (2, 2.0, 100.0), (3, 3.0, 480.0), (4, 4.0, 490.0)]
     assert report.stable_at(curve, 475) == (3, 3.0)
@@ -187,12 +204,18 @@ def test_runner_skips_complete_runs_and_resumes_a_stopped_one(tmp_path, monkeypa
     whole = experiments.Row("tiny", "dqn", "CartPole-v1", 512, 128, (1,), tiny, save_every=128)
     runner.run_one(part, 1, sys.executable)  # "stopped" at 256 steps, its checkpoint kept
     assert runner.complete(part, 1) and not runner.complete(whole, 1)
+    # one process: each logged row's seconds since the process started, the whole on the last
+    first = runner.load_rows(runner.metrics_file(part, 1))
+    walls = [r["wall"] for r in first if "time" in r]
+    assert len(walls) == len(first) and 0 < walls[0] <= walls[-1] <= first[-1]["process_seconds"]
     (wall, resumed) = runner.run_one(whole, 1, sys.executable)
     assert resumed and runner.complete(whole, 1)
     steps = [
         r["step"] for r in runner.load_rows(runner.metrics_file(whole, 1)) if "eval_return" in r
     ]
     assert steps == [128, 256, 384, 512]
+    # resumed: two processes, no one process's clock
+    assert "process_seconds" not in runner.load_rows(runner.metrics_file(whole, 1))[-1]
     meta = json.loads((tmp_path / "results" / "tiny" / "runs" / "commands.json").read_text())
     assert meta[whole.key(1)]["resumed"] and "--total-steps 512" in meta[whole.key(1)]["command"]
     monkeypatch.setattr(experiments, "ROWS", experiments.ROWS + [whole])
