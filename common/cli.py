@@ -144,7 +144,8 @@ def cli(args_cls, description: str | None = None, defaults_for=None, argv: list[
     env_id = given.get("--env", args_cls().env)
     default = defaults_for(env_id, **kwargs)
     if description is not None and any(a in ("-h", "--help") for a in argv):
-        description += task_defaults_note(args_cls, default)
+        rows = getattr(sys.modules.get(args_cls.__module__), "TASK_DEFAULTS", {})
+        description += task_defaults_note(args_cls, default, tuple(rows))
     args = _parse(args_cls, default=default, description=description, args=argv)
     if env_id.startswith("ALE/") and default == args_cls(env=env_id):
         # a file's own defaults are sized for small tasks: on Atari they run, and learn little
@@ -212,9 +213,12 @@ ATARI_FLAGS = (
 )
 
 
-def task_defaults_note(args_cls, default) -> str:
-    """The help's paragraph naming, as flags, the defaults the task's row sets over the file's."""
+def task_defaults_note(args_cls, default, tasks: tuple[str, ...] = ()) -> str:
+    """The help's paragraph naming, as flags, the defaults the task's row sets over the file's,
+    then the tasks that have a row (`tasks`: the file's TASK_DEFAULTS keys)."""
     import dataclasses
+
+    rows = f" Tasks with a row: {', '.join(tasks)}." if tasks else ""
 
     base = args_cls(env=default.env)
     changed = [
@@ -226,11 +230,11 @@ def task_defaults_note(args_cls, default) -> str:
         atari = f"; {ATARI_FLAGS}" if default.env.startswith("ALE/") else ""
         return (
             f"\n\nDefaults below: the file's own ({default.env} has no row of task defaults"
-            f"{atari})."
+            f"{atari}).{rows}"
         )
     return (
         f"\n\nDefaults below for {default.env}: the file's own, except {', '.join(changed)} (set "
-        "for this task; other tasks get other values: --env X --help)."
+        f"for this task; other tasks get other values: --env X --help).{rows}"
     )
 
 

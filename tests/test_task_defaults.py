@@ -153,6 +153,21 @@ def test_help_names_the_flags_the_tasks_row_sets(capsys):
     assert "has no row" in note(dqn, "Acrobot-v1")
 
 
+def test_help_lists_the_tasks_that_have_a_row(capsys):
+    """`--help` names every task the file has a row for (an off-policy file's MuJoCo and Box2D
+    rows among them), whichever `--env` it is shown for."""
+    from algos import dqn, sac, td3
+
+    for mod, env_id in ((sac, "Pendulum-v1"), (td3, "Acrobot-v1"), (dqn, "CartPole-v1")):
+        with pytest.raises(SystemExit):
+            cli(mod.Args, "doc", defaults_for=mod.default_args, argv=["--env", env_id, "--help"])
+        out = " ".join(capsys.readouterr().out.split())
+        listed = out[out.index("Tasks with a row: ") :].split(". ")[0]
+        assert listed == "Tasks with a row: " + ", ".join(mod.TASK_DEFAULTS), (env_id, listed)
+    for task in ("HalfCheetah-v5", "Hopper-v5", "LunarLanderContinuous-v3", "BipedalWalker-v3"):
+        assert task in sac.TASK_DEFAULTS and task in td3.TASK_DEFAULTS, task
+
+
 def test_an_atari_id_without_a_row_points_to_the_papers_flags(capsys):
     """`--env ALE/<Game>-v5` on a file without an Atari row runs its small-task defaults: the run
     says so on stderr, and `--help` too, naming where the papers' Atari flags are."""
