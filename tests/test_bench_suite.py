@@ -355,7 +355,7 @@ def test_gpu_profile_records_iterations_through_the_run_hooks(tmp_path):
     wall time is positive, the op table is written, and the summary reads as a table."""
     from micro import gpu_profile
 
-    prof = gpu_profile.profile(2, "CartPole-v1", 8, "cpu", tmp_path)
+    prof = gpu_profile.profile(2, "CartPole-v1", 8, "cpu", tmp_path, runs=tmp_path)
     # CartPole's row: 4 steps a rollout
     assert prof["env_steps_per_iteration"] == 8 * 4 and prof["iterations"] == 2
     assert prof["wall_s_per_iteration"] > 0 and prof["gpu_busy_s_per_iteration"] == 0.0

@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -47,9 +48,11 @@ class Timed(Captured):
         RECORDED.append((time.perf_counter() - start, self.record_s, self.instantiate_s))
 
 
-def profile(iterations: int, env_id: str, num_envs: int, device: str, out: Path) -> dict:
+def profile(
+    iterations: int, env_id: str, num_envs: int, device: str, out: Path, runs: Path | None = None
+) -> dict:
     """ppo_vec under torch.profiler (module docstring); writes `out`/profile.txt, returns the
-    summary per iteration."""
+    summary per iteration. The run's directory goes under `runs` (default bench/runs/)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, schedule
 
@@ -61,6 +64,8 @@ def profile(iterations: int, env_id: str, num_envs: int, device: str, out: Path)
     args = measured(
         args, "gpu_profile", env=env_id, device=device, num_envs=num_envs, total_steps=steps
     )
+    if runs is not None:
+        args = replace(args, out_dir=str(runs))
     ticks: list[float] = []
     utilization: list[tuple[float, int]] = []  # (host clock, NVML's busy percent)
     sampling = threading.Event()
