@@ -154,15 +154,15 @@ OFFPOLICY = [
 # The seed documents' first-run tasks (issue 79), each file at its task defaults beside SB3 with
 # RL Zoo's settings for the task (bench/peers/sb3.py); the budgets are RL Zoo's
 # (shared/REFERENCES.md): SAC 500k on both, TD3 300k LunarLander and 1M BipedalWalker, PPO 1M and
-# 5M. SAC's LunarLander row stops at 250k, half its budget: ~30-40 env steps/s at 400x300 on one
-# core, and a run's checkpoint does not outlive a 3-hour session (sac.py's row has no schedule:
-# these are the 500k run's first 250k steps)
+# 5M. SAC's LunarLander row stops at 200k, 40% of its budget: 15-35 env steps/s at 400x300 on one
+# core of a shared 2-core host, and a run's checkpoint does not outlive a 3-hour session (sac.py's
+# row has no schedule: these are the 500k run's first 200k steps)
 BOX2D = [
     Row("box2d", algo, env, steps, 10_000 if steps <= 10**6 else 50_000, seeds=(1, 2),
         name=name, threshold=threshold, save_every=0 if name else 50_000,
         against="" if name else f"sb3_{sb3}")
     for env, threshold, budgets in (
-        ("LunarLanderContinuous-v3", 200, dict(ppo_vec=10**6, sac=250_000, td3=300_000)),
+        ("LunarLanderContinuous-v3", 200, dict(ppo_vec=10**6, sac=200_000, td3=300_000)),
         ("BipedalWalker-v3", 300, dict(ppo_vec=5 * 10**6, sac=500_000, td3=10**6)),
     )
     for ours, steps in budgets.items()
