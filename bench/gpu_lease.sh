@@ -36,6 +36,10 @@
 #               with Ctrl-C and copies its metrics into bench/results/gpu/runs; the next call of the stage on the same
 #               warm machine resumes it from its checkpoint (rsl_rl starts again). A row with a result is skipped, the
 #               history migrated from bench/gpu.py included: FORCE=1 trains it again from scratch.
+#   offpolicy   the mujoco-offpolicy group's rows (sac and td3 at CleanRL's 1M-step setting, issue 79) for
+#               $OFFPOLICY_ENVS (default Hopper-v5 HalfCheetah-v5), seeds 1 and 2: all eight runs at once on the card
+#               (device auto: CUDA, MuJoCo Warp with .whl/b, else the batch backend), capped like the rows above;
+#               a later call on the warm machine resumes each from its checkpoint
 # LIST=1 prints the bench stages' commands (the runner's with --list) and runs nothing, installs nothing.
 set -u
 OUT=${OUT:-/tmp/gpu_out}
@@ -104,6 +108,8 @@ bench_stage() {  # stage, seconds
     env) cmd="bench/micro/mujoco_throughput.py --env Ant-v5 Humanoid-v5 --sizes 1024 4096 16384 --backends batch warp
                 --device cuda --seconds ${SECONDS_PER_CELL:-3} --out bench/results/gpu/env.md" ;;
     profile) cmd="bench/micro/gpu_profile.py" ;;
+    offpolicy) cmd="bench/run.py mujoco-offpolicy --only ${OFFPOLICY_ENVS:-Hopper-v5 HalfCheetah-v5} --jobs 8
+                     --max-seconds $((secs - 45)) ${LIST:+--list}" ;;
     # the runner stops the run 45 s before the cap (Ctrl-C) and keeps what it logged
     *) cmd="bench/run.py gpu --only $(row_of "$stage") --jobs 1 --max-seconds $((secs - 45)) ${FORCE:+--force} ${LIST:+--list}" ;;
   esac
@@ -116,7 +122,7 @@ bench_stage() {  # stage, seconds
 
 BENCH="env ppo-ant ppo-ant-eager ppo-ant-compile ppo-ant-16k ppo-humanoid ppo-humanoid-eager ppo-humanoid-16k
   ppo-ant-adaptive ppo-humanoid-adaptive rsl_rl
-  rsl_rl-16k rsl_rl-humanoid rsl_rl-humanoid-16k cartpole profile td3-ant td3-ant-eager"
+  rsl_rl-16k rsl_rl-humanoid rsl_rl-humanoid-16k cartpole profile td3-ant td3-ant-eager offpolicy"
 STAGES="cuda-core cuda-warp cuda-slow cuda-graphs minatar pqn-minatar pqn-pong $(echo $BENCH)"  # one line: a stage matches between spaces
 [ $# -gt 0 ] || { echo "usage: bash bench/gpu_lease.sh STAGE [STAGE ...]; stages: $STAGES" >&2; exit 2; }
 for stage in "$@"; do  # every stage checked before anything is installed or run
@@ -153,6 +159,7 @@ for stage in "$@"; do
 done
 [ -z "${LIST:-}" ] || exit 0
 # results and the runs' metrics come back as one archive (the reply brings at most 8 files)
-tar -czf "$OUT/gpu_results.tgz" bench/results/gpu $(ls -d bench/runs/gpu/*/metrics.jsonl 2>/dev/null) 2>/dev/null
+tar -czf "$OUT/gpu_results.tgz" bench/results/gpu $(ls -d bench/results/mujoco-offpolicy bench/runs/gpu/*/metrics.jsonl \
+  2>/dev/null) 2>/dev/null
 # the gpu group's table rows (bench/results/gpu/gpu.md; the runs capped by a lease end at their last evaluation)
 $PY bench/run.py report gpu 2>&1 | grep -E "^\| (Ant|Humanoid|CartPole)" | cut -c1-400
