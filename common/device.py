@@ -108,6 +108,25 @@ def set_threads(spec, device: torch.device) -> int:
     return threads
 
 
+def keep_host_memory(pad: int = 256 << 20) -> bool:
+    """Have glibc's malloc keep freed memory in the process instead of returning it at once. By
+    default it gives the top of its heap back to the system whenever 128 KiB are free there and
+    serves some blocks of a few MiB with fresh mmaps, so a step that allocates and frees batch-sized
+    tensors (thousands of sub-envs' states and observations) pays page faults for them every time,
+    a large share of a step at thousands of sub-envs on a CPU (measured: bench/NOTES.md). Here up
+    to `pad` bytes of free heap stay mapped, and blocks up to 32 MiB come from the heap.
+    Process-wide, like the thread pools; numerics do not change. False (nothing done) without
+    glibc (macOS, musl)."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError):
+        return False
+    M_TOP_PAD, M_MMAP_THRESHOLD = -2, -3  # glibc's malloc.h
+    return bool(mallopt(M_TOP_PAD, pad)) and bool(mallopt(M_MMAP_THRESHOLD, 32 << 20))
+
+
 def check_seed(seed) -> int:
     """A seed torch, numpy and the environments all take: an int in [-2**63, 2**63)."""
     if not isinstance(seed, int) or isinstance(seed, bool) or not -(2**63) <= seed < 2**63:

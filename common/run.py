@@ -34,6 +34,7 @@ from common.checkpoint import (
 )
 from common.device import (
     compile_fn,
+    keep_host_memory,
     resolve_device,
     rng_state,
     seed_everything,
@@ -122,6 +123,7 @@ class Run:
         # the CPU threads, before the env is made (the MuJoCo backend sizes its pool from them);
         # args.json and the checkpoint keep the number `auto` resolved to
         self.args = replace(args, threads=set_threads(args.threads, self.device))
+        keep_host_memory()  # batch-sized host tensors without a page fault each step
         seed_everything(args.seed + self.rank)
         # next iteration, env steps, gradient steps (a file that counts updates adds to them)
         self.start_iter, self.step, self.updates, self.eval_result = 0, 0, 0, {}

@@ -204,6 +204,11 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         None: all."""
         return None
 
+    def _observe_reset(self, final_obs: torch.Tensor, fresh: torch.Tensor, done: torch.Tensor):
+        """Optional: the observation of the state after the autoreset (`fresh` where `done`, else
+        the state `final_obs` shows); a task may skip drawing it again (a start it has drawn)."""
+        return self._observe(self.state)
+
     @property
     def has_action_mask(self) -> bool:
         return type(self)._action_mask is not TorchVecEnv._action_mask
@@ -248,7 +253,7 @@ class TorchVecEnv(ActionChecks, gym.vector.VectorEnv):
         torch.where(done[:, None], fresh, next_state, out=self.state)
         self.elapsed.masked_fill_(done, 0)
         # row-wise: the fresh start where done, else final_obs
-        obs = self._own(self._observe(self.state))
+        obs = self._own(self._observe_reset(final_obs, fresh, done))
         info = {"final_obs": final_obs, "_final_obs": done}
         mask = self._action_mask(self.state)
         if mask is not None:

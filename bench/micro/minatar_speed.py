@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]  # the repo, bench/
+from common.device import keep_host_memory  # noqa: E402
 from envs.minatar import GAMES  # noqa: E402
 from micro.timing import children, env_rate, machine, parser, publish, rate, script  # noqa: E402
 
@@ -58,6 +59,7 @@ def main() -> None:
     p.add_argument("--jax", action="store_true", help="gymnax at each N too (its own venv)")
     a = p.parse_args()
     torch.set_num_threads(1)
+    keep_host_memory()  # as a training run's process does (common.run.Run)
     head = " | ".join(f"ours N={n:,} (x package)" for n in a.num_envs)
     if a.jax:
         from run import venv
