@@ -1,7 +1,8 @@
 """`--threads`: what `auto` resolves to (one thread for a small CPU run, the user's OMP_NUM_THREADS
 when set), that a run applies it before its env is made (the CPU MuJoCo backend's pool follows it,
 never past the cores), logs the number in args.json, and that a resumed run may change it;
-population members take their share of the cores. (Speed: bench/results/threads.md.)"""
+population members take their share of the cores; and that a run keeps the host memory it frees
+(glibc). (Speed: bench/results/threads.md.)"""
 
 import json
 import pathlib
@@ -106,3 +107,42 @@ def test_population_members_share_the_cores(monkeypatch):
     monkeypatch.setenv("LOCAL_WORLD_SIZE", str(4 * available_cores()))
     assert member_threads(PopArgs()) == 1
     assert member_threads(PopArgs(threads=3)) == 3
+
+
+# a fresh process frees 128 MiB of batch-sized tensors (8 MiB each) and reports the free heap it
+# kept (glibc's `mallinfo2`), with or without `keep_host_memory` first
+_FREED_AND_KEPT = """
+import ctypes, sys, torch
+sys.path.insert(0, sys.argv[1])
+from common.device import keep_host_memory
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                                                "usmblks", "fsmblks", "uordblks", "fordblks",
+                                                "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+kept = sys.argv[2] == "1" and keep_host_memory()
+tensors = [torch.ones(2 << 20) for _ in range(16)]
+del tensors
+print(int(kept), libc.mallinfo2().fordblks >> 20)
+"""
+
+
+def test_a_run_keeps_the_host_memory_it_frees():
+    """With glibc, `keep_host_memory` (every run calls it) leaves freed batch-sized blocks mapped in
+    the process (the next step reuses them without page faults); by default they go back."""
+    import ctypes
+    import subprocess
+    import sys
+
+    if not hasattr(ctypes.CDLL(None), "mallinfo2"):
+        pytest.skip("not glibc >= 2.33: keep_host_memory does nothing here")
+    root = str(pathlib.Path(__file__).resolve().parents[1])
+    got = {}
+    for keep in ("0", "1"):
+        out = subprocess.run([sys.executable, "-c", _FREED_AND_KEPT, root, keep],
+                             capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+        got[keep] = (int(out[0]), int(out[1]))
+    assert got["1"][0] == 1, "mallopt refused the settings"
+    assert got["1"][1] >= 128, f"free heap kept (MiB), with and without: {got}"
+    assert got["0"][1] < 64, f"free heap kept (MiB), with and without: {got}"
