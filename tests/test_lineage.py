@@ -81,6 +81,52 @@ ACTIONS = {
     "maddpg": "continuous, multi-agent",
     "matd3": "continuous, multi-agent",
 }
+# Where each file's learning is on record, beside a peer or a published figure where one ran (the
+# README's "results" column; tests/test_links.py checks every path)
+R = "bench/results/"
+TABLES_OF = {
+    "MuJoCo": R + "locomotion/locomotion.md",
+    "Box2D": R + "box2d/box2d.md",
+    "SB3": R + "peers/peers.md",
+    "Atari": R + "atari/atari.md",
+    "MinAtar": R + "minatar/minatar.md",
+    "JAX": R + "jax/jax.md",
+    "GPU": R + "gpu/gpu.md",
+    "Pendulum": R + "offpolicy/offpolicy.md",
+    "update": R + "offpolicy_update.md",
+    "held-out seeds": R + "stable/stable.md",
+    "H-term": R + "hterm.md",
+    "pipeline": R + "pipeline/pipeline.md",
+    "MPE": R + "marl.md",
+    "Pendulum sweep": R + "sweeps/ppo_podracer_Pendulum-v1_row.md",
+}
+RESULTS = {
+    "ppo_vec": ("MuJoCo", "Box2D", "SB3", "Atari", "JAX"),
+    "a2c": ("held-out seeds",),
+    "ppo_podracer": ("Pendulum sweep",),
+    "ppo_h": ("H-term", "held-out seeds"),
+    "ppo_rnn": ("held-out seeds",),
+    "dqn": ("SB3", "MinAtar"),
+    "double_dqn": ("held-out seeds",),
+    "d3qn": ("held-out seeds",),
+    "pqn": ("SB3", "MinAtar", "Atari", "JAX"),
+    "ddpg": ("Pendulum", "held-out seeds"),
+    "ddpg_h": ("held-out seeds",),
+    "td3": ("Box2D", "SB3", "Pendulum", "update"),
+    "td3_h": ("H-term", "held-out seeds"),
+    "fast_td3": ("GPU", "held-out seeds"),
+    "td3_podracer": ("pipeline",),
+    "sac": ("Box2D", "SB3", "Pendulum", "update"),
+    "sac_h": ("H-term", "held-out seeds"),
+    "sac_podracer": ("pipeline",),
+    "modsac": ("Pendulum", "held-out seeds"),
+    "redq": ("Pendulum", "held-out seeds"),
+    "mappo": ("MPE",),
+    "vdn": ("MPE",),
+    "qmix": ("MPE",),
+    "maddpg": ("MPE",),
+    "matd3": ("MPE",),
+}
 HOW_TO_DECLARE = (
     'declare its parent and family under its ALGO line: `PARENT, FAMILY = "td3", "DDPG/TD3/SAC"` '
     f"(PARENT: the file it was copied from, None for a new root; FAMILY: one of {FAMILIES}); "
@@ -243,8 +289,8 @@ def features() -> dict[str, dict[str, str]]:
 
 def algorithms_table() -> str:
     rows = [
-        "| file | algorithm | parent | changed lines | actions |",
-        "|---|---|---|---:|---|",
+        "| file | algorithm | parent | changed lines | actions | results |",
+        "|---|---|---|---:|---|---|",
     ]
     families = {name: family for name, _, _, family, _ in lineage()}
     for name, what, parent, family, actions in lineage():
@@ -255,7 +301,10 @@ def algorithms_table() -> str:
         else:
             n = changed_lines(parent, name)
             diff = f"{n} (<= {THIN_BUDGET})" if name in THIN else str(n)
-        rows.append(f"| `algos/{name}.py` | {what} | {parent or ''} | {diff} | {actions} |")
+        results = ", ".join(f"[{t}]({TABLES_OF[t]})" for t in RESULTS.get(name, ()))
+        rows.append(
+            f"| `algos/{name}.py` | {what} | {parent or ''} | {diff} | {actions} | {results} |"
+        )
     return "\n".join(rows)
 
 
