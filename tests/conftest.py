@@ -15,6 +15,7 @@ from dataclasses import replace
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT / "bench"))  # bench/report.py's stable solve: assert_solved_and_stays
 os.environ.setdefault("WANDB_MODE", "disabled")
 # one thread in every subprocess a test starts too (the algorithm files' command lines, torchrun):
 # on 2 cores a subprocess with torch's default 2 threads beside the other xdist worker ran ~7x
@@ -146,15 +147,19 @@ def evaluations(result: dict) -> list[tuple[int, float]]:
 
 
 def assert_solved_and_stays(result: dict, threshold: float, by: int | None = None) -> None:
-    """The run reached `threshold` (by env step `by`, if given) and every evaluation after that,
-    the final policy's included, stayed at or above it: the stable solve bench/report.py reports."""
+    """The stable solve bench/report.py reports (`report.stable_at`), by env step `by` if given:
+    from some evaluation on, every one to the end of the run, the final policy's included, is at or
+    above `threshold`. A dip before that point is allowed, so long as the run is solved for good by
+    `by`: a test that failed on the first dip after the first hit passed or failed by the host's
+    numeric path (bench/NOTES.md#one-seed-one-run-on-every-host)."""
+    import report  # bench/report.py (on sys.path: see the top of this file)
+
     evals = evaluations(result)
-    first = next((i for i, (_, ret) in enumerate(evals) if ret >= threshold), None)
-    assert first is not None, f"never reached {threshold}: {evals}"
-    assert by is None or evals[first][0] <= by, f"reached {threshold} only after {by}: {evals}"
-    fell = [(step, ret) for step, ret in evals[first:] if ret < threshold]
-    assert not fell, f"below {threshold} after first reaching it at {evals[first][0]}: {evals}"
-    assert result["eval_return"] >= threshold and evals[-1][0] == result["steps"], evals
+    assert evals[-1][0] == result["steps"], f"no evaluation of the final policy: {evals}"
+    stable = report.stable_at([(step, 0.0, ret) for step, ret in evals], threshold)
+    assert result["eval_return"] >= threshold, f"the final policy is below {threshold}: {evals}"
+    assert stable is not None, f"the final evaluation is below {threshold}: {evals}"
+    assert by is None or stable[0] <= by, f"solved for good only from {stable[0]} (> {by}): {evals}"
 
 
 def run_as_main(*commands, env: dict | None = None) -> list:
@@ -493,7 +498,7 @@ PPO_CARTPOLE = dict(
     env="CartPole-v1", seed=1, total_steps=400_000, eval_every=0, save_every=0, quiet=True
 )
 # ppo_vec as `--env CartPole-v1` runs it (its row, 300k steps), evaluated every 10k: the learning
-# test asserts the stable solve (every evaluation from the first >= 475 on, the final one included)
+# test asserts the stable solve (every evaluation from some point on, the final one included)
 PPO_CARTPOLE_ROW = dict(env="CartPole-v1", seed=1, eval_every=10_000, save_every=0, quiet=True)
 # PPO on Pendulum-v1: ppo_vec's (and ppo_h's) Pendulum-v1 row, written out (the adapter test passes
 # it as flags to a factory env id, which has no row); 5 epochs (was 10: the row's sweep,
