@@ -65,10 +65,17 @@ class Row:
         )
         given.update(self.flags)
         cmd = [python, f"algos/{self.algo}.py"]
-        if self.peer:  # its adapter: no checkpoints (a stopped peer run starts again), no log line
-            given = {k: v for k, v in given.items() if k not in ("save_every", "quiet")}
+        if self.peer:  # its adapter: no log line; checkpoints where it keeps them (RESUMES)
+            keeps = self.peer in RESUMES and self.save_every
+            drop = ("quiet",) if keeps else ("save_every", "quiet")
+            given = {k: v for k, v in given.items() if k not in drop}
             cmd = [python, f"bench/peers/{self.peer}.py", self.algo.split(":")[1]]
         return cmd + flags(given)
+
+
+# the peers' adapters that write checkpoints (`--save-every`) and go on from one (`--resume`); a
+# stopped run of any other peer starts again
+RESUMES = {"sb3"}
 
 
 def flags(settings: dict) -> list[str]:
@@ -159,7 +166,7 @@ OFFPOLICY = [
 # row has no schedule: these are the 500k run's first 200k steps)
 BOX2D = [
     Row("box2d", algo, env, steps, 10_000 if steps <= 10**6 else 50_000, seeds=(1, 2),
-        name=name, threshold=threshold, save_every=0 if name else 50_000,
+        name=name, threshold=threshold, save_every=50_000,
         against="" if name else f"sb3_{sb3}")
     for env, threshold, budgets in (
         ("LunarLanderContinuous-v3", 200, dict(ppo_vec=10**6, sac=200_000, td3=300_000)),

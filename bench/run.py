@@ -15,8 +15,9 @@ checkpoint in its run directory, `bench/runs/GROUP/ENV__LABEL__sSEED/` (not chec
 is the algorithm file's own command line, kept in `runs/commands.json` beside its metrics with the
 machine it ran on. `--max-seconds S` stops each run with Ctrl-C after S seconds: its metrics so far
 are copied (not recorded as complete: the next call resumes it from its last checkpoint; a peer's
-adapter keeps no checkpoint and starts again). A row on every core (`threads=0`) runs alone; a row
-with `device="cuda"` on a machine without CUDA stops the runner before anything runs (exit 2).
+adapter without checkpoints, any but `experiments.RESUMES`, starts again). A row on every core
+(`threads=0`) runs alone; a row with `device="cuda"` on a machine without CUDA stops the runner
+before anything runs (exit 2).
 """
 
 from __future__ import annotations
@@ -95,7 +96,9 @@ def run_one(
     checkpoint intact): its metrics so far are copied, and it is not recorded as complete."""
     out = RUNS / row.group / row.key(seed)
     # (a run directory is `out/ENV__...`, `out/MinAtar/GAME__...` for an id with a namespace)
-    ckpts = sorted(out.rglob("checkpoint.pt"), key=lambda p: p.stat().st_mtime)
+    # (a peer's adapter that resumes, experiments.RESUMES: its checkpoint.json naming its files)
+    ckpt = "checkpoint.json" if row.peer else "checkpoint.pt"
+    ckpts = sorted(out.rglob(ckpt), key=lambda p: p.stat().st_mtime)
     name = row.peer or row.venv  # (the population adapter: the project's interpreter)
     cmd = row.command(seed, str(out), venv(name, python) if name in VENVS else python)
     if ckpts:  # stopped part-way: on from its checkpoint, in its own run directory
@@ -137,9 +140,9 @@ def run_one(
     got = f"eval {evals[-1]['eval_return']:.1f} at {evals[-1]['step']:,} steps" if evals else ""
     if capped:
         again = (
-            "runs it again (a peer's adapter keeps no checkpoint)"
-            if row.peer
-            else "resumes it from its last checkpoint"
+            "resumes it from its last checkpoint"
+            if ckpt == "checkpoint.pt" or (row.peer in experiments.RESUMES and row.save_every)
+            else "runs it again (this peer's adapter keeps no checkpoint)"
         )
         print(
             f"  {row.key(seed)}: capped after {wall:.0f} s at {rows[-1]['step']:,} env steps "

@@ -4,6 +4,7 @@ algorithm files; the runner (bench/run.py) skips complete runs and resumes stopp
 interquartile mean over seeds with its bootstrap interval, the stable solve, the probability of
 improvement, references), and its curves are drawn."""
 
+import functools
 import json
 import re
 import sys
@@ -253,6 +254,32 @@ def test_a_peer_row_runs_its_adapter_in_our_metrics_schema_and_is_compared(tmp_p
     monkeypatch.setattr(experiments, "ROWS", experiments.ROWS + [ours, sb3])
     text = report.report("tiny", tmp_path / "results")
     assert "| CartPole-v1 | dqn | 512 |" in text and "vs sb3_dqn" in text, text
+
+
+def test_a_stopped_sb3_run_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    """An SB3 row with `save_every` (experiments.RESUMES: hours-long Box2D peers) checkpoints; a run
+    stopped at 256 steps goes on to 512 from there: its evaluations up to the checkpoint kept, its
+    clock and SB3's step count carried on. Other peers' rows pass no `--save-every`."""
+    monkeypatch.setattr(runner, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(runner, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(runner, "venv", lambda name, python=None: sys.executable)
+    row = functools.partial(experiments.Row, group="tiny", algo="sb3:dqn", env="CartPole-v1",
+                            eval_every=128, seeds=(1,), name="sb3_dqn", save_every=128)  # fmt: skip
+    part, whole = row(steps=256), row(steps=512)
+    assert "--save-every 128" in runner.shown(whole, 1)
+    assert "--save-every" not in runner.shown(row(steps=512, save_every=0), 1)
+    assert "--save-every" not in runner.shown(row(steps=512, algo="rsl_rl:ppo"), 1)
+    runner.run_one(part, 1, sys.executable)
+    (ckpt,) = (tmp_path / "runs").rglob("checkpoint.json")
+    assert json.loads(ckpt.read_text())["step"] == 256
+    wall, resumed = runner.run_one(whole, 1, sys.executable)
+    assert resumed and runner.complete(whole, 1)
+    rows = runner.load_rows(runner.metrics_file(whole, 1))
+    assert [r["step"] for r in rows] == [256, 512]  # SB3's DQN row: a rollout is 256 steps
+    assert 0 < rows[0]["seconds"] < rows[1]["seconds"]
+    assert json.loads(ckpt.read_text())["step"] == 512
+    assert json.loads((ckpt.parent / "args.json").read_text())["resumed_at"] == 256
+    assert sorted(f.name.split("-")[0] for f in ckpt.parent.glob("*-*")) == ["model", "replay"]
 
 
 # ---- the gpu group: migrated history, capped runs, no GPU ----------------------------------------

@@ -12,6 +12,14 @@ the settings and versions. Evaluation: after the update that completes every `--
 steps (a callback at the next rollout's start) and once on the final policy; deterministic
 `predict` on one `gymnasium.make(env)`, episode k reset with seed `seed + 10000 + k` (the loop of
 our tools/evaluate.py's `gym_rollouts`, copied: this venv has none of our code).
+
+`--save-every N` writes a checkpoint every N env steps and at the end (0, the default: none): the
+model, the replay buffer of an off-policy algorithm and VecNormalize's statistics, each file named
+by its step, then `checkpoint.json` naming them (written last, atomically, so a run stopped mid-save
+resumes from the one before). `--resume RUN_DIR/checkpoint.json` goes on from it for the rest of
+`--total-steps`: SB3's own `load` and `load_replay_buffer`, the clock and the evaluations up to the
+checkpoint kept. Not bit-exact, as SB3's own resume is not: the envs start fresh episodes (seeded
+`seed + step`), and the random streams are not those of an unbroken run.
 """
 
 from __future__ import annotations
@@ -93,12 +101,14 @@ class Evaluations(BaseCallback):
     """The clock from the start of `learn`, and an evaluation after every update that completes
     `every` more env steps, each a row of metrics.jsonl."""
 
-    def __init__(self, a, path: Path, norm: VecNormalize | None):
+    def __init__(self, a, path: Path, norm: VecNormalize | None, state: dict | None = None):
         super().__init__()
-        self.a, self.path, self.norm, self.last, self.t0 = a, path, norm, 0, None
+        self.a, self.path, self.norm, self.t0 = a, path, norm, None
+        state = state or dict(step=0, seconds=0.0, last_eval=0)
+        self.last, self.saved, self.offset = state["last_eval"], state["step"], state["seconds"]
 
-    def _on_training_start(self):
-        self.t0 = time.perf_counter()
+    def _on_training_start(self):  # resumed: the clock goes on from the checkpoint's
+        self.t0 = time.perf_counter() - self.offset
 
     def evaluate(self):
         t = time.perf_counter()
@@ -112,9 +122,32 @@ class Evaluations(BaseCallback):
             f.write(json.dumps(row) + "\n")
         self.last = self.num_timesteps
 
+    def save(self):
+        """The checkpoint at this step (its time left out of the clock, as an evaluation's is)."""
+        t, step, d = time.perf_counter(), int(self.num_timesteps), self.path.parent
+        files = dict(model=f"model-{step}.zip")
+        self.model.save(d / files["model"])
+        if hasattr(self.model, "save_replay_buffer"):  # off-policy
+            files["replay"] = f"replay-{step}.pkl"
+            self.model.save_replay_buffer(d / files["replay"])
+        if self.norm is not None:
+            files["norm"] = f"norm-{step}.pkl"
+            self.norm.save(d / files["norm"])
+        state = dict(step=step, seconds=round(t - self.t0, 3), last_eval=int(self.last), **files)
+        (d / "checkpoint.json.tmp").write_text(json.dumps(state))
+        os.replace(d / "checkpoint.json.tmp", d / "checkpoint.json")
+        for kind in ("model", "replay", "norm"):  # the checkpoint before
+            for old in d.glob(f"{kind}-*"):
+                if old.name not in files.values():
+                    old.unlink()
+        self.saved = step
+        self.t0 += time.perf_counter() - t
+
     def _on_rollout_start(self):  # right after an update (PPO: after `train()`)
         if self.a.eval_every and self.num_timesteps - self.last >= self.a.eval_every:
             self.evaluate()
+        if self.a.save_every and self.num_timesteps - self.saved >= self.a.save_every:
+            self.save()
 
     def _on_step(self):
         return True
@@ -129,6 +162,8 @@ def main():
     p.add_argument("--eval-every", type=int, default=0)
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--out-dir", default="runs")
+    p.add_argument("--save-every", type=int, default=0, help="a checkpoint every N env steps")
+    p.add_argument("--resume", type=Path, help="RUN_DIR/checkpoint.json to go on from")
     a = p.parse_args()
     if (a.algo, a.env) not in ZOO:
         p.error(f"no RL Zoo setting here for {a.algo} on {a.env}: {sorted(ZOO)}")
@@ -145,18 +180,40 @@ def main():
         kwargs["action_noise"] = NormalActionNoise(np.zeros(dim), std * np.ones(dim))
     run_dir = Path(a.out_dir) / f"{a.env}__sb3_{a.algo}__s{a.seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "metrics.jsonl").unlink(missing_ok=True)
-    env = make_vec_env(a.env, n_envs=n_envs, seed=a.seed)
-    norm = VecNormalize(env) if normalize else None  # the zoo's `normalize: true`
-    env = norm or env
-    model = ALGOS[a.algo]("MlpPolicy", env, seed=a.seed, device="cpu", verbose=0, **kwargs)
+    metrics, state = run_dir / "metrics.jsonl", None
+    if a.resume:
+        state = json.loads(a.resume.read_text())
+        run_dir = a.resume.parent  # its evaluations up to the checkpoint kept, the rest done again
+        metrics = run_dir / "metrics.jsonl"
+        kept = metrics.read_text().splitlines()
+        rows = [r for r in kept if json.loads(r)["step"] <= state["step"]]
+        metrics.write_text("".join(row + "\n" for row in rows))
+    else:
+        metrics.unlink(missing_ok=True)
+    done = state["step"] if state else 0
+    env = make_vec_env(a.env, n_envs=n_envs, seed=a.seed + done)
+    if normalize:  # the zoo's `normalize: true`
+        env = norm = VecNormalize.load(run_dir / state["norm"], env) if state else VecNormalize(env)
+    else:
+        norm = None
+    if state:
+        model = ALGOS[a.algo].load(run_dir / state["model"], env=env, device="cpu")
+        if "replay" in state:
+            model.load_replay_buffer(run_dir / state["replay"])
+    else:
+        model = ALGOS[a.algo]("MlpPolicy", env, seed=a.seed, device="cpu", verbose=0, **kwargs)
     versions = dict(torch=torch.__version__, sb3=__import__("stable_baselines3").__version__,
                     gymnasium=gym.__version__, threads=torch.get_num_threads())  # fmt: skip
     settings = {**ZOO[(a.algo, a.env)], **vars(a), "versions": versions}
+    if state:
+        settings["resumed_at"] = done
     (run_dir / "args.json").write_text(json.dumps(settings, indent=1, default=str))
-    clock = Evaluations(a, run_dir / "metrics.jsonl", norm)
-    model.learn(total_timesteps=a.total_steps, callback=clock)
+    clock = Evaluations(a, metrics, norm, state)
+    # resumed: the rest of the budget, SB3's step count (and with it its schedules) carried on
+    model.learn(a.total_steps - done, callback=clock, reset_num_timesteps=not state)
     clock.evaluate()  # the final policy
+    if a.save_every:
+        clock.save()
     print(f"{run_dir}: final {clock.path.read_text().splitlines()[-1]}", flush=True)
 
 
