@@ -41,22 +41,39 @@ def _pooled(scores: Scores) -> np.ndarray:
     return np.concatenate([np.asarray(v, dtype=np.float64).ravel() for v in scores.values()])
 
 
-def _resampled(scores: Scores, rng: np.random.Generator) -> Scores:
-    """One stratified-bootstrap replicate: every task's runs drawn again, with replacement."""
-    out = {}
-    for task, runs in scores.items():
-        runs = np.asarray(runs, dtype=np.float64).ravel()
-        out[task] = runs[rng.integers(0, len(runs), len(runs))]
+def _resampled(reps: int, seed: int, *scores: Scores) -> list[dict]:
+    """`reps` stratified-bootstrap replicates of each argument, `{task: [reps, runs]}`: row i is
+    every task's runs drawn again, with replacement, for replicate i. The statistics are computed
+    on these matrices a whole array at once, not one replicate at a time in Python."""
+    runs = [{t: np.asarray(v, dtype=np.float64).ravel() for t, v in s.items()} for s in scores]
+    sizes = [len(r) for s in runs for r in s.values()]
+    # one draw for all: with array bounds numpy draws the same numbers, in the same order, as one
+    # `integers(0, n, n)` call per task and replicate would (tests/test_bench_stats.py holds it)
+    bounds = np.tile(np.repeat(sizes, sizes), reps)
+    index = np.random.default_rng(seed).integers(0, bounds).reshape(reps, sum(sizes))
+    out, start = [], 0
+    for s in runs:
+        out.append({})
+        for t, r in s.items():
+            out[-1][t] = r[index[:, start : start + len(r)]]
+            start += len(r)
     return out
 
 
-def bootstrap(
-    statistic: Callable[..., float], *scores: Scores, reps: int = 2000, seed: int = 0
-) -> np.ndarray:
-    """`statistic(*scores)` over `reps` stratified-bootstrap replicates (each argument resampled on
-    its own)."""
-    rng = np.random.default_rng(seed)
-    return np.array([statistic(*(_resampled(s, rng) for s in scores)) for _ in range(reps)])
+def _rows(statistic: Callable[[np.ndarray], float], m: np.ndarray) -> np.ndarray:
+    """`statistic` of each row of `m` (the IQM and the median over a whole array at once)."""
+    if statistic is iqm:
+        m = np.sort(m, axis=1)
+        cut = int(0.25 * m.shape[1])
+        return m[:, cut : m.shape[1] - cut].mean(axis=1)
+    if statistic is np.median:
+        return np.median(m, axis=1)
+    return np.array([statistic(row) for row in m], dtype=np.float64)
+
+
+def _pooled_rows(replicates: dict) -> np.ndarray:
+    """Each replicate's runs pooled over tasks (in task order): `[reps, all runs]`."""
+    return np.concatenate(list(replicates.values()), axis=1)
 
 
 def interval(
@@ -69,13 +86,10 @@ def interval(
     """(point estimate, low, high): `statistic` of every run pooled over tasks, and its percentile
     interval over stratified-bootstrap replicates."""
 
-    def pooled(s: Scores) -> float:
-        return statistic(_pooled(s))
-
-    reps_ = bootstrap(pooled, scores, reps=reps, seed=seed)
+    reps_ = _rows(statistic, _pooled_rows(*_resampled(reps, seed, scores)))
     tail = 100 * (1 - confidence) / 2
     return (
-        pooled(scores),
+        statistic(_pooled(scores)),
         float(np.percentile(reps_, tail)),
         float(np.percentile(reps_, 100 - tail)),
     )
@@ -98,10 +112,18 @@ def probability_of_improvement(
 ) -> tuple[float, float, float]:
     """(P(X > Y), low, high) over the tasks both sides ran, with a stratified-bootstrap interval
     (each side's runs drawn again within each task)."""
-    reps_ = bootstrap(_improvement, x, y, reps=reps, seed=seed)
+    point = _improvement(x, y)  # (refuses two sides without a shared task)
+    rx, ry = _resampled(reps, seed, x, y)
+    shared = [t for t in x if t in y]
+    # per task the pairs' mean over each replicate (exact: halves summed), then the tasks' mean
+    per_task = [
+        ((a > b) + 0.5 * (a == b)).mean(axis=(1, 2))
+        for a, b in ((rx[t][:, :, None], ry[t][:, None, :]) for t in shared)
+    ]
+    reps_ = np.stack(per_task, axis=1).mean(axis=1)  # each row as np.mean of its tasks
     tail = 100 * (1 - confidence) / 2
     return (
-        _improvement(x, y),
+        point,
         float(np.percentile(reps_, tail)),
         float(np.percentile(reps_, 100 - tail)),
     )
@@ -113,14 +135,14 @@ def profile(
     """The run-score distribution: for each tau, the fraction of runs (pooled over tasks) scoring
     above it, and its interval (arrays over `taus`)."""
     taus = np.asarray(taus, dtype=np.float64)
-
-    def above(s: Scores) -> np.ndarray:
-        return (_pooled(s)[:, None] > taus[None, :]).mean(0)
-
-    rng = np.random.default_rng(seed)
-    reps_ = np.stack([above(_resampled(scores, rng)) for _ in range(reps)])
+    pooled = _pooled_rows(*_resampled(reps, seed, scores))  # [reps, runs]
+    reps_ = (pooled[:, :, None] > taus[None, None, :]).mean(1)
     tail = 100 * (1 - confidence) / 2
-    return above(scores), np.percentile(reps_, tail, 0), np.percentile(reps_, 100 - tail, 0)
+    return (
+        (_pooled(scores)[:, None] > taus[None, :]).mean(0),
+        np.percentile(reps_, tail, 0),
+        np.percentile(reps_, 100 - tail, 0),
+    )
 
 
 def ratio(
@@ -134,9 +156,11 @@ def ratio(
     """(statistic(x) / statistic(y), low, high): e.g. ours over the peer's env-steps per second,
     with a stratified-bootstrap interval (each side resampled on its own)."""
 
-    def of(a: Scores, b: Scores) -> float:
-        return statistic(_pooled(a)) / statistic(_pooled(b))
-
-    reps_ = bootstrap(of, x, y, reps=reps, seed=seed)
+    rx, ry = _resampled(reps, seed, x, y)
+    reps_ = _rows(statistic, _pooled_rows(rx)) / _rows(statistic, _pooled_rows(ry))
     tail = 100 * (1 - confidence) / 2
-    return of(x, y), float(np.percentile(reps_, tail)), float(np.percentile(reps_, 100 - tail))
+    return (
+        statistic(_pooled(x)) / statistic(_pooled(y)),
+        float(np.percentile(reps_, tail)),
+        float(np.percentile(reps_, 100 - tail)),
+    )

@@ -71,3 +71,41 @@ def test_ratio_of_statistics():
     point, lo, hi = stats.ratio(x, y)
     assert point == pytest.approx(2.0) and lo <= 2.0 <= hi
     assert stats.ratio(x, y, statistic=np.median)[0] == pytest.approx(2.0)
+
+
+def test_the_batched_bootstrap_is_the_replicate_by_replicate_definition():
+    """The replicates are drawn in one call and their statistics computed a matrix at once; the
+    numbers are those of drawing each replicate in turn (every argument's tasks in order, one
+    `integers(0, n, n)` a task) and computing the statistic on each: equal to the last bit."""
+
+    def one_at_a_time(statistic, *scores, reps, seed):
+        rng, out = np.random.default_rng(seed), []
+        for _ in range(reps):
+            drawn = [
+                {t: np.asarray(v, float)[rng.integers(0, len(v), len(v))] for t, v in s.items()}
+                for s in scores
+            ]
+            out.append(statistic(*drawn))
+        tail = 100 * (1 - 0.95) / 2  # (2.5000000000000018, as stats computes it)
+        return np.percentile(out, tail), np.percentile(out, 100 - tail)
+
+    def pooled(s):
+        return np.concatenate(list(s.values()))
+
+    def improvement(x, y):
+        return np.mean([((x[t][:, None] > y[t]) + 0.5 * (x[t][:, None] == y[t])).mean() for t in x])
+
+    rng = np.random.default_rng(4)
+    for case in range(20):
+        tasks = [f"t{i}" for i in range(1 + case % 10)]  # up to 10: np.mean's pairwise sums too
+        x, y = ({t: rng.normal(size=rng.integers(1, 12)) for t in tasks} for _ in "xy")
+        reps, seed = 50 + case, case
+        for statistic in (stats.iqm, np.median, np.max):
+            want = one_at_a_time(lambda s: statistic(pooled(s)), x, reps=reps, seed=seed)
+            assert stats.interval(x, statistic, reps=reps, seed=seed)[1:] == want
+            want = one_at_a_time(
+                lambda a, b: statistic(pooled(a)) / statistic(pooled(b)), x, y, reps=reps, seed=seed
+            )
+            assert stats.ratio(x, y, statistic, reps=reps, seed=seed)[1:] == want
+        want = one_at_a_time(improvement, x, y, reps=reps, seed=seed)
+        assert stats.probability_of_improvement(x, y, reps=reps, seed=seed)[1:] == want
