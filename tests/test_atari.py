@@ -108,6 +108,7 @@ def test_atari_ids_and_bad_input_say_what_to_do():
         env.step(torch.tensor([0, 6]))
 
 
+@pytest.mark.slow  # two training runs on 84x84 frames
 def test_dqn_and_ppo_train_on_atari_frames(tmp_path):
     """One short run each on Pong's 84x84 frames: the Nature CNN encoder, uint8 replay and rollout
     storage, and a checkpoint whose policy takes the env's uint8 frames."""

@@ -195,6 +195,7 @@ def test_group_commands_parse(group):
         assert args.env == row.env and args.total_steps == row.steps
 
 
+@pytest.mark.slow  # subprocesses training and resuming: seconds each
 def test_runner_skips_complete_runs_and_resumes_a_stopped_one(tmp_path, monkeypatch):
     """A run stopped part-way goes on from its checkpoint (its curve kept); a complete one is not
     trained again."""
@@ -227,6 +228,7 @@ def test_runner_skips_complete_runs_and_resumes_a_stopped_one(tmp_path, monkeypa
     assert "| CartPole-v1 | dqn | 512 |" in (tmp_path / "results" / "tiny" / "tiny.md").read_text()
 
 
+@pytest.mark.slow  # subprocesses training and resuming: seconds each
 def test_a_peer_row_runs_its_adapter_in_our_metrics_schema_and_is_compared(tmp_path, monkeypatch):
     """A peer's row (`sb3:dqn`) runs bench/peers/sb3.py: here with this interpreter (SB3 is a
     test-only dependency of the project; a real run builds bench/.venv-sb3), writing our metrics
@@ -256,6 +258,7 @@ def test_a_peer_row_runs_its_adapter_in_our_metrics_schema_and_is_compared(tmp_p
     assert "| CartPole-v1 | dqn | 512 |" in text and "vs sb3_dqn" in text, text
 
 
+@pytest.mark.slow  # subprocesses training and resuming: seconds each
 def test_a_stopped_sb3_run_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     """An SB3 row with `save_every` (experiments.RESUMES: hours-long Box2D peers) checkpoints; a run
     stopped at 256 steps goes on to 512 from there: its evaluations up to the checkpoint kept, its
@@ -314,6 +317,7 @@ def test_gpu_report_is_the_harness_report_of_the_migrated_metrics(tmp_path, monk
         assert runner.complete(row, 1) == (row.key(1) in meta), row.key(1)
 
 
+@pytest.mark.slow  # subprocesses training and resuming: seconds each
 def test_runner_caps_a_run_and_the_next_call_resumes_it(tmp_path, monkeypatch, capsys):
     """`--max-seconds`: the run gets Ctrl-C, keeps its last checkpoint, its metrics so far are
     copied but not recorded as complete, and a line says how to go on; the next call resumes it from

@@ -115,7 +115,10 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
+# MuJoCo Warp on its CPU device: its kernels compile and run slowly there (the slow tier)
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=pytest.mark.slow) if c == "ant-warp" else c for c in CASES]
+)
 def test_the_ppo_iteration_passes_the_capture_check(case, monkeypatch, tmp_path):
     """The iteration a GPU run captures writes env, normalizers, episode statistics, guard and meter
     in place: the check passes and the later iterations take the replay path (eagerly here), with
