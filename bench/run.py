@@ -117,8 +117,10 @@ def run_one(
     try:
         capped, (_, err) = False, proc.communicate(timeout=max_seconds)
     except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGINT)
-        capped, (_, err) = True, proc.communicate()
+        capped = proc.poll() is None  # (one that ended as the cap came is whole)
+        if capped:
+            proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate()
     wall = time.perf_counter() - t0
     if proc.returncode != 0 and not capped:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[-3000:]}")

@@ -317,6 +317,29 @@ def test_gpu_report_is_the_harness_report_of_the_migrated_metrics(tmp_path, monk
         assert runner.complete(row, 1) == (row.key(1) in meta), row.key(1)
 
 
+@pytest.mark.slow  # a training subprocess
+def test_a_run_that_ends_as_the_cap_comes_is_complete(tmp_path, monkeypatch):
+    """The cap's timeout fires after the run has ended: no Ctrl-C, the run is recorded whole."""
+    import subprocess
+
+    monkeypatch.setattr(runner, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(runner, "RUNS", tmp_path / "runs")
+    communicate = subprocess.Popen.communicate
+
+    def late(proc, timeout=None):
+        if timeout is not None:  # the run ends first, then the cap's timeout fires
+            proc.wait()
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        return communicate(proc)
+
+    monkeypatch.setattr(subprocess.Popen, "communicate", late)
+    row = experiments.Row("tiny", "ppo_vec", "CartPole-v1", 2048, 1024, (1,), dict(num_envs=8))
+    runner.run_one(row, 1, sys.executable, max_seconds=1)
+    assert runner.complete(row, 1)
+    meta = json.loads((tmp_path / "results" / "tiny" / "runs" / "commands.json").read_text())
+    assert row.key(1) in meta
+
+
 @pytest.mark.slow  # subprocesses training and resuming: seconds each
 def test_runner_caps_a_run_and_the_next_call_resumes_it(tmp_path, monkeypatch, capsys):
     """`--max-seconds`: the run gets Ctrl-C, keeps its last checkpoint, its metrics so far are
