@@ -283,6 +283,25 @@ def test_a_stopped_sb3_run_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     assert json.loads(ckpt.read_text())["step"] == 512
     assert json.loads((ckpt.parent / "args.json").read_text())["resumed_at"] == 256
     assert sorted(f.name.split("-")[0] for f in ckpt.parent.glob("*-*")) == ["model", "replay"]
+    runner.record(whole, 1, wall, resumed, capped=True)  # (as if its end went unrecorded)
+    runner.run_one(whole, 1, sys.executable)  # resumed at its end: nothing to train
+    assert [r["step"] for r in runner.load_rows(runner.metrics_file(whole, 1))] == [256, 512]
+    assert runner.complete(whole, 1)
+
+
+@pytest.mark.slow  # an SB3 subprocess stopped by the cap
+def test_a_capped_sb3_run_checkpoints_where_it_stopped(tmp_path, monkeypatch):
+    """The cap's Ctrl-C makes SB3's adapter write a checkpoint at the step it stopped at (none
+    was due: `save_every` is past the budget), so the next call loses nothing."""
+    monkeypatch.setattr(runner, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(runner, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(runner, "venv", lambda name, python=None: sys.executable)
+    row = experiments.Row("tiny", "sb3:dqn", "CartPole-v1", 10**7, 10**6, (1,), name="sb3_dqn",
+                          save_every=10**7)  # fmt: skip
+    runner.run_one(row, 1, sys.executable, max_seconds=20)
+    assert not runner.complete(row, 1)
+    (ckpt,) = (tmp_path / "runs").rglob("checkpoint.json")
+    assert json.loads(ckpt.read_text())["step"] > 0
 
 
 # ---- the gpu group: migrated history, capped runs, no GPU ----------------------------------------

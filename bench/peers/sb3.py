@@ -13,13 +13,14 @@ steps (a callback at the next rollout's start) and once on the final policy; det
 `predict` on one `gymnasium.make(env)`, episode k reset with seed `seed + 10000 + k` (the loop of
 our tools/evaluate.py's `gym_rollouts`, copied: this venv has none of our code).
 
-`--save-every N` writes a checkpoint every N env steps and at the end (0, the default: none): the
-model, the replay buffer of an off-policy algorithm and VecNormalize's statistics, each file named
-by its step, then `checkpoint.json` naming them (written last, atomically, so a run stopped mid-save
-resumes from the one before). `--resume RUN_DIR/checkpoint.json` goes on from it for the rest of
-`--total-steps`: SB3's own `load` and `load_replay_buffer`, the clock and the evaluations up to the
-checkpoint kept. Not bit-exact, as SB3's own resume is not: the envs start fresh episodes (seeded
-`seed + step`), and the random streams are not those of an unbroken run.
+`--save-every N` writes a checkpoint every N env steps, at the end and on Ctrl-C (at the step it
+stopped at; 0, the default: none): the model, the replay buffer of an off-policy algorithm and
+VecNormalize's statistics, each file named by its step, then `checkpoint.json` naming them (written
+last, atomically, so a run stopped mid-save resumes from the one before). `--resume
+RUN_DIR/checkpoint.json` goes on from it for the rest of `--total-steps`: SB3's own `load` and
+`load_replay_buffer`, the clock and the evaluations up to the checkpoint kept. Not bit-exact, as
+SB3's own resume is not: the envs start fresh episodes (seeded `seed + step`), and the random
+streams are not those of an unbroken run.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -210,9 +212,17 @@ def main():
     (run_dir / "args.json").write_text(json.dumps(settings, indent=1, default=str))
     clock = Evaluations(a, metrics, norm, state)
     # resumed: the rest of the budget, SB3's step count (and with it its schedules) carried on
-    model.learn(a.total_steps - done, callback=clock, reset_num_timesteps=not state)
-    clock.evaluate()  # the final policy
-    if a.save_every:
+    try:
+        model.learn(a.total_steps - done, callback=clock, reset_num_timesteps=not state)
+    except KeyboardInterrupt:  # Ctrl-C (the runner's --max-seconds): a checkpoint here, then out
+        if a.save_every and clock.num_timesteps > clock.saved:
+            clock.save()
+        print(f"{run_dir}: stopped at {clock.num_timesteps:,} env steps", flush=True)
+        sys.exit(130)
+    ended = [json.loads(r) for r in metrics.read_text().splitlines()[-1:]] if state else []
+    if not (ended and ended[0]["step"] == model.num_timesteps):  # (resumed at its end: it has one)
+        clock.evaluate()  # the final policy
+    if a.save_every and clock.saved < model.num_timesteps:
         clock.save()
     print(f"{run_dir}: final {clock.path.read_text().splitlines()[-1]}", flush=True)
 
