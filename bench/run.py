@@ -93,7 +93,8 @@ def run_one(
 ) -> tuple[float, bool]:
     """Train (or resume) one seed of `row`; copy its metrics into bench/results. (wall seconds,
     resumed). Past `max_seconds` of wall time the run gets Ctrl-C (our files stop with their last
-    checkpoint intact): its metrics so far are copied, and it is not recorded as complete."""
+    checkpoint intact): its metrics so far are copied, and it is not recorded as complete; so too
+    for a run Ctrl-C'd from outside."""
     out = RUNS / row.group / row.key(seed)
     # (a run directory is `out/ENV__...`, `out/MinAtar/GAME__...` for an id with a namespace)
     # (a peer's adapter that resumes, experiments.RESUMES: its checkpoint.json naming its files)
@@ -122,13 +123,16 @@ def run_one(
             proc.send_signal(signal.SIGINT)
         _, err = proc.communicate()
     wall = time.perf_counter() - t0
+    # Ctrl-C'd from outside (its process, or the terminal's whole group): stopped as a cap stops it
+    stopped = "capped" if capped else "interrupted"
+    capped = capped or proc.returncode in (130, -signal.SIGINT)
     if proc.returncode != 0 and not capped:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[-3000:]}")
     dirs = [p.parent for p in out.rglob("metrics.jsonl")]
     run_dir = max(dirs, key=lambda p: p.stat().st_mtime, default=out)
     dest = metrics_file(row, seed)
     if capped and not (run_dir / "metrics.jsonl").exists():
-        print(f"  {row.key(seed)}: capped after {wall:.0f} s, before it logged", flush=True)
+        print(f"  {row.key(seed)}: {stopped} after {wall:.0f} s, before it logged", flush=True)
         return wall, bool(ckpts)
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run_dir / "metrics.jsonl", dest)
@@ -147,7 +151,7 @@ def run_one(
             else "runs it again (this peer's adapter keeps no checkpoint)"
         )
         print(
-            f"  {row.key(seed)}: capped after {wall:.0f} s at {rows[-1]['step']:,} env steps "
+            f"  {row.key(seed)}: {stopped} after {wall:.0f} s at {rows[-1]['step']:,} env steps "
             f"({got or 'no evaluation yet'}), its metrics so far copied, not complete: `python "
             f"bench/run.py {row.group} --only {row.env}:{row.label} --seeds {seed}` {again}",
             flush=True,

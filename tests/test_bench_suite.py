@@ -359,6 +359,35 @@ def test_a_run_that_ends_as_the_cap_comes_is_complete(tmp_path, monkeypatch):
     assert row.key(1) in meta
 
 
+@pytest.mark.slow  # a training subprocess
+def test_a_run_interrupted_from_outside_is_stopped_not_failed(tmp_path, monkeypatch, capsys):
+    """Ctrl-C to the run's own process (a user stopping one run of a group): no traceback, its
+    metrics so far copied and the line saying how to go on, as for a capped run."""
+    import signal
+    import subprocess
+    import time
+
+    monkeypatch.setattr(runner, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(runner, "RUNS", tmp_path / "runs")
+    communicate = subprocess.Popen.communicate
+
+    def interrupted(proc, timeout=None):
+        for _ in range(600):  # its first checkpoint, then Ctrl-C
+            if list((tmp_path / "runs").rglob("checkpoint.pt")):
+                break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        return communicate(proc)
+
+    monkeypatch.setattr(subprocess.Popen, "communicate", interrupted)
+    row = experiments.Row("tiny", "ppo_vec", "CartPole-v1", 2**21, 4096, (1,),
+                          dict(num_envs=8, num_steps=32), save_every=4096)  # fmt: skip
+    runner.run_one(row, 1, sys.executable)
+    out = capsys.readouterr().out
+    assert "interrupted after" in out and "resumes it from its last checkpoint" in out, out
+    assert not runner.complete(row, 1) and runner.metrics_file(row, 1).exists()
+
+
 @pytest.mark.slow  # subprocesses training and resuming: seconds each
 def test_runner_caps_a_run_and_the_next_call_resumes_it(tmp_path, monkeypatch, capsys):
     """`--max-seconds`: the run gets Ctrl-C, keeps its last checkpoint, its metrics so far are
