@@ -72,15 +72,22 @@ def iqm_ci(xs) -> tuple[float, float, float]:
     return interval({"runs": list(xs)})
 
 
-def collect(group: str, results: Path = RESULTS) -> list[dict]:
+def collect(group: str, results: Path = RESULTS, unfinished: list | None = None) -> list[dict]:
     """One entry per row of `group` with the seeds whose metrics exist: {row, curves: {seed:
-    curve}}."""
+    curve}}. A run stopped part-way (capped and not resumed yet: short of its budget, and not in
+    runs/commands.json) has no final policy: left out, named in `unfinished`."""
     out = []
+    meta_path = results / group / "runs" / "commands.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     for row in experiments.group(group):
         curves, gym, extra, walls = {}, {}, {}, {}
         for s in row.seeds:
             p = results / group / "runs" / f"{row.key(s)}.jsonl"
             if p.exists() and (c := eval_curve(rows := load_rows(p))):
+                if c[-1][0] < row.steps and row.key(s) not in meta:
+                    if unfinished is not None:
+                        unfinished.append(f"{row.key(s)} ({c[-1][0]:,} of {row.steps:,} steps)")
+                    continue
                 curves[s] = c
                 # (its evaluations' seconds since the process started, where the runner added them)
                 walls[s] = {
@@ -329,7 +336,8 @@ def _solve_ratio(row, mine: dict, theirs: dict) -> str:
 
 
 def report(group: str, results: Path = RESULTS) -> str:
-    entries = collect(group, results)
+    unfinished: list[str] = []
+    entries = collect(group, results, unfinished)
     if not entries:
         raise SystemExit(
             f"error: no metrics for group {group!r} under {results / group / 'runs'}: "
@@ -443,6 +451,10 @@ def report(group: str, results: Path = RESULTS) -> str:
             "",
         ]
     lines += [f"- {src}: {SOURCES[src]}." for src in sorted(used)]
+    if unfinished:
+        lines.append(
+            f"- Not finished yet, left out (the next run resumes them): {', '.join(unfinished)}."
+        )
     lines += ["", "Curves (IQM over seeds, band its 95% bootstrap interval):", ""]
     for env_id in envs_in_order:
         png = f"{group}_{env_id.replace('/', '-')}.png"
