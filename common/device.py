@@ -127,6 +127,17 @@ def keep_host_memory(pad: int = 256 << 20) -> bool:
     return bool(mallopt(M_TOP_PAD, pad)) and bool(mallopt(M_MMAP_THRESHOLD, 32 << 20))
 
 
+def flush_denormals() -> bool:
+    """Have the CPU treat subnormal floats (below 1.2e-38 in float32) as zero, in and out. Adam's
+    moments of a weight whose gradient is exactly zero (a dead ReLU's, an input that never varies)
+    decay geometrically into that range, and x86 arithmetic on subnormals is many times slower: an
+    off-policy update's Adam steps slowed several-fold within a few thousand updates
+    (bench/NOTES.md#subnormal-floats). Numbers that small change nothing a network or a simulator
+    computes. Process-wide, torch's worker threads included; False where the CPU has no such
+    mode."""
+    return torch.set_flush_denormal(True)
+
+
 def check_seed(seed) -> int:
     """A seed torch, numpy and the environments all take: an int in [-2**63, 2**63)."""
     if not isinstance(seed, int) or isinstance(seed, bool) or not -(2**63) <= seed < 2**63:

@@ -34,6 +34,7 @@ from common.checkpoint import (
 )
 from common.device import (
     compile_fn,
+    flush_denormals,
     keep_host_memory,
     resolve_device,
     rng_state,
@@ -122,6 +123,7 @@ class Run:
             )
         # the CPU threads, before the env is made (the MuJoCo backend sizes its pool from them);
         # args.json and the checkpoint keep the number `auto` resolved to
+        flush_denormals()  # subnormal floats as zero: many times faster CPU arithmetic on them
         self.args = replace(args, threads=set_threads(args.threads, self.device))
         keep_host_memory()  # batch-sized host tensors without a page fault each step
         seed_everything(args.seed + self.rank)

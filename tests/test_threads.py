@@ -1,8 +1,8 @@
 """`--threads`: what `auto` resolves to (one thread for a small CPU run, the user's OMP_NUM_THREADS
 when set), that a run applies it before its env is made (the CPU MuJoCo backend's pool follows it,
 never past the cores), logs the number in args.json, and that a resumed run may change it;
-population members take their share of the cores; and that a run keeps the host memory it frees
-(glibc). (Speed: bench/results/threads.md.)"""
+population members take their share of the cores; that a run keeps the host memory it frees
+(glibc) and flushes subnormal floats to zero. (Speed: bench/results/threads.md.)"""
 
 import json
 import pathlib
@@ -59,10 +59,15 @@ def test_a_thread_variable_that_is_no_number_is_refused_naming_it(no_thread_vars
 
 def test_a_small_cpu_run_trains_on_one_thread_and_logs_it(no_thread_vars, tmp_path):
     """torch's default pool (a thread a core) before the run; `auto` makes it one, before the env
-    is made, and args.json says so."""
+    is made, and args.json says so. The run also has the CPU flush subnormal floats to zero
+    (`flush_denormals`: arithmetic on them is many times slower)."""
     from algos import ppo_vec
 
     torch.set_num_threads(max(2, available_cores()))
+    tiny = torch.tensor([1e-39])  # subnormal in float32
+    if not torch.set_flush_denormal(False):
+        pytest.skip("this CPU has no flush-to-zero mode")
+    assert (tiny * 1.0).item() != 0.0
     args = ppo_vec.Args(
         env="CartPole-v1", num_envs=4, num_steps=8, total_steps=64, out_dir=str(tmp_path),
         device="cpu", quiet=True, plots=False, tensorboard=False,
@@ -71,6 +76,7 @@ def test_a_small_cpu_run_trains_on_one_thread_and_logs_it(no_thread_vars, tmp_pa
     assert torch.get_num_threads() == 1
     logged = json.loads((pathlib.Path(result["run_dir"]) / "args.json").read_text())
     assert logged["threads"] == 1
+    assert (tiny * 1.0).item() == 0.0
 
 
 def test_the_mujoco_cpu_backend_takes_the_threads_given_else_the_cores(no_thread_vars, monkeypatch):
