@@ -112,13 +112,14 @@ TASK_DEFAULTS = {
     "MountainCarContinuous-v0": dict(num_envs=16, num_steps=64, num_minibatches=4, update_epochs=5,
                                      learning_rate=1e-3, norm_obs=True, norm_reward=True,
                                      total_steps=300_000),
-    # Box2D (ppo_vec's rows): RL Zoo's settings (bench/experiments.py, group box2d)
+    # Box2D (ppo_vec's rows): RL Zoo's settings (bench/experiments.py, group box2d), the rate
+    # annealed on BipedalWalker (bench/NOTES.md#box2d-bipedalwalker)
     "LunarLanderContinuous-v3": dict(num_envs=16, num_steps=1024, num_minibatches=256,
                                      update_epochs=4, learning_rate=3e-4, anneal_lr=False,
                                      gamma=0.999, gae_lambda=0.98, ent_coef=0.01,
                                      total_steps=1_000_000, eval_every=25_000, save_every=100_000),
     "BipedalWalker-v3": dict(num_envs=32, num_steps=2048, num_minibatches=1024, update_epochs=10,
-                             learning_rate=3e-4, anneal_lr=False, gamma=0.999, clip_coef=0.18,
+                             learning_rate=3e-4, gamma=0.999, clip_coef=0.18,
                              norm_obs=True, norm_reward=True, total_steps=5_000_000,
                              eval_every=65_536, save_every=262_144),
 }
