@@ -224,15 +224,18 @@ class Breakout(MinAtar):
     game = "breakout"
     channels = ("paddle", "ball", "trail", "brick")
     minimal_action_set = (NOOP, LEFT, RIGHT)
+    # bricks: only rows 1-3 ever hold one, so a 30-bit mask, bit (y - 1) * 10 + x: the state is 8
+    # integers a sub-env, not 107 (every step copies it; at thousands of sub-envs the copies were
+    # most of the step: bench/NOTES.md#learning-from-pixels)
     fields = dict(
-        ball_x=(), ball_y=(), ball_dir=(), pos=(), last_x=(), last_y=(), strike=(), bricks=(10, 10)
+        ball_x=(), ball_y=(), ball_dir=(), pos=(), last_x=(), last_y=(), strike=(), bricks=()
     )
     n_reset_uniforms = 1
+    _all_bricks = (1 << 30) - 1
 
     def _reset(self, n, u):
         left = _randint(u[:, 0], 2) == 0  # randint(2): start in the left or the right corner
-        bricks = self._zeros(n, 10, 10)
-        bricks[:, 1:4] = 1
+        bricks = self._full(n, self._all_bricks)
         ball_x = torch.where(left, 0, 9)
         return dict(
             ball_x=ball_x,
@@ -251,7 +254,6 @@ class Breakout(MinAtar):
 
     def _act(self, s, a, u):
         t = self._table
-        n = a.shape[0]
         pos = torch.where(a == LEFT, (s["pos"] - 1).clamp(min=0), s["pos"])
         pos = torch.where(a == RIGHT, (pos + 1).clamp(max=9), pos)
         last_x, last_y, d = s["ball_x"], s["ball_y"], s["ball_dir"]
@@ -261,17 +263,14 @@ class Breakout(MinAtar):
         d = torch.where(wall, t(self._flip_x)[d], d)
         top = ny < 0
         ny = ny.clamp(min=0)
-        bricks = s["bricks"].view(n, 100)
-        cell = (ny * 10 + nx)[:, None]
-        brick = ~top & (bricks.gather(1, cell)[:, 0] == 1)
+        bit = (ny - 1).clamp(0, 2) * 10 + nx  # the cell's bit, where it is in rows 1-3
+        brick = (ny >= 1) & (ny <= 3) & (s["bricks"].bitwise_right_shift(bit) & 1 == 1)
         hit = brick & (s["strike"] == 0)  # one brick per contact: a second one is passed through
-        bricks = bricks.scatter(1, cell, torch.where(hit[:, None], 0, bricks.gather(1, cell)))
+        bricks = s["bricks"] & ~hit.long().bitwise_left_shift(bit)
         ny = torch.where(hit, last_y, ny)
         d = torch.where(top | hit, t(self._flip_y)[d], d)
         bottom = ~top & ~brick & (ny == 9)
-        bricks = bricks.view(n, 10, 10)
-        refill = bottom & (bricks.sum((1, 2)) == 0)
-        bricks[:, 1:4] = torch.where(refill[:, None, None], 1, bricks[:, 1:4])
+        bricks = torch.where(bottom & (bricks == 0), self._all_bricks, bricks)  # all gone: refill
         back = bottom & (last_x == pos)  # the ball lands on the paddle's column: straight back
         side = bottom & ~back & (nx == pos)  # on the paddle from the side: back the way it came
         d = torch.where(back, t(self._flip_y)[d], torch.where(side, t(self._flip_paddle)[d], d))
@@ -292,7 +291,9 @@ class Breakout(MinAtar):
         self._dot(img, "ball", s["ball_y"], s["ball_x"])
         self._dot(img, "paddle", torch.full_like(s["pos"], 9), s["pos"])
         self._dot(img, "trail", s["last_y"], s["last_x"])
-        self._grid(img, "brick", s["bricks"])
+        bits = s["bricks"][:, None].bitwise_right_shift(self._table(tuple(range(30)))) & 1
+        c = self.channels.index("brick") * 100
+        img[:, c + 10 : c + 40] += bits.to(torch.uint8)  # rows 1-3
 
 
 class Asterix(MinAtar):
