@@ -30,6 +30,7 @@ without a trail channel: the package fails) for u exactly 0.5; here that u gives
 
 from __future__ import annotations
 
+import functools
 import math
 
 import gymnasium as gym
@@ -474,11 +475,14 @@ class SpaceInvaders(MinAtar):
     game = "space_invaders"
     channels = ("cannon", "alien", "alien_left", "alien_right", "friendly_bullet", "enemy_bullet")
     minimal_action_set = (NOOP, LEFT, RIGHT, FIRE)
+    # the three 10x10 grids as ten row masks each (bit x of row y: the cell (y, x)), so the state is
+    # 37 integers a sub-env, not 307: every step packs, selects and copies it, and at thousands of
+    # sub-envs those copies were most of the step (bench/NOTES.md#learning-from-pixels)
     fields = dict(
         pos=(),
-        bullets=(10, 10),
-        enemy_bullets=(10, 10),
-        aliens=(10, 10),
+        bullets=(10,),
+        enemy_bullets=(10,),
+        aliens=(10,),
         alien_dir=(),
         move_interval=(),
         move_timer=(),
@@ -486,19 +490,15 @@ class SpaceInvaders(MinAtar):
         ramp_index=(),
         cooldown=(),
     )
-
-    def _wave(self, n):
-        aliens = self._zeros(n, 10, 10)
-        aliens[:, 0:4, 2:8] = 1
-        return aliens
+    _wave_rows = (0b11111100,) * 4 + (0,) * 6  # rows 0-3, columns 2-7
 
     def _reset(self, n, u):
-        z = self._zeros(n, 10, 10)
+        z = self._zeros(n, 10)
         return dict(
             pos=self._full(n, 5),
             bullets=z,
             enemy_bullets=z,
-            aliens=self._wave(n),
+            aliens=self._table(self._wave_rows).expand(n, 10),
             alien_dir=self._full(n, -1),
             move_interval=self._full(n, 12),
             move_timer=self._full(n, 12),
@@ -507,48 +507,64 @@ class SpaceInvaders(MinAtar):
             cooldown=self._zeros(n),
         )
 
+    def _masks(self):
+        """The tables the row masks need, made once: each mask's cells `[1024, 10]` (uint8) and
+        its number of cells `[1024]`."""
+        if "_cells" not in self.__dict__:
+            cols = torch.arange(10, device=self.device)
+            self._cells = (torch.arange(1024, device=self.device)[:, None] >> cols & 1).byte()
+            self._count = self._cells.sum(1)
+        return self._cells, self._count
+
     def _act(self, s, a, u):
         n = a.shape[0]
-        ar = torch.arange(n, device=self.device)
+        cells, count_of = self._masks()
         pos, cooldown = s["pos"], s["cooldown"]
+        at_pos = 1 << pos  # the cannon's column as a row mask
         fire = (a == FIRE) & (cooldown == 0)
-        bullets = s["bullets"].clone()
-        bullets[ar, 9, pos] = torch.where(fire, 1, bullets[ar, 9, pos])
         cooldown = torch.where(fire, 5, cooldown)
         pos = torch.where(~fire & (a == LEFT), (pos - 1).clamp(min=0), pos)
         pos = torch.where(~fire & (a == RIGHT), (pos + 1).clamp(max=9), pos)
-        zero_row = self._zeros(n, 1, 10)
-        bullets = torch.cat([bullets[:, 1:], zero_row], 1)  # ours fly up, theirs down
+        zero_row = self._zeros(n, 1)
+        # a new bullet in row 9 under the cannon; then ours fly up, theirs down
+        fired = s["bullets"][:, 9:] | (fire.long() * at_pos)[:, None]
+        bullets = torch.cat([s["bullets"][:, 1:9], fired, zero_row], 1)
         enemy = torch.cat([zero_row, s["enemy_bullets"][:, :-1]], 1)
         aliens, d = s["aliens"], s["alien_dir"]
-        terminated = (enemy[ar, 9, pos] == 1) | (aliens[ar, 9, pos] == 1)
+        at_pos = 1 << pos
+        terminated = (enemy[:, 9] & at_pos != 0) | (aliens[:, 9] & at_pos != 0)
         move = s["move_timer"] == 0
-        count = aliens.sum((1, 2))
+        count = count_of[aliens].sum(1)
         move_timer = torch.where(move, torch.minimum(count, s["move_interval"]), s["move_timer"])
-        edge = ((aliens[:, :, 0].sum(1) > 0) & (d < 0)) | ((aliens[:, :, 9].sum(1) > 0) & (d > 0))
+        edge = ((aliens & 1).any(1) & (d < 0)) | ((aliens & 512).any(1) & (d > 0))
         turn = move & edge
-        terminated = terminated | (turn & (aliens[:, 9].sum(1) > 0))
+        terminated = terminated | (turn & (aliens[:, 9] != 0))
         d = torch.where(turn, -d, d)
-        side = torch.where((d > 0)[:, None, None], aliens.roll(1, 2), aliens.roll(-1, 2))
+        right = (aliens << 1 & 1023) | (aliens >> 9)  # each row rotated a column right
+        left = (aliens >> 1) | (aliens & 1) << 9
+        side = torch.where((d > 0)[:, None], right, left)
         aliens = torch.where(
-            turn[:, None, None], aliens.roll(1, 1), torch.where(move[:, None, None], side, aliens)
+            turn[:, None], aliens.roll(1, 1), torch.where(move[:, None], side, aliens)
         )
-        terminated = terminated | (aliens[ar, 9, pos] == 1)
+        terminated = terminated | (aliens[:, 9] & at_pos != 0)
         # the alien nearest the cannon (nearest column, lowest alien in it) fires
         shoot = s["shot_timer"] == 0
         cols = torch.arange(10, device=self.device)
-        occupied = aliens.sum(1) > 0
+        union = functools.reduce(torch.bitwise_or, aliens.unbind(1))  # the occupied columns
+        occupied = (union[:, None] >> cols & 1) == 1
         key = ((cols - pos[:, None]).abs() * 10 + cols).masked_fill(~occupied, 1000)
         col = key.argmin(1)
-        row = (aliens[ar, :, col] * torch.arange(1, 11, device=self.device)).argmax(1)
-        shoot = shoot & occupied.any(1)
-        enemy[ar, row, col] = torch.where(shoot, 1, enemy[ar, row, col])
-        kill = (aliens == 1) & (bullets == 1)
-        reward = kill.sum((1, 2))
-        aliens, bullets = aliens * ~kill, bullets * ~kill
-        cleared = aliens.sum((1, 2)) == 0
+        row = ((aliens >> col[:, None] & 1) * torch.arange(1, 11, device=self.device)).argmax(1)
+        shoot = shoot & (union != 0)
+        enemy.scatter_(
+            1, row[:, None], enemy.gather(1, row[:, None]) | (shoot.long() << col)[:, None]
+        )
+        kill = aliens & bullets
+        reward = count_of[kill].sum(1)
+        aliens, bullets = aliens & ~kill, bullets & ~kill
+        cleared = (aliens == 0).all(1)
         faster = cleared & (s["move_interval"] > 6) & self.ramping
-        aliens = torch.where(cleared[:, None, None], self._wave(n), aliens)
+        aliens = torch.where(cleared[:, None], self._table(self._wave_rows), aliens)
         s.update(
             pos=pos,
             bullets=bullets,
@@ -564,13 +580,15 @@ class SpaceInvaders(MinAtar):
         return reward, terminated
 
     def _render(self, s, img):
+        cells = self._masks()[0]
         self._dot(img, "cannon", torch.full_like(s["pos"], 9), s["pos"])
-        self._grid(img, "alien", s["aliens"])
-        left = (s["alien_dir"] < 0).long()[:, None, None]
-        self._grid(img, "alien_left", s["aliens"] * left)
-        self._grid(img, "alien_right", s["aliens"] * (1 - left))
-        self._grid(img, "friendly_bullet", s["bullets"])
-        self._grid(img, "enemy_bullet", s["enemy_bullets"])
+        aliens = cells[s["aliens"]]
+        self._grid(img, "alien", aliens)
+        left = (s["alien_dir"] < 0)[:, None, None]
+        self._grid(img, "alien_left", aliens * left)
+        self._grid(img, "alien_right", aliens * ~left)
+        self._grid(img, "friendly_bullet", cells[s["bullets"]])
+        self._grid(img, "enemy_bullet", cells[s["enemy_bullets"]])
 
 
 # Seaquest's objects are lists in the package, whose order decides which of two objects in one
