@@ -176,13 +176,20 @@ class MinAtar(TorchVecEnv):
     def _full(self, n, value, *shape):
         return torch.full((n, *shape), value, dtype=torch.long, device=self.device)
 
+    def _ones(self, like):
+        """uint8 ones shaped as `like` (an index tensor), made once a shape."""
+        ones = self.__dict__.setdefault("_ones_by_shape", {})
+        if like.shape not in ones:
+            ones[like.shape] = torch.ones(like.shape, dtype=torch.uint8, device=self.device)
+        return ones[like.shape]
+
     def _dot(self, img, channel, y, x, mask=None):
         """Light the cells (y, x) (`[n]` or `[n, K]`) of `channel` where `mask`."""
         c = self.channels.index(channel)
         idx = c * 100 + y.clamp(0, 9) * 10 + x.clamp(0, 9)
         idx = idx if idx.dim() == 2 else idx[:, None]
-        on = torch.ones_like(idx, dtype=torch.uint8) if mask is None else mask.view(idx.shape)
-        img.scatter_add_(1, idx, on.to(torch.uint8))
+        on = self._ones(idx) if mask is None else mask.view(idx.shape).to(torch.uint8)
+        img.scatter_add_(1, idx, on)
 
     def _grid(self, img, channel, grid):
         c = self.channels.index(channel)
@@ -464,8 +471,9 @@ class Freeway(MinAtar):
         self._dot(img, "chicken", s["pos"], torch.full_like(s["pos"], 4))
         self._dot(img, "car", rows, x)
         back = (x - _step(speed)) % 10
-        for k in range(1, 6):  # the trail's channel tells the speed
-            self._dot(img, f"speed{k}", rows, back, speed.abs() == k)
+        # the trail's channel tells the speed: speed1..speed5, one scatter for the five
+        channel = self.channels.index("speed1") - 1 + speed.abs()
+        img.scatter_add_(1, channel * 100 + rows * 10 + back, self._ones(x))
 
 
 class SpaceInvaders(MinAtar):
