@@ -28,6 +28,15 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True)
+def _subnormals_as_a_fresh_process_has_them():
+    """A run flushes subnormal floats to zero for its whole process (common.device.flush_denormals);
+    each test starts from the CPU's default, as a fresh process does (hypothesis refuses to draw
+    floats with subnormals flushed)."""
+    yield
+    torch.set_flush_denormal(False)
+
+
 def assert_same(a, b, where: str = "checkpoint") -> None:
     """Bit-exact equality of nested checkpoint contents (dicts, lists, tuples, tensors, numbers; NaN
     equals NaN, e.g. an episode statistic before any episode finished)."""
