@@ -112,8 +112,8 @@ TASK_DEFAULTS = {
                                   total_steps=10_000_000, eval_every=250_000, save_every=1_000_000)
        for game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")},
     # Box2D: RL Zoo's settings (bench/experiments.py, group box2d); BipedalWalker's rate annealed to
-    # 0, not RL Zoo's constant one, under which the walker learned to 280 and then fell again in
-    # the last million steps (bench/NOTES.md#box2d-bipedalwalker)
+    # 0, not RL Zoo's constant one, under which the walker learned to walk and then fell again late
+    # in the run (bench/NOTES.md#box2d-bipedalwalker)
     "LunarLanderContinuous-v3": dict(num_envs=16, num_steps=1024, num_minibatches=256,
                                      update_epochs=4, learning_rate=3e-4, anneal_lr=False,
                                      gamma=0.999, gae_lambda=0.98, ent_coef=0.01,

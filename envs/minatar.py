@@ -528,18 +528,17 @@ class SpaceInvaders(MinAtar):
         n = a.shape[0]
         cells, count_of = self._masks()
         pos, cooldown = s["pos"], s["cooldown"]
-        at_pos = 1 << pos  # the cannon's column as a row mask
         fire = (a == FIRE) & (cooldown == 0)
+        fired = (fire.long() << pos)[:, None]  # a new bullet in row 9, under the cannon (a mask)
         cooldown = torch.where(fire, 5, cooldown)
         pos = torch.where(~fire & (a == LEFT), (pos - 1).clamp(min=0), pos)
         pos = torch.where(~fire & (a == RIGHT), (pos + 1).clamp(max=9), pos)
         zero_row = self._zeros(n, 1)
-        # a new bullet in row 9 under the cannon; then ours fly up, theirs down
-        fired = s["bullets"][:, 9:] | (fire.long() * at_pos)[:, None]
-        bullets = torch.cat([s["bullets"][:, 1:9], fired, zero_row], 1)
+        # the new bullet joins row 9; then ours fly up, theirs down
+        bullets = torch.cat([s["bullets"][:, 1:9], s["bullets"][:, 9:] | fired, zero_row], 1)
         enemy = torch.cat([zero_row, s["enemy_bullets"][:, :-1]], 1)
         aliens, d = s["aliens"], s["alien_dir"]
-        at_pos = 1 << pos
+        at_pos = 1 << pos  # the cannon's column (where it is now) as a row mask
         terminated = (enemy[:, 9] & at_pos != 0) | (aliens[:, 9] & at_pos != 0)
         move = s["move_timer"] == 0
         count = count_of[aliens].sum(1)
