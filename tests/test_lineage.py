@@ -86,6 +86,7 @@ ACTIONS = {
 R = "bench/results/"
 TABLES_OF = {
     "MuJoCo": R + "locomotion/locomotion.md",
+    "MuJoCo 1M": R + "mujoco-offpolicy/mujoco-offpolicy.md",
     "Box2D": R + "box2d/box2d.md",
     "SB3": R + "peers/peers.md",
     "Atari": R + "atari/atari.md",
@@ -112,7 +113,7 @@ RESULTS = {
     "pqn": ("SB3", "MinAtar", "Atari", "JAX"),
     "ddpg": ("Pendulum", "held-out seeds"),
     "ddpg_h": ("held-out seeds",),
-    "td3": ("Box2D", "SB3", "Pendulum", "update"),
+    "td3": ("MuJoCo 1M", "Box2D", "SB3", "Pendulum", "update"),
     "td3_h": ("H-term", "held-out seeds"),
     "fast_td3": ("GPU", "held-out seeds"),
     "td3_podracer": ("pipeline",),
