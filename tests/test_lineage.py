@@ -117,7 +117,7 @@ RESULTS = {
     "td3_h": ("H-term", "held-out seeds"),
     "fast_td3": ("GPU", "held-out seeds"),
     "td3_podracer": ("pipeline",),
-    "sac": ("Box2D", "SB3", "Pendulum", "update"),
+    "sac": ("MuJoCo 1M", "Box2D", "SB3", "Pendulum", "update"),
     "sac_h": ("H-term", "held-out seeds"),
     "sac_podracer": ("pipeline",),
     "modsac": ("Pendulum", "held-out seeds"),
