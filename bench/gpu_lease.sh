@@ -38,8 +38,15 @@
 #               history migrated from bench/gpu.py included: FORCE=1 trains it again from scratch.
 #   offpolicy   the mujoco-offpolicy group's rows (sac and td3 at CleanRL's 1M-step setting, issue 79) for
 #               $OFFPOLICY_ENVS (default Hopper-v5 HalfCheetah-v5), seeds 1 and 2: all eight runs at once on the card
+#               (slow: see offpolicy-gpu; the rows are complete from CPU runs, so it trains nothing without FORCE)
 #               (device auto: CUDA, MuJoCo Warp with .whl/b, else the batch backend), capped like the rows above;
 #               a later call on the warm machine resumes each from its checkpoint
+#   offpolicy-update bench/micro/offpolicy_update.py --device cuda: SAC's and TD3's env step plus update at CleanRL's
+#               setting, a step's updates captured as one CUDA graph beside eager -> bench/results/gpu/offpolicy_update.md
+#   offpolicy-gpu sac and td3 with their MuJoCo task defaults (the 1M-step rows) on $OFFPOLICY_ENVS, seed 1, all at once
+#               on the card (one host thread each), capped: their speed eight at a time (the tenth lease: 78-99 env
+#               steps/s each, the processes time-slicing the GPU; one sac alone: 539) and the curves so far, in
+#               bench/runs/gpu-offpolicy (the archive); needs only MuJoCo: carry .whl/c (bench/gpu_wheels.sh)
 # LIST=1 prints the bench stages' commands (the runner's with --list) and runs nothing, installs nothing.
 set -u
 OUT=${OUT:-/tmp/gpu_out}
@@ -109,7 +116,7 @@ bench_stage() {  # stage, seconds
                 --device cuda --seconds ${SECONDS_PER_CELL:-3} --out bench/results/gpu/env.md" ;;
     profile) cmd="bench/micro/gpu_profile.py" ;;
     offpolicy) cmd="bench/run.py mujoco-offpolicy --only ${OFFPOLICY_ENVS:-Hopper-v5 HalfCheetah-v5} --jobs 8
-                     --max-seconds $((secs - 45)) ${LIST:+--list}" ;;
+                     --max-seconds $((secs - 45)) ${FORCE:+--force} ${LIST:+--list}" ;;
     # the runner stops the run 45 s before the cap (Ctrl-C) and keeps what it logged
     *) cmd="bench/run.py gpu --only $(row_of "$stage") --jobs 1 --max-seconds $((secs - 45)) ${FORCE:+--force} ${LIST:+--list}" ;;
   esac
@@ -123,7 +130,7 @@ bench_stage() {  # stage, seconds
 BENCH="env ppo-ant ppo-ant-eager ppo-ant-compile ppo-ant-16k ppo-humanoid ppo-humanoid-eager ppo-humanoid-16k
   ppo-ant-adaptive ppo-humanoid-adaptive rsl_rl
   rsl_rl-16k rsl_rl-humanoid rsl_rl-humanoid-16k cartpole profile td3-ant td3-ant-eager offpolicy"
-STAGES="cuda-core cuda-warp cuda-slow cuda-graphs minatar pqn-minatar pqn-pong $(echo $BENCH)"  # one line: a stage matches between spaces
+STAGES="cuda-core cuda-warp cuda-slow cuda-graphs minatar pqn-minatar pqn-pong offpolicy-update offpolicy-gpu $(echo $BENCH)"  # one line: a stage matches between spaces
 [ $# -gt 0 ] || { echo "usage: bash bench/gpu_lease.sh STAGE [STAGE ...]; stages: $STAGES" >&2; exit 2; }
 for stage in "$@"; do  # every stage checked before anything is installed or run
   [[ " $STAGES " == *" $stage "* ]] || { echo "unknown stage '$stage': use one of $STAGES" >&2; exit 2; }
@@ -153,6 +160,21 @@ for stage in "$@"; do
                --total-steps "${STEPS_pqn_pong:-2500000}" --eval-every 500000 --save-every 0 --quiet --no-plots \
                --out-dir bench/runs/gpu > "$OUT/pqn_pong.log" 2>&1
              echo "exit $?"; tail -n 5 "$OUT/pqn_pong.log" ;;
+    offpolicy-update) echo "== offpolicy-update (cap ${CAP_offpolicy_update:-240}s) $(date +%T)"
+             timeout -s INT "${CAP_offpolicy_update:-240}" $PY bench/micro/offpolicy_update.py --device cuda \
+               --repeats "${REPEATS:-1}" --algos ${ALGOS:-sac td3} > "$OUT/offpolicy_update.log" 2>&1
+             echo "exit $?"; tail -n 8 "$OUT/offpolicy_update.log" ;;
+    offpolicy-gpu) cap=${CAP_offpolicy_gpu:-240}; echo "== offpolicy-gpu (cap ${cap}s) $(date +%T)"
+             mkdir -p bench/runs/gpu-offpolicy
+             for env in ${OFFPOLICY_ENVS:-Hopper-v5 HalfCheetah-v5 Walker2d-v5 Ant-v5}; do
+               for algo in sac td3; do
+                 timeout -s INT "$cap" $PY "algos/$algo.py" --env "$env" --seed 1 --device cuda --mujoco-backend batch --threads 1 --quiet \
+                   --no-plots --out-dir "bench/runs/gpu-offpolicy/${env}__$algo" \
+                   > "bench/runs/gpu-offpolicy/${env}__$algo.log" 2>&1 &
+               done
+             done
+             wait; echo "exit $?"; tail -qn 2 bench/runs/gpu-offpolicy/*.log | cut -c1-200
+             for f in bench/runs/gpu-offpolicy/*/*/metrics.jsonl; do echo "$f: $(tail -n 1 "$f" | cut -c1-90)"; done ;;
     cuda-graphs) pytest_stage graphs "${CAP_graphs:-150}" -m cuda tests/test_graphs.py ${GRAPHS_K:+-k "$GRAPHS_K"} ;;
     *) v="CAP_${stage//-/_}"; bench_stage "$stage" "${!v:-300}" ;;
   esac
@@ -160,6 +182,6 @@ done
 [ -z "${LIST:-}" ] || exit 0
 # results and the runs' metrics come back as one archive (the reply brings at most 8 files)
 tar -czf "$OUT/gpu_results.tgz" bench/results/gpu $(ls -d bench/results/mujoco-offpolicy bench/runs/gpu/*/metrics.jsonl \
-  2>/dev/null) 2>/dev/null
+  bench/runs/gpu-offpolicy/*.log bench/runs/gpu-offpolicy/*/*/metrics.jsonl 2>/dev/null) 2>/dev/null
 # the gpu group's table rows (bench/results/gpu/gpu.md; the runs capped by a lease end at their last evaluation)
 $PY bench/run.py report gpu 2>&1 | grep -E "^\| (Ant|Humanoid|CartPole)" | cut -c1-400

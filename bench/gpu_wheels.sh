@@ -37,4 +37,8 @@ split -b "${A_PART_MB}M" -d "$tmp/warp.so.xz" "$tmp/warp.so.xz.part-"
 mv "$tmp/warp.so.xz.part-00" .whl/a/ && mv "$tmp/warp.so.xz.part-01" .whl/b/
 sha256sum < "$tmp/warp.so.xz" | cut -d' ' -f1 | tee .whl/a/warp.so.xz.sha256 > .whl/b/warp.so.xz.sha256
 rm -rf "$tmp"
-du -sh .whl/a .whl/b
+# .whl/c: what the host-MuJoCo stages (offpolicy-update, offpolicy-gpu) need, in one call without MuJoCo Warp
+rm -rf .whl/c && mkdir -p .whl/c
+for w in gymnasium farama_notifications tyro docstring_parser typeguard nvidia_ml_py; do cp .whl/a/"$w"-*.whl .whl/c/; done
+for w in mujoco- mujoco_core glfw pyopengl; do cp .whl/b/"$w"*.whl .whl/c/; done
+du -sh .whl/a .whl/b .whl/c

@@ -10,10 +10,12 @@ One env class, two physics backends behind it:
   device, slowly: that is how its code path is tested without a GPU). Its arrays are handed to torch
   zero-copy (`wp.to_torch`); resets are masked on the device; nothing leaves the GPU in `step`.
 
-`backend="auto"` picks `warp` on CUDA and `batch` otherwise. What each task computes is what
-gymnasium's `<Task>-v5` computes from the same `MjModel` (the XML files shipped with gymnasium): the
-same frame skip, observation layout, reward terms, healthy ranges, 1000-step time limit and reset
-noise. `tests/test_mujoco_parity.py` checks this against `gymnasium.make(id)` step by step.
+`backend="auto"` picks `warp` on CUDA where MuJoCo Warp is installed and `batch` otherwise (the
+evaluation's env, made with the defaults, so runs on a GPU without MuJoCo Warp). What each task
+computes is what gymnasium's `<Task>-v5` computes from the same `MjModel` (the XML files shipped
+with gymnasium): the same frame skip, observation layout, reward terms, healthy ranges, 1000-step
+time limit and reset noise. `tests/test_mujoco_parity.py` checks this against `gymnasium.make(id)`
+step by step.
 
 Ant and Humanoid observe `cfrc_ext` (external contact forces per body), which gymnasium computes
 with `mj_rnePostConstraint` after `mj_step`, i.e. at the RK4 integrator's last intermediate state.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib.util
 import math
 from pathlib import Path
 
@@ -411,7 +414,8 @@ class Locomotion(ActionChecks, gym.vector.VectorEnv):
                 f"unknown MuJoCo backend {backend!r}: choose one of {', '.join(BACKENDS)}"
             )
         if backend == "auto":
-            backend = "warp" if self.device.type == "cuda" else "batch"
+            has_warp = importlib.util.find_spec("mujoco_warp") is not None
+            backend = "warp" if self.device.type == "cuda" and has_warp else "batch"
         model = self._load_model(mujoco, backend)
         self.model = model
         self.dt = model.opt.timestep * self.frame_skip

@@ -3,6 +3,7 @@ beside CleanRL's `sac_continuous_action.py` and `td3_continuous_action.py`, and 
 matrix-product floor of the update's FLOPs.
 
     python bench/micro/offpolicy_update.py --cleanrl PATH   # PATH: a checkout of vwxyzjn/cleanrl
+    python bench/micro/offpolicy_update.py --device cuda    # ours on a GPU: captured beside eager
 
 Settings (both sides): Hopper-v5, one env, batch 256, 256x256 networks, one critic update per env
 step (SAC: an actor update per step, CleanRL's two every second step; TD3: an actor update every
@@ -12,6 +13,12 @@ past the same learning_starts at two budgets, the difference of their wall times
 steps (start-up and the random-action phase cancel), `--repeats` times a side, the sides
 alternating; medians, and the speed ratio's bootstrap interval. FLOPs: torch's `FlopCounterMode`
 over one of our updates; floor: those FLOPs at the rate of `torch.mm` on 256-wide products.
+
+On a GPU (`--device cuda`) the same steps of ours are timed with a step's updates captured as one
+CUDA graph (the default) and eager (`--no-capture`), the env on the host as on a CPU; CleanRL's
+side is left out (its files need SB3 and TensorBoard, which a lent machine lacks). There the
+update is bound by kernel launches, not FLOPs: the floor column is the FLOPs at `torch.mm`'s
+256-wide rate on the card, printed to show how far from FLOP-bound a step is.
 """
 
 from __future__ import annotations
@@ -32,7 +39,9 @@ from micro.timing import ROOT, alternating, machine, parser, publish, rate  # no
 from micro.timing import ratio, script, times, write  # noqa: E402
 
 VENV = ROOT / "bench" / ".venv-cleanrl"
-ENV, LEARNING_STARTS, BUDGETS = "Hopper-v5", 1000, (2000, 5000)
+ENV, LEARNING_STARTS = "Hopper-v5", 1000
+BUDGETS = {"cpu": (2000, 5000), "cuda": (2000, 8000)}  # env steps of the two timed runs
+OUT = {"cpu": "bench/results/offpolicy_update", "cuda": "bench/results/gpu/offpolicy_update"}
 
 
 def venv() -> Path:
@@ -49,16 +58,20 @@ def venv() -> Path:
     return py
 
 
-def per_step(algo: str, checkout: Path | None = None) -> float:
+def per_step(
+    algo: str, checkout: Path | None = None, device: str = "cpu", capture: bool = True
+) -> float:
     """Seconds per env step (with its update) past learning_starts, of ours or, given a `checkout`,
-    of CleanRL's: two budgets, differenced."""
+    of CleanRL's: two budgets, differenced. On CUDA, ours with its updates captured or eager."""
+    budgets = BUDGETS[device]
 
     def command(steps: int) -> list[str]:
         if checkout is None:
             flags = (
                 f"--env {ENV} --num-envs 1 --gradient-steps 1 --batch-size 256 --hidden 256 256 "
                 f"--learning-starts {LEARNING_STARTS} --total-steps {steps} --eval-every 0 "
-                "--save-every 0 --eval-episodes 1 --threads 1 --quiet --out-dir runs"
+                "--save-every 0 --eval-episodes 1 --threads 1 --quiet --out-dir runs "
+                f"--device {device} --mujoco-backend batch --{'' if capture else 'no-'}capture"
             )
             return [sys.executable, str(ROOT / "algos" / f"{algo}.py"), *flags.split()]
         script = checkout / "cleanrl" / f"{algo}_continuous_action.py"
@@ -69,12 +82,14 @@ def per_step(algo: str, checkout: Path | None = None) -> float:
     if checkout is not None:  # CleanRL's `cleanrl_utils`
         env["PYTHONPATH"] = str(checkout)
     walls = []
-    for steps in BUDGETS:
+    for steps in budgets:
         with tempfile.TemporaryDirectory() as cwd:
             t = time.perf_counter()
-            subprocess.run(command(steps), cwd=cwd, env=env, check=True, capture_output=True)
+            got = subprocess.run(command(steps), cwd=cwd, env=env, capture_output=True, text=True)
+            if got.returncode:
+                raise SystemExit(f"{' '.join(command(steps))} failed: {got.stderr[-600:]}")
             walls.append(time.perf_counter() - t)
-    return (walls[1] - walls[0]) / (BUDGETS[1] - BUDGETS[0])
+    return (walls[1] - walls[0]) / (budgets[1] - budgets[0])
 
 
 def update_flops(algo: str) -> int:
@@ -106,27 +121,35 @@ def update_flops(algo: str) -> int:
         return int(critic_flops + (count.get_total_flops() - critic_flops) / 2)
 
 
-def mm_rate(n: int = 256, seconds: float = 2.0) -> float:
-    """FLOP/s of `torch.mm` on n x n float32 products, one thread."""
+def mm_rate(n: int = 256, seconds: float = 2.0, device: str = "cpu") -> float:
+    """FLOP/s of `torch.mm` on n x n float32 products, one thread (a GPU: its kernels, queued)."""
     import torch
 
+    from micro.timing import synchronizer
+
     torch.set_num_threads(1)
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    return 2 * n**3 * rate(lambda: a @ b, seconds, warmup=20, chunk=50)
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    sync = synchronizer(device)
+    return 2 * n**3 * rate(lambda: a @ b, seconds, warmup=20, chunk=50, sync=sync)
 
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("--cleanrl", type=Path, required=True, help="a checkout of vwxyzjn/cleanrl")
+    p.add_argument("--cleanrl", type=Path, help="a checkout of vwxyzjn/cleanrl (on a CPU)")
     p.add_argument("--commit", help="the checkout's commit (default: git rev-parse HEAD there)")
+    p.add_argument("--device", choices=sorted(BUDGETS), default="cpu", help="cpu: beside CleanRL")
     p.add_argument("--repeats", type=int, default=3, help="measurements of each side, alternated")
-    out = "bench/results/offpolicy_update"
-    p.add_argument("--out", type=Path, default=out, help=f"{out}.md and .json by default")
+    p.add_argument("--algos", nargs="+", choices=("sac", "td3"), default=["sac", "td3"])
+    p.add_argument("--out", type=Path, help="X for X.md and X.json (default: " + OUT["cpu"] + ")")
     a = p.parse_args()
+    if a.device == "cuda":
+        return on_gpu(a.repeats, a.out or Path(OUT["cuda"]), a.algos)
+    if a.cleanrl is None:
+        raise SystemExit("--cleanrl PATH is needed on a CPU: a checkout of vwxyzjn/cleanrl")
     head = ["git", "-C", str(a.cleanrl), "rev-parse", "HEAD"]
     commit = a.commit or subprocess.run(head, capture_output=True, text=True).stdout.strip()
     mm, rows = mm_rate(), []
-    for algo in ("sac", "td3"):
+    for algo in a.algos:
         sides = dict(ours=partial(per_step, algo), cleanrl=partial(per_step, algo, a.cleanrl))
         got = alternating(a.repeats, **sides)
         ours_s, clean_s = float(np.median(got["ours"])), float(np.median(got["cleanrl"]))
@@ -152,8 +175,49 @@ def main() -> None:
             f"{1e3 * r['ours_s']:.2f} | {1e3 * r['cleanrl_s']:.2f} | {times(r['speedup'])} | "
             f"{r['floor_s'] / r['ours_s']:.0%} |"
         )
-    write(a.out.with_suffix(".json"), json.dumps(dict(mm_flops_per_s=mm, rows=rows), indent=1))
-    publish("\n".join(lines), a.out.with_suffix(".md"))
+    out = a.out or Path(OUT["cpu"])
+    write(out.with_suffix(".json"), json.dumps(dict(mm_flops_per_s=mm, rows=rows), indent=1))
+    publish("\n".join(lines), out.with_suffix(".md"))
+
+
+def on_gpu(repeats: int, out: Path, algos=("sac", "td3")) -> None:
+    """Ours on CUDA, a step's updates captured as one graph beside eager, alternated."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no GPU here; run it where one is")
+    mm, rows = mm_rate(device="cuda"), []
+    for algo in algos:
+        sides = dict(
+            captured=partial(per_step, algo, device="cuda"),
+            eager=partial(per_step, algo, device="cuda", capture=False),
+        )
+        got = alternating(repeats, **sides)
+        cap_s, eager_s = float(np.median(got["captured"])), float(np.median(got["eager"]))
+        flops = update_flops(algo)
+        rows.append(dict(algo=algo, flops=flops, floor_s=flops / mm, captured_s=cap_s,
+                         eager_s=eager_s, times=got))  # fmt: skip
+        print(rows[-1], flush=True)
+    lines = [
+        f"One GPU ({machine('cuda')}); `torch.mm` 256x256 there: {mm / 1e9:.0f} GFLOP/s; {ENV} "
+        "on the host, batch 256, 256x256 networks, UTD 1, one torch thread.",
+        "",
+        f"Medians of {repeats} measurements a side (alternated); each the difference of two runs' "
+        f"wall times over that of their steps ({BUDGETS['cuda'][0]:,} and "
+        f"{BUDGETS['cuda'][1]:,}).",
+        "",
+        "| algo | update MFLOP / step | floor ms | captured ms / step | eager ms / step "
+        "| captured steps/s | eager / captured |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['algo']} | {r['flops'] / 1e6:.0f} | {1e3 * r['floor_s']:.3f} | "
+            f"{1e3 * r['captured_s']:.2f} | {1e3 * r['eager_s']:.2f} | "
+            f"{1 / r['captured_s']:,.0f} | {r['eager_s'] / r['captured_s']:.2f}x |"
+        )
+    write(out.with_suffix(".json"), json.dumps(dict(mm_flops_per_s=mm, rows=rows), indent=1))
+    publish("\n".join(lines), out.with_suffix(".md"))
 
 
 if __name__ == "__main__":
