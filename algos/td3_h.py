@@ -23,6 +23,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -200,8 +201,7 @@ def main(args: Args) -> dict:
     critic_t = Critic(obs_dim, act_dim, args.hidden).to(device)
     actor_t.load_state_dict(actor.state_dict())
     critic_t.load_state_dict(critic.state_dict())
-    steady = args.gradient_steps % args.policy_delay == 0 and not args.per  # see learn()
-    capture = args.capture and steady and not args.compile
+    capture = args.capture and not (args.per or args.compile)  # see learn()
     # compiled on CUDA (graphs): Adam's step counter on the device; CPU: one fused kernel
     capturable = (args.compile or capture) and device.type == "cuda"
     adam_kw = dict(capturable=True) if capturable else dict(fused=device.type == "cpu")
@@ -244,17 +244,18 @@ def main(args: Args) -> dict:
     def metrics():
         return dict(h_term_time_share=h_time / max(loop_time, 1e-9))
 
-    def learn():
-        """The `gradient_steps` updates of one vectorized step. The actor and the targets follow
-        every `policy_delay`-th critic update.
+    def learn(start: int):
+        """The `gradient_steps` updates of one vectorized step, `start` updates into the actor's
+        cycle: the actor and the targets follow every `policy_delay`-th critic update.
 
         On CUDA (`--capture`, the default) they are one CUDA graph, recorded once and replayed
         each step (common/graphs.py): they read and write fixed tensors in place (the buffer and
         its fill, parameters, capturable Adams' moments, the meter's sums, the guard's flag) and
-        never wait for the host. The graph replays the same updates each call, so it is left
-        eager where they differ from call to call: prioritized replay (its beta moves), an
-        actor's turn that moves (`gradient_steps` not a multiple of `policy_delay`), and
-        `--compile` (its own graphs)."""
+        never wait for the host. A graph replays the same updates each call: where the actor's
+        turns move from step to step (`gradient_steps` not a multiple of `policy_delay`: UTD 1
+        and a delay of 2 gives the actor every other step) there is a graph for each `start`;
+        it is left eager where the updates differ from call to call: prioritized replay (its
+        beta moves) and `--compile` (its own graphs)."""
         for k in range(1, args.gradient_steps + 1):
             b = rb.sample(args.batch_size, beta=beta)
             smoothing = args.target_noise, args.noise_clip
@@ -266,7 +267,7 @@ def main(args: Args) -> dict:
             critic_step()
             guard.watch_params("parameters", critic)  # before the actor loss reads it
             rb.update_priorities(b["indices"], td_abs)
-            if (run.updates + k) % args.policy_delay == 0:  # delayed actor and target updates
+            if (start + k) % args.policy_delay == 0:  # delayed actor and target updates
                 a_loss = a_loss_fn(actor, critic, b)
                 meter.add(actor_loss=a_loss)
                 guard.watch("actor loss", a_loss)
@@ -278,7 +279,11 @@ def main(args: Args) -> dict:
                         p_t.lerp_(p, args.tau)
             guard.watch_params("parameters", actor)  # the critic: checked after its step
 
-    update = run.capture(learn, [rb, guard, meter, actor_opt, critic_opt], enabled=capture)
+    written = [rb, guard, meter, actor_opt, critic_opt]
+    updates = [  # one per place in the actor's cycle a step can start at (see learn())
+        run.capture(partial(learn, start), written, enabled=capture)
+        for start in range(args.policy_delay)
+    ]
     for iteration in run.iterations(num_iterations, N, metrics, args.learning_starts):
         t_iter = time.perf_counter()
         # ---- explore: mu(s) + Gaussian noise, uniform actions before learning_starts -------------
@@ -298,7 +303,7 @@ def main(args: Args) -> dict:
         # ---- learn -------------------------------------------------------------------------------
         if step >= args.learning_starts:
             beta = args.per_beta + (1.0 - args.per_beta) * min(1.0, step / args.total_steps)
-            update()
+            updates[run.updates % args.policy_delay]()
             run.updates += args.gradient_steps
             guard.check(step)
 

@@ -184,19 +184,37 @@ def test_the_off_policy_updates_pass_the_capture_check(name, monkeypatch, tmp_pa
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.parametrize("name", ["td3", "td3_h", "fast_td3"])
+@pytest.mark.parametrize("gradient_steps", [1, 3])
+def test_an_actor_turn_that_moves_is_a_graph_for_each_place_in_the_cycle(
+    name, gradient_steps, monkeypatch, tmp_path
+):
+    """Updates per step not a multiple of the policy delay (UTD 1, a delay of 2: the actor every
+    other step): one graph for each place in the actor's cycle a step can start at, each checked
+    and replayed, with the eager run's result."""
+    algo = importlib.import_module(f"algos.{name}")
+    flags = dict(TD3, gradient_steps=gradient_steps, policy_delay=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        made, out = _ppo_run(monkeypatch, tmp_path / "simulated", True, algo=algo, **flags)
+    simulated = checkpoint_params(out["checkpoint"])
+    # 10 learning steps, the cycle's start alternating: each graph's eager call, check, 3 replays
+    assert [(c.why_eager, c.replays) for c in made] == [(None, 3), (None, 3)]
+    _, out = _ppo_run(monkeypatch, tmp_path / "eager", False, algo=algo, **flags)
+    eager = checkpoint_params(out["checkpoint"])
+    assert all(torch.equal(simulated[k], eager[k]) for k in simulated)
+
+
 @pytest.mark.parametrize(
     "name,flags",
     [
         ("fast_td3", dict(per=True)),
-        ("fast_td3", dict(gradient_steps=3)),
-        ("td3", dict(gradient_steps=3)),
         ("sac", dict(per=True)),
         ("ddpg", dict(capture=False)),
     ],
 )
 def test_updates_that_differ_between_calls_stay_eager(name, flags, monkeypatch, tmp_path):
-    """Prioritized replay (its beta moves each step) and an update count that is not a multiple
-    of the policy delay (the actor's turn moves) are not captured; nor is anything with
+    """Prioritized replay (its beta moves each step) is not captured; nor is anything with
     --no-capture."""
     algo = importlib.import_module(f"algos.{name}")
     made, out = _ppo_run(monkeypatch, tmp_path, True, algo=algo, **TD3, **flags)

@@ -21,6 +21,7 @@ stack.
 from __future__ import annotations
 
 import collections
+import functools
 import importlib
 import inspect
 import sys
@@ -98,7 +99,8 @@ class Replayed(Captured):
 
 
 def code(fn):
-    return inspect.unwrap(fn).__code__  # `fn`'s own, under its decorators (theirs is shared)
+    """`fn`'s own code, under its decorators (theirs is shared) and a `partial`'s arguments."""
+    return inspect.unwrap(fn.func if isinstance(fn, functools.partial) else fn).__code__
 
 
 def counted_run(algo, num_envs: int, counted: range, phases: dict, updates=False, **fields):
