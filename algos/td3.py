@@ -92,11 +92,13 @@ TASK_DEFAULTS = {
     **{t: dict(num_envs=1, gradient_steps=1, learning_starts=25_000, actor_lr=3e-4,
                critic_lr=3e-4, total_steps=1_000_000, eval_every=20_000, save_every=50_000)
        for t in ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5")},
-    # Box2D: RL Zoo's settings
+    # Box2D: RL Zoo's settings; LunarLander with the seeds' gamma 0.99 (RL Zoo: 0.98,
+    # whose lander hovered; held-out seeds in bench/NOTES.md)
     **{t: dict(num_envs=1, gradient_steps=1, learning_starts=10_000, actor_lr=1e-3, critic_lr=1e-3,
-               gamma=0.98, buffer_size=200_000, hidden=(400, 300), total_steps=n,
+               gamma=g, buffer_size=200_000, hidden=(400, 300), total_steps=n,
                eval_every=10_000, save_every=50_000)
-       for t, n in (("LunarLanderContinuous-v3", 300_000), ("BipedalWalker-v3", 1_000_000))},
+       for t, n, g in (("LunarLanderContinuous-v3", 300_000, 0.99),
+                       ("BipedalWalker-v3", 1_000_000, 0.98))},
 }
 # fmt: on
 default_args = task_defaults(Args, TASK_DEFAULTS)
