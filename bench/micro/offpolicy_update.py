@@ -38,6 +38,8 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[n]) for n in (2, 1)]  # the
 from micro.timing import ROOT, alternating, machine, parser, publish, rate  # noqa: E402
 from micro.timing import ratio, script, times, write  # noqa: E402
 
+from common.errors import UserError  # noqa: E402
+
 VENV = ROOT / "bench" / ".venv-cleanrl"
 ENV, LEARNING_STARTS = "Hopper-v5", 1000
 BUDGETS = {"cpu": (2000, 5000), "cuda": (2000, 8000)}  # env steps of the two timed runs
@@ -145,7 +147,7 @@ def main() -> None:
     if a.device == "cuda":
         return on_gpu(a.repeats, a.out or Path(OUT["cuda"]), a.algos)
     if a.cleanrl is None:
-        raise SystemExit("--cleanrl PATH is needed on a CPU: a checkout of vwxyzjn/cleanrl")
+        raise UserError("--cleanrl PATH is needed on a CPU: a checkout of vwxyzjn/cleanrl")
     head = ["git", "-C", str(a.cleanrl), "rev-parse", "HEAD"]
     commit = a.commit or subprocess.run(head, capture_output=True, text=True).stdout.strip()
     mm, rows = mm_rate(), []
@@ -185,7 +187,7 @@ def on_gpu(repeats: int, out: Path, algos=("sac", "td3")) -> None:
     import torch
 
     if not torch.cuda.is_available():
-        raise SystemExit("--device cuda: torch sees no GPU here; run it where one is")
+        raise UserError("no GPU: --device cuda, but torch sees no CUDA device here")
     mm, rows = mm_rate(device="cuda"), []
     for algo in algos:
         sides = dict(
