@@ -163,11 +163,14 @@ OFFPOLICY = [
 # (shared/REFERENCES.md): SAC 500k on both, TD3 300k LunarLander and 1M BipedalWalker, PPO 1M and
 # 5M. SAC's LunarLander row stops at 200k, 40% of its budget: 15-35 env steps/s at 400x300 on one
 # core of a shared 2-core host, and a run's checkpoint does not outlive a 3-hour session (sac.py's
-# row has no schedule: these are the 500k run's first 200k steps)
+# row has no schedule: these are the 500k run's first 200k steps). BipedalWalker's off-policy rows
+# (ours and SB3's) run alone on both cores: 500k-1M updates at 400x300 is ~2.8 h a run on a thread
+# beside another run, ~1.6 h on two threads (sac), so a run ends inside a 3-hour session
 BOX2D = [
     Row("box2d", algo, env, steps, 10_000 if steps <= 10**6 else 50_000, seeds=(1, 2),
         name=name, threshold=threshold, save_every=50_000,
-        against="" if name else f"sb3_{sb3}")
+        against="" if name else f"sb3_{sb3}",
+        threads=0 if env == "BipedalWalker-v3" and sb3 != "ppo" else 1)
     for env, threshold, budgets in (
         ("LunarLanderContinuous-v3", 200, dict(ppo_vec=10**6, sac=200_000, td3=300_000)),
         ("BipedalWalker-v3", 300, dict(ppo_vec=5 * 10**6, sac=500_000, td3=10**6)),

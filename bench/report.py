@@ -335,6 +335,18 @@ def _solve_ratio(row, mine: dict, theirs: dict) -> str:
     return f"{x:.1f}x [{lo:.1f}, {hi:.1f}] sooner ({seeds})"
 
 
+def threads_caption(entries: list[dict]) -> str:
+    """How many threads the seconds were taken on: one a run, every core, or which rows had every
+    core (a row with `threads=0` runs alone)."""
+    alone = list(dict.fromkeys(f"{e['row'].env} {e['row'].label}" for e in entries
+                               if e["row"].threads == 0))  # fmt: skip
+    if not alone:
+        return "one torch thread per run. "
+    if len(alone) == len({(e["row"].env, e["row"].label) for e in entries}):
+        return "every core of the machine per run. "
+    return f"one torch thread per run; every core, one run at a time: {', '.join(alone)}. "
+
+
 def report(group: str, results: Path = RESULTS) -> str:
     unfinished: list[str] = []
     entries = collect(group, results, unfinished)
@@ -367,11 +379,7 @@ def report(group: str, results: Path = RESULTS) -> str:
         f"{', '.join(map(str, seeds))} with its 95% stratified-bootstrap interval in brackets "
         f"(bench/stats.py). "
         + "Seconds: training seconds (the run's clock less its evaluations), "
-        + (
-            "every core of the machine per run. "
-            if all(e["row"].threads == 0 for e in entries)
-            else "one torch thread per run. "
-        )
+        + threads_caption(entries)
         + (
             "On gymnasium's env: the final policy on `gymnasium.make(env)`, 10 episodes from seed "
             f"{experiments.GYM_SEED}, IQM over seeds. "

@@ -66,7 +66,8 @@ def shown(row: Row, seed: int) -> str:
     """The run's command as a user types it (a peer's: with its venv's interpreter)."""
     name = row.peer or row.venv
     python = f"bench/.venv-{name}/bin/python" if name in VENVS else "python"
-    threads = f"OMP_NUM_THREADS={row.threads} " if row.threads > 1 else ""  # (0: every core)
+    n = "$(nproc)" if row.threads == 0 else row.threads  # (0: every core)
+    threads = f"OMP_NUM_THREADS={n} " if row.threads != 1 else ""
     if row.algo in CHECKOUTS:
         threads += f"{CHECKOUTS[row.algo][0]}=<checkout of {CHECKOUTS[row.algo][1]}> "
     return threads + " ".join(row.command(seed, "runs", python))

@@ -676,3 +676,20 @@ def test_population_row_runs_through_the_runner(tmp_path, monkeypatch):
     assert curve == sorted(curve)  # the best so far
     assert len(rows[-1]["gym_returns"]) == experiments.EVAL_EPISODES
     assert runner.complete(row, 1)
+
+
+def test_a_row_on_every_core_says_so_in_its_command_and_its_table():
+    """A row with `threads=0` (run alone on every core, as BipedalWalker's off-policy rows are)
+    shows the thread count a user must set to reproduce its seconds, and the table's caption names
+    it among rows of one thread each."""
+    row = functools.partial(experiments.Row, group="tiny", algo="sac", env="Pendulum-v1",
+                            steps=512, eval_every=256, seeds=(1,))  # fmt: skip
+    assert runner.shown(row(), 1).startswith("python algos/sac.py ")
+    assert runner.shown(row(threads=2), 1).startswith("OMP_NUM_THREADS=2 python ")
+    assert runner.shown(row(threads=0), 1).startswith("OMP_NUM_THREADS=$(nproc) python ")
+    one, every = {"row": row()}, {"row": row(threads=0, env="BipedalWalker-v3")}
+    assert report.threads_caption([one]) == "one torch thread per run. "
+    assert report.threads_caption([every]) == "every core of the machine per run. "
+    assert "every core, one run at a time: BipedalWalker-v3 sac." in report.threads_caption(
+        [one, every]
+    )
