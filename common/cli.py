@@ -29,7 +29,8 @@ class RunArgs:
     # by side then take a core each; a CNN run alone is faster with more) and torch's own on a GPU;
     # the CPU MuJoCo backend takes the number given, else the cores
     threads: int | Literal["auto"] = "auto"
-    # MuJoCo tasks: `auto` (MuJoCo Warp on CUDA, else the CPU batch), `batch` or `warp`
+    # MuJoCo tasks: `auto` (MuJoCo Warp on CUDA where it is installed, else the CPU batch), `batch`
+    # or `warp`
     mujoco_backend: str = "auto"
     total_steps: Count = 1_000_000  # total environment steps (summed over sub-envs)
     track: bool = False  # log to Weights & Biases (works with WANDB_MODE=offline)
