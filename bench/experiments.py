@@ -164,8 +164,8 @@ OFFPOLICY = [
 # 5M. SAC's LunarLander row stops at 200k, 40% of its budget: 15-35 env steps/s at 400x300 on one
 # core of a shared 2-core host, and a run's checkpoint does not outlive a 3-hour session (sac.py's
 # row has no schedule: these are the 500k run's first 200k steps). BipedalWalker's off-policy rows
-# (ours and SB3's) run alone on both cores: 500k-1M updates at 400x300 is ~2.8 h a run on a thread
-# beside another run, ~1.6 h on two threads (sac), so a run ends inside a 3-hour session
+# (ours and SB3's) run alone on both cores: sac's 500k updates at 400x300 take 2.5 h or more on
+# one thread, ~1.4 h on two (bench/NOTES.md#box2d-bipedalwalker), so a run ends inside a session
 BOX2D = [
     Row("box2d", algo, env, steps, 10_000 if steps <= 10**6 else 50_000, seeds=(1, 2),
         name=name, threshold=threshold, save_every=50_000,

@@ -114,13 +114,15 @@ def plot_env(env_id: str, entries: list[dict], path: Path) -> None:
     import numpy as np
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    mixed = len({e["row"].threads == 0 for e in entries}) > 1  # rows alone beside rows of a thread
     for i, ent in enumerate(entries):
         # the seeds of a row evaluate at the same steps (a run cut short: its common part)
         n = min(len(c) for c in ent["curves"].values())
         arr = np.array([c[:n] for c in ent["curves"].values()], dtype=float)  # [seeds, n, 3]
         steps, secs = arr[0, :, 0], arr[:, :, 1].mean(0)
         mid, lo, hi = np.array([iqm_ci(arr[:, j, 2]) for j in range(n)]).T
-        label = f"{ent['row'].label} ({arr.shape[0]} seeds)"
+        threads = ", every core" if mixed and ent["row"].threads == 0 else ""
+        label = f"{ent['row'].label} ({arr.shape[0]} seed{'s' * (arr.shape[0] > 1)}{threads})"
         for ax, x in ((axes[0], steps), (axes[1], secs)):
             ax.plot(x, mid, color=f"C{i}", marker="o", ms=3, label=label)
             ax.fill_between(x, lo, hi, color=f"C{i}", alpha=0.2)
@@ -128,7 +130,9 @@ def plot_env(env_id: str, entries: list[dict], path: Path) -> None:
     if max(spans) > 8 * min(spans):  # budgets 10x apart (on- and off-policy): a log axis
         axes[0].set_xscale("log")
     axes[0].set_xlabel("environment steps")
-    axes[1].set_xlabel("training seconds (1 torch thread a run)")
+    alone = [e["row"].threads == 0 for e in entries]
+    cpu = "every core" if all(alone) else "as labelled, else " * any(alone) + "1 torch thread a run"
+    axes[1].set_xlabel(f"training seconds ({cpu})")
     for ax in axes:
         ax.set_ylabel(f"eval return ({EVAL_EPISODES} det. episodes)")
         ax.grid(alpha=0.3)
