@@ -16,7 +16,7 @@ is the algorithm file's own command line, kept in `runs/commands.json` beside it
 machine it ran on. `--max-seconds S` stops each run with Ctrl-C after S seconds: its metrics so far
 are copied (not recorded as complete: the next call resumes it from its last checkpoint; a peer's
 adapter without checkpoints, any but `experiments.RESUMES`, starts again). A row on every core
-(`threads=0`) runs alone; a row with `device="cuda"` on a machine without CUDA stops the runner
+(`threads=0`) runs alone, after the rest; a row with `device="cuda"` on a machine without CUDA stops the runner
 before anything runs (exit 2).
 """
 
@@ -421,10 +421,16 @@ def main(argv=None) -> None:
                 f"{', ...' if len(need_gpu) > 3 else ''}); run them on a machine with CUDA, or "
                 f"`python bench/run.py report {a.group}` for the table of the saved metrics"
             )
-    jobs = 1 if any(r.threads == 0 for r, _ in todo) else max(1, a.jobs)  # every core: alone
-    print(f"group {a.group}: {len(todo)} runs to train, {jobs} at a time", flush=True)
-    with ThreadPoolExecutor(jobs) as pool:  # each run is its own process
-        list(pool.map(lambda rs: run_one(*rs, a.python, a.max_seconds), todo))
+    # a row on every core (threads=0) runs alone, after the others have run `--jobs` at a time
+    alone = [(r, s) for r, s in todo if r.threads == 0]
+    shared = [(r, s) for r, s in todo if r.threads != 0]
+    jobs = max(1, a.jobs)
+    print(f"group {a.group}: {len(todo)} runs to train, "
+          + (f"{len(shared)} {jobs} at a time, then {len(alone)} alone on every core"
+             if alone else f"{jobs} at a time"), flush=True)  # fmt: skip
+    for batch, n in ((shared, jobs), (alone, 1)):
+        with ThreadPoolExecutor(n) as pool:  # each run is its own process
+            list(pool.map(lambda rs: run_one(*rs, a.python, a.max_seconds), batch))
     import report
 
     report.report(a.group, RESULTS)

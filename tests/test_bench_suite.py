@@ -693,3 +693,33 @@ def test_a_row_on_every_core_says_so_in_its_command_and_its_table():
     assert "every core, one run at a time: BipedalWalker-v3 sac." in report.threads_caption(
         [one, every]
     )
+
+
+def test_rows_on_every_core_run_alone_after_the_others(monkeypatch):
+    """`--jobs 2` runs rows of a thread two at a time; a row with `threads=0` runs by itself once
+    they are done, so it has the machine to itself (its seconds are the row's)."""
+    import threading
+    import time
+
+    row = functools.partial(experiments.Row, group="tiny", env="Pendulum-v1", steps=512,
+                            eval_every=256, seeds=(1, 2))  # fmt: skip
+    rows = [row(algo="ppo_vec"), row(algo="sac", threads=0), row(algo="td3", threads=0)]
+    monkeypatch.setattr(experiments, "ROWS", experiments.ROWS + rows)
+    monkeypatch.setattr(runner, "complete", lambda r, s: False)
+    monkeypatch.setattr(report, "report", lambda *a, **k: "")
+    lock, running, log = threading.Lock(), [], []
+
+    def fake_run(r, seed, python, max_seconds=None):
+        with lock:
+            running.append(r.label)
+            log.append((r.label, tuple(running)))
+        time.sleep(0.2)
+        with lock:
+            running.remove(r.label)
+
+    monkeypatch.setattr(runner, "run_one", fake_run)
+    runner.main(["tiny", "--jobs", "2"])
+    assert [label for label, _ in log[:2]] == ["ppo_vec", "ppo_vec"]
+    assert log[1][1] == ("ppo_vec", "ppo_vec")  # the two seeds of a thread each, side by side
+    assert [label for label, _ in log[2:]] == ["sac", "td3", "sac", "td3"]
+    assert all(len(now) == 1 for _, now in log[2:])  # each alone
