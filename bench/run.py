@@ -16,8 +16,8 @@ is the algorithm file's own command line, kept in `runs/commands.json` beside it
 machine it ran on. `--max-seconds S` stops each run with Ctrl-C after S seconds: its metrics so far
 are copied (not recorded as complete: the next call resumes it from its last checkpoint; a peer's
 adapter without checkpoints, any but `experiments.RESUMES`, starts again). A row on every core
-(`threads=0`) runs alone, after the rest; a row with `device="cuda"` on a machine without CUDA stops the runner
-before anything runs (exit 2).
+(`threads=0`) runs alone, after the rest; a row with `device="cuda"` on a machine without CUDA
+stops the runner before anything runs (exit 2).
 """
 
 from __future__ import annotations
