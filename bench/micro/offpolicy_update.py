@@ -187,7 +187,7 @@ def on_gpu(repeats: int, out: Path, algos=("sac", "td3")) -> None:
     import torch
 
     if not torch.cuda.is_available():
-        raise UserError("no GPU: --device cuda, but torch sees no CUDA device here")
+        raise UserError("no GPU: torch sees no CUDA device; run --device cuda where there is one")
     mm, rows = mm_rate(device="cuda"), []
     for algo in algos:
         sides = dict(
