@@ -425,9 +425,9 @@ def main(argv=None) -> None:
     alone = [(r, s) for r, s in todo if r.threads == 0]
     shared = [(r, s) for r, s in todo if r.threads != 0]
     jobs = max(1, a.jobs)
-    print(f"group {a.group}: {len(todo)} runs to train, "
-          + (f"{len(shared)} {jobs} at a time, then {len(alone)} alone on every core"
-             if alone else f"{jobs} at a time"), flush=True)  # fmt: skip
+    then = f", then {len(alone)} alone on every core" if alone else ""
+    print(f"group {a.group}: {len(todo)} runs to train: {len(shared)} with {jobs} at a time{then}",
+          flush=True)
     for batch, n in ((shared, jobs), (alone, 1)):
         with ThreadPoolExecutor(n) as pool:  # each run is its own process
             list(pool.map(lambda rs: run_one(*rs, a.python, a.max_seconds), batch))
