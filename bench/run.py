@@ -426,8 +426,10 @@ def main(argv=None) -> None:
     shared = [(r, s) for r, s in todo if r.threads != 0]
     jobs = max(1, a.jobs)
     then = f", then {len(alone)} alone on every core" if alone else ""
-    print(f"group {a.group}: {len(todo)} runs to train: {len(shared)} with {jobs} at a time{then}",
-          flush=True)
+    print(
+        f"group {a.group}: {len(todo)} runs to train: {len(shared)} with {jobs} at a time{then}",
+        flush=True,
+    )
     for batch, n in ((shared, jobs), (alone, 1)):
         with ThreadPoolExecutor(n) as pool:  # each run is its own process
             list(pool.map(lambda rs: run_one(*rs, a.python, a.max_seconds), batch))
