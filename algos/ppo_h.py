@@ -113,7 +113,8 @@ TASK_DEFAULTS = {
                                      learning_rate=1e-3, norm_obs=True, norm_reward=True,
                                      total_steps=300_000),
     # Box2D (ppo_vec's rows): RL Zoo's settings (bench/experiments.py, group box2d), the rate
-    # annealed on BipedalWalker (bench/NOTES.md#box2d-bipedalwalker)
+    # annealed on BipedalWalker (bench/NOTES.md#box2d-bipedalwalker), whose store keeps 2,048 steps
+    # a sub-env: at the default 1,024 its 1,600-step episodes, the walks, are never selected
     "LunarLanderContinuous-v3": dict(num_envs=16, num_steps=1024, num_minibatches=256,
                                      update_epochs=4, learning_rate=3e-4, anneal_lr=False,
                                      gamma=0.999, gae_lambda=0.98, ent_coef=0.01,
@@ -121,7 +122,7 @@ TASK_DEFAULTS = {
     "BipedalWalker-v3": dict(num_envs=32, num_steps=2048, num_minibatches=1024, update_epochs=10,
                              learning_rate=3e-4, gamma=0.999, clip_coef=0.18,
                              norm_obs=True, norm_reward=True, total_steps=5_000_000,
-                             eval_every=65_536, save_every=262_144),
+                             eval_every=65_536, save_every=262_144, h_term_horizon=2048),
 }
 # fmt: on
 

@@ -178,6 +178,10 @@ BOX2D = [
     for ours, steps in budgets.items()
     for sb3 in [ours.replace("_vec", "")]
     for algo, name in ((ours, ""), (f"sb3:{sb3}", f"sb3_{sb3}"))
+] + [
+    # ppo_vec plus the H-term at ppo_vec's row, beside it (bench/NOTES.md#box2d-bipedalwalker)
+    Row("box2d", "ppo_h", "BipedalWalker-v3", 5 * 10**6, 50_000, seeds=(1, 2), threshold=300,
+        save_every=50_000, against="ppo_vec"),
 ]  # fmt: skip
 
 # SAC and TD3 at CleanRL's 1M-step MuJoCo setting (their task defaults), beside its figures

@@ -95,7 +95,8 @@ def per_step(
 
 
 def update_flops(algo: str) -> int:
-    """Matrix-product FLOPs of one env step's updates of ours (forward and backward)."""
+    """Matrix-product FLOPs of one env step's updates of ours (forward and backward), as the files
+    run them: the actor's backward stops at the actor's parameters (no critic weight gradients)."""
     import importlib
 
     import torch
@@ -114,12 +115,12 @@ def update_flops(algo: str) -> int:
         if algo == "sac":
             alpha = torch.ones(1)
             mod.critic_loss(actor, critic, critic_t, 0.99, b, alpha)[0].backward()
-            mod.actor_loss(actor, critic, b, alpha)[0].backward()
+            mod.actor_loss(actor, critic, b, alpha)[0].backward(inputs=list(actor.parameters()))
             return int(count.get_total_flops())
         # td3: the actor every second step, half its cost a step
         mod.critic_loss(actor_t, critic, critic_t, 0.99, b, 0.2, 0.5)[0].backward()
         critic_flops = count.get_total_flops()
-        mod.actor_loss(actor, critic, b).backward()
+        mod.actor_loss(actor, critic, b).backward(inputs=list(actor.parameters()))
         return int(critic_flops + (count.get_total_flops() - critic_flops) / 2)
 
 
