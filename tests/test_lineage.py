@@ -105,7 +105,7 @@ RESULTS = {
     "ppo_vec": ("MuJoCo", "Box2D", "SB3", "Atari", "JAX"),
     "a2c": ("held-out seeds",),
     "ppo_podracer": ("Pendulum sweep",),
-    "ppo_h": ("H-term", "held-out seeds"),
+    "ppo_h": ("H-term", "Box2D", "held-out seeds"),
     "ppo_rnn": ("held-out seeds",),
     "dqn": ("SB3", "MinAtar"),
     "double_dqn": ("held-out seeds",),
