@@ -83,7 +83,9 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     h_term_drop_rate: Unit = 0.125  # fraction of the stored episodes (lowest returns) left out
     h_term_batch: Count = 256  # windows per H-term update
     h_term_update_gap: Count = 4  # vectorized steps (of `gradient_steps` updates) between H-terms
-    h_term_horizon: int = 1024  # steps kept per sub-env (longer episodes are never selected)
+    # steps of history kept per sub-env; an episode longer than this is never ranked
+    # (0: the env's time limit, within 1,024 to 4,096)
+    h_term_horizon: Count0 = 0
     h_term_max_episodes: int = 4096  # episodes remembered in the store's table
     h_term_max_grad_norm: float = 1.0  # gradient-norm clip of the H-term step
 
@@ -123,8 +125,8 @@ def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.
         raise UserError(f"--buffer-size must hold one vectorized step ({args.num_envs})")
     if args.h_term_drop_rate >= 1.0:
         raise UserError(f"--h-term-drop-rate must be below 1, got {args.h_term_drop_rate}")
-    if args.h_term_horizon < args.h_term_k_step:
-        raise UserError("--h-term-horizon must be at least --h-term-k-step")
+    if 0 < args.h_term_horizon < args.h_term_k_step:
+        raise UserError("--h-term-horizon must be 0 (the time limit) or at least --h-term-k-step")
 
 
 class Actor(nn.Module):
@@ -225,7 +227,11 @@ def main(args: Args) -> dict:
     else:
         rb = ReplayBuffer(*rb_args)
     h_shapes = (obs, (act_dim,), torch.float32)  # the H-term's store of recent steps
-    store = TrajectoryStore(N, args.h_term_horizon, *h_shapes, args.h_term_max_episodes, device)
+    # an episode must fit the store whole to be ranked: by default it holds the env's time limit
+    # (a limit past 4,096 steps is a guard, as MinAtar's 10,000, more than an episode's length)
+    limit = getattr(env, "max_episode_steps", None) or 0
+    horizon = args.h_term_horizon or min(max(1024, limit), 4096)
+    store = TrajectoryStore(N, horizon, *h_shapes, args.h_term_max_episodes, device)
     # the deployable policy: normalizer, actor, action scaling (common/policy.py)
     policy = Policy.of(actor, net, env)
     # the state a checkpoint holds and a resumed run restores, named once

@@ -30,7 +30,7 @@ import torch
 import torch.nn as nn
 
 from common.buffers import TrajectoryStore
-from common.cli import Clip, Count, Layers, NonNeg, Rate, RunArgs, Unit, cli, rollout_shape
+from common.cli import Clip, Count, Count0, Layers, NonNeg, Rate, RunArgs, Unit, cli, rollout_shape
 from common.distributions import Categoricals, Normal
 from common import encoders
 from common.errors import UserError
@@ -83,7 +83,9 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     h_term_drop_rate: Unit = 0.125  # fraction of the stored episodes (lowest returns) left out
     h_term_batch: Count = 256  # windows per H-term update
     h_term_update_gap: Count = 1  # PPO iterations between H-term updates
-    h_term_horizon: Count = 1024  # steps kept per sub-env (longer episodes are never selected)
+    # steps of history kept per sub-env; an episode longer than this is never ranked
+    # (0: the env's time limit, within 1,024 to 4,096)
+    h_term_horizon: Count0 = 0
     h_term_max_episodes: Count = 4096  # episodes remembered in the store's table
 
 
@@ -149,8 +151,8 @@ def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.
         )
     if args.h_term_drop_rate == 1.0:
         raise UserError("--h-term-drop-rate must be below 1 (1 drops every episode)")
-    if args.h_term_horizon < args.h_term_k_step:
-        raise UserError(f"--h-term-horizon {args.h_term_horizon} is below --h-term-k-step")
+    if 0 < args.h_term_horizon < args.h_term_k_step:
+        raise UserError("--h-term-horizon must be 0 (the time limit) or at least --h-term-k-step")
     space = env.single_action_space
     if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)):
         raise UserError(f"{ALGO} takes Discrete, MultiDiscrete and Box actions, not {space}")
@@ -310,7 +312,11 @@ def main(args: Args) -> dict:
     store.update(Batch.zeros(T, rewards=f, dones=f, trunc=f))
 
     h_shapes = (next_obs, act_space.shape, dtype)  # the H-term's store of recent steps
-    h_store = TrajectoryStore(N, args.h_term_horizon, *h_shapes, args.h_term_max_episodes, device)
+    # an episode must fit the store whole to be ranked: by default it holds the env's time limit
+    # (a limit past 4,096 steps is a guard, as MinAtar's 10,000, more than an episode's length)
+    limit = getattr(env, "max_episode_steps", None) or 0
+    horizon = args.h_term_horizon or min(max(1024, limit), 4096)
+    h_store = TrajectoryStore(N, horizon, *h_shapes, args.h_term_max_episodes, device)
     h_time = loop_time = 0.0
 
     def opt_step():  # gradient clipping and the Adam step

@@ -87,8 +87,9 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     h_term_batch: Count = 256  # windows per H-term update
     # vectorized steps (each of `gradient_steps` updates) between H-term updates
     h_term_update_gap: Count = 4
-    # steps of history kept per sub-env (episodes longer than this are never selected)
-    h_term_horizon: Count = 1024
+    # steps of history kept per sub-env; an episode longer than this is never ranked
+    # (0: the env's time limit, within 1,024 to 4,096)
+    h_term_horizon: Count0 = 0
     h_term_max_episodes: Count = 4096  # episodes remembered in the store's table
     h_term_max_grad_norm: float = 1.0  # gradient-norm clip of the H-term step
 
@@ -129,8 +130,8 @@ def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.
         )
     if args.h_term_drop_rate == 1.0:
         raise UserError("--h-term-drop-rate must be below 1: it would drop every episode")
-    if args.h_term_horizon < args.h_term_k_step:
-        raise UserError("--h-term-horizon must be at least --h-term-k-step")
+    if 0 < args.h_term_horizon < args.h_term_k_step:
+        raise UserError("--h-term-horizon must be 0 (the time limit) or at least --h-term-k-step")
     if args.buffer_size < args.num_envs:
         raise UserError(f"--buffer-size must hold one vectorized step ({args.num_envs})")
 
@@ -270,7 +271,11 @@ def main(args: Args) -> dict:
         rb = PrioritizedReplayBuffer(*rb_args, alpha=args.per_alpha)
     else:
         rb = ReplayBuffer(*rb_args)
-    horizon, episodes = args.h_term_horizon, args.h_term_max_episodes
+    # an episode must fit the store whole to be ranked: by default it holds the env's time limit
+    # (a limit past 4,096 steps is a guard, as MinAtar's 10,000, more than an episode's length)
+    limit = getattr(env, "max_episode_steps", None) or 0
+    horizon = args.h_term_horizon or min(max(1024, limit), 4096)
+    episodes = args.h_term_max_episodes
     store = TrajectoryStore(N, horizon, obs, (act_dim,), torch.float32, episodes, device)
     # the deployable policy: normalizer, actor, action scaling (common/policy.py)
     policy = Policy.of(actor, net, env)

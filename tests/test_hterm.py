@@ -96,3 +96,31 @@ def test_store_forgets_overwritten_episodes_and_handles_empty():
     for t in range(2):  # two more steps overwrite the episode's first step in the 4-step ring
         s.add(torch.tensor([[9.0]]), torch.zeros(1), torch.ones(1), torch.tensor([False]))
     assert s.valid().sum().item() == 0
+
+
+class _Built(Exception):
+    pass
+
+
+@pytest.mark.parametrize("name", ["ppo_h", "ddpg_h", "td3_h", "sac_h"])
+@pytest.mark.parametrize(
+    "env_id, flag, horizon",
+    [("BipedalWalker-v3", 0, 1600), ("Pendulum-v1", 0, 1024), ("BipedalWalker-v3", 64, 64)],
+)
+def test_store_holds_a_whole_episode_by_default(name, env_id, flag, horizon, monkeypatch, tmp_path):
+    """An episode longer than the store is never ranked: by default the store holds the env's time
+    limit (BipedalWalker's 1,600 steps), at least 1,024; an explicit --h-term-horizon is kept."""
+    import importlib
+
+    module = importlib.import_module(f"algos.{name}")
+    built = []
+
+    def store(num_envs, h, *rest):
+        built.append(h)
+        raise _Built  # the store's size is all this test needs: stop before training
+
+    monkeypatch.setattr(module, "TrajectoryStore", store)
+    args = module.Args(env=env_id, num_envs=2, h_term_horizon=flag, out_dir=str(tmp_path))
+    with pytest.raises(_Built):
+        module.main(args)
+    assert built == [horizon]
