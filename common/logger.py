@@ -149,6 +149,7 @@ class Logger:
         # the clock starts once the writers are set up: that is set-up, not training
         self.t0 = time.perf_counter() - elapsed
         self._last = (time.perf_counter(), None)
+        self._rate = None  # the recent env steps a second that the ETA divides by
 
     @property
     def seconds(self) -> float:
@@ -167,6 +168,7 @@ class Logger:
     def restart_sps(self, step: int) -> None:
         """Start the next `sps` figure here, at env step `step`."""
         self._last = (time.perf_counter(), step)
+        self._rate = None
 
     def burn_in(self, step: int, learned: bool = True) -> None:
         """The one burn-in rule, called after every iteration (`learned`: it ran updates): `sps`
@@ -223,7 +225,14 @@ class Logger:
     def _print(self, row: dict) -> None:
         step = row["step"]
         frac = step / max(self.total_steps, 1)
-        eta = row["seconds"] * (1 - frac) / frac if frac > 0 else float("nan")
+        # the steps left at the recent rate (smoothed): an off-policy run's random warm-up steps
+        # thousands a second, so the run's mean rate would promise an end hours too soon
+        if math.isfinite(row["sps"]) and row["sps"] > 0:
+            self._rate = row["sps"] if self._rate is None else 0.8 * self._rate + 0.2 * row["sps"]
+        if self._rate:
+            eta = max(self.total_steps - step, 0) / self._rate
+        else:
+            eta = row["seconds"] * (1 - frac) / frac if frac > 0 else float("nan")
         parts = [
             f"[{self.algo} {self.env_id}] step {step:,}/{self.total_steps:,} ({100 * frac:.0f}%)"
         ]

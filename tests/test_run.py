@@ -150,6 +150,31 @@ def test_a_run_ends_with_a_line_naming_its_directory_and_last_evaluation(tmp_pat
             assert out[-1].endswith(f"run dir {tmp_path / str(quiet)}"), out
 
 
+def test_the_eta_follows_the_recent_rate_not_the_warm_up(tmp_path, capsys, monkeypatch):
+    """An off-policy run's random warm-up steps thousands a second, its learning tens: the ETA is
+    the steps left at the recent rate (here 7,000 at 50 a second), not at the run's mean rate
+    (0:49 here, hours too soon on a 500k-step run)."""
+    import common.logger as logger
+
+    clock = [0.0]
+    monkeypatch.setattr(logger.time, "perf_counter", lambda: clock[0])
+
+    class A:
+        env, plots = "BipedalWalker-v3", False
+
+    log = Logger(tmp_path, "sac", A(), total_steps=10_000)
+    clock[0] = 1.0
+    log.log(2_000)  # the warm-up: 2,000 random steps in a second
+    log.burn_in(2_000)
+    log.burn_in(2_000)  # two learning iterations: `sps` starts over
+    for k in (1, 2):
+        clock[0] = 1.0 + 10 * k
+        log.log(2_000 + 500 * k)  # learning: 50 steps a second
+    log.close()
+    last = capsys.readouterr().out.splitlines()[-2]
+    assert "50 sps" in last and last.endswith("ETA 2:20"), last
+
+
 def test_the_run_clock_starts_after_the_loggers_set_up(tmp_path, monkeypatch):
     """`seconds` (the training clock the peers benchmark reads) leaves out the logger's own set-up:
     a slow TensorBoard writer (its import and event file take ~0.1 s) is not training time; a
