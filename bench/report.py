@@ -465,7 +465,9 @@ def report(group: str, results: Path = RESULTS) -> str:
     lines += [f"- {src}: {SOURCES[src]}." for src in sorted(used)]
     if unfinished:
         lines.append(
-            f"- Not finished yet, left out (the next run resumes them): {', '.join(unfinished)}."
+            "- Not finished yet, left out (the row's next run resumes each from its checkpoint in "
+            "bench/runs, not in git: on another machine, or with the checkpoint gone, it starts "
+            f"again): {', '.join(unfinished)}."
         )
     lines += ["", "Curves (IQM over seeds, band its 95% bootstrap interval):", ""]
     for env_id in envs_in_order:

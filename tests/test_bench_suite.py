@@ -137,7 +137,7 @@ def test_report_against_a_peer_reads_gymnasium_finals_and_equal_training_time(
     text = report.report("fake2", tmp_path)
     theirs = next(line for line in text.splitlines() if line.startswith("| Ant-v5 | rsl_rl |"))
     assert "| 2500.0 [2500.0, 2500.0] | 2500.0 |" in theirs, theirs
-    assert "left out (the next run resumes them): Ant-v5__rsl_rl__s2 (100 of 200 steps)" in text
+    assert "it starts again): Ant-v5__rsl_rl__s2 (100 of 200 steps)" in text
 
 
 def test_the_whole_process_to_a_stable_solve_is_read_from_the_wall_clock(tmp_path):
