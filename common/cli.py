@@ -27,7 +27,8 @@ class RunArgs:
     device: str = "auto"  # `auto` (CUDA when present, else CPU), `cpu`, `cuda`, `cuda:N`
     # CPU threads: `auto` is OMP_NUM_THREADS when set, else one torch thread on a CPU run (runs side
     # by side then take a core each; a CNN run alone is faster with more) and torch's own on a GPU;
-    # the CPU MuJoCo backend takes the number given, else the cores
+    # the CPU MuJoCo backend takes the number given, else the cores, and host (gymnasium) sub-envs
+    # run in worker processes from 4 of those, in-process below
     threads: int | Literal["auto"] = "auto"
     # MuJoCo tasks: `auto` (MuJoCo Warp on CUDA where it is installed, else the CPU batch), `batch`
     # or `warp`

@@ -12,10 +12,15 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from common.device import canonical
+from common.device import canonical, simulator_threads
 from common.errors import MissingPackage, UserError
 from common.vec_env import NormalTensors
 from envs.base import check_actions
+
+
+# host sub-envs run in worker processes (`async`) from 8 sub-envs when the run has this many
+# simulator threads (`--threads`, else the cores: common.device.simulator_threads), else in-process
+ASYNC_MIN_THREADS = 4
 
 
 class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
@@ -32,7 +37,11 @@ class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
         **env_kwargs,
     ):
         if vectorization_mode is None:
-            vectorization_mode = "async" if num_envs >= 8 else "sync"
+            # a worker process per sub-env only where there are cores to run them: each step
+            # is a pipe round trip a sub-env, which on a few cores costs more than a Box2D step
+            # (bench/NOTES.md#host-sub-envs-in-process-or-in-workers); the trajectories are the same
+            async_ = num_envs >= 8 and simulator_threads() >= ASYNC_MIN_THREADS
+            vectorization_mode = "async" if async_ else "sync"
         if vectorization_mode not in ("sync", "async"):
             raise UserError(
                 f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}"

@@ -89,6 +89,19 @@ def test_async_fallback_matches_sync():
     a_env.close()
 
 
+@pytest.mark.parametrize("threads, n, mode", [(2, 32, "sync"), (4, 32, "async"), (4, 4, "sync")])
+def test_host_sub_envs_in_workers_only_with_cores_for_them(monkeypatch, threads, n, mode):
+    # a worker process a sub-env costs a pipe round trip a step: in-process on a run of a few
+    # threads (a 2-core host, or runs side by side at one thread each), workers from 4
+    import envs.gym_adapter as adapter
+
+    monkeypatch.setattr(adapter, "simulator_threads", lambda: threads)
+    env = envs.make("CartPole-v0", num_envs=n, seed=0)
+    kind = gym.vector.AsyncVectorEnv if mode == "async" else gym.vector.SyncVectorEnv
+    assert isinstance(env.env, kind), type(env.env)
+    env.close()
+
+
 # ---- bad input -----------------------------------------------------------------------------------
 def test_unknown_id_suggests():
     with pytest.raises(ValueError, match="unknown env id 'CartPol-v1'.*Did you mean 'CartPole-v1'"):
