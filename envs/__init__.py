@@ -163,7 +163,8 @@ def make(
     """Make a vectorized env with torch tensors on `device` (see `common/vec_env.py`).
 
     `vectorization_mode` ("sync" / "async") picks how gymnasium ids run their host sub-envs
-    (default: async from 8 envs); torch-native envs ignore it. MuJoCo tasks take
+    (default: async from 8 envs when the run has 4+ simulator threads, `envs.gym_adapter`);
+    torch-native envs ignore it. MuJoCo tasks take
     `backend` ("auto" | "batch" | "warp") and `nthread` (CPU threads of the batch backend).
     Multi-agent MPE tasks take their mpe2 options (`continuous_actions`, `max_cycles`, `N`,
     `local_ratio`, `num_good`, ...) and return a `MultiAgentTorchVecEnv`.
