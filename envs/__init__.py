@@ -263,7 +263,9 @@ def _make(env_id: str, num_envs: int, device, seed, **kwargs):
             | set(CUSTOM)
             | {k for k in gym.registry if not k.startswith(("phys2d/", "tabular/"))}
         )
-        close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.5)
+        from envs.gym_adapter import newest_versions
+
+        close = difflib.get_close_matches(env_id, newest_versions(known), n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise UserError(
             f"unknown env id {env_id!r}.{hint} Torch-native ids: {', '.join(sorted(NATIVE))}; "

@@ -23,6 +23,20 @@ from envs.base import check_actions
 ASYNC_MIN_THREADS = 4
 
 
+def _name_version(env_id: str) -> tuple[str, int]:
+    name, sep, v = env_id.rpartition("-v")
+    return (name, int(v)) if sep and v.isdigit() else (env_id, -1)
+
+
+def newest_versions(ids) -> list[str]:
+    """`ids` less those with a newer version listed (`Walker2d-v3` where `Walker2d-v5` is): old
+    versions are gymnasium's registrations for simulators this install may not have (mujoco-py)."""
+    newest: dict[str, int] = {}
+    for name, v in map(_name_version, ids):
+        newest[name] = max(newest.get(name, -1), v)
+    return [i for i in ids if _name_version(i)[1] == newest[_name_version(i)[0]]]
+
+
 class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
@@ -58,6 +72,14 @@ class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
         # gymnasium's extras (box2d, atari, ...): the user's to add
         except gym.error.DependencyNotInstalled as e:
             raise MissingPackage(f"{env_id} needs a package that is not installed: {e}") from None
+        # an old id whose simulator gymnasium no longer ships (MuJoCo's -v2/-v3: mujoco-py)
+        except ImportError as e:
+            name = _name_version(env_id)[0]
+            newer = [i for i in newest_versions(gym.registry) if _name_version(i)[0] == name]
+            use = f"; use {newer[0]}" if newer and newer[0] != env_id else ""
+            raise MissingPackage(
+                f"{env_id} cannot be made on this install: {str(e).rstrip('.')}{use}"
+            ) from None
         self.num_envs = num_envs
         self.device = canonical(device)
         self.dtype = dtype

@@ -108,6 +108,18 @@ def test_unknown_id_suggests():
         envs.make("CartPol-v1")
 
 
+def test_unknown_id_suggests_the_newest_version():
+    # gymnasium still registers Walker2d-v2/-v3, which need mujoco-py: not offered
+    with pytest.raises(ValueError, match=r"Did you mean 'Walker2d-v5'[^?]*\?") as e:
+        envs.make("Walker-v5")
+    assert "Walker2d-v3" not in str(e.value) and "Walker2d-v4" not in str(e.value)
+
+
+def test_an_id_whose_simulator_is_gone_names_the_newer_one():
+    with pytest.raises(ValueError, match="HalfCheetah-v2 cannot be made.*; use HalfCheetah-v5$"):
+        envs.make("HalfCheetah-v2")
+
+
 @pytest.mark.parametrize("n", [0, -3, 2.5, True])
 def test_bad_num_envs(n):
     with pytest.raises(ValueError, match="num_envs must be a positive integer"):
