@@ -179,9 +179,10 @@ BOX2D = [
     for sb3 in [ours.replace("_vec", "")]
     for algo, name in ((ours, ""), (f"sb3:{sb3}", f"sb3_{sb3}"))
 ] + [
-    # ppo_vec plus the H-term at ppo_vec's row, beside it (bench/NOTES.md#box2d-bipedalwalker)
-    Row("box2d", "ppo_h", "BipedalWalker-v3", 5 * 10**6, 50_000, seeds=(1, 2), threshold=300,
-        save_every=50_000, against="ppo_vec"),
+    # ppo_vec plus the H-term, and ppo_vec with a Beta policy, at ppo_vec's row, beside it
+    # (bench/NOTES.md#box2d-bipedalwalker)
+    *(Row("box2d", algo, "BipedalWalker-v3", 5 * 10**6, 50_000, seeds=(1, 2), threshold=300,
+          save_every=50_000, against="ppo_vec") for algo in ("ppo_h", "ppo_beta")),
 ]  # fmt: skip
 
 # SAC and TD3 at CleanRL's 1M-step MuJoCo setting (their task defaults), beside its figures

@@ -24,7 +24,7 @@ import torch
 
 import envs
 from common.graphs import Captured, check
-from conftest import ROOT, checkpoint_params
+from conftest import ALGO_FILES, ROOT, checkpoint_params, declaration
 
 ppo = pytest.importorskip("algos.ppo_vec")
 HAVE_WARP = importlib.util.find_spec("mujoco_warp") is not None
@@ -139,7 +139,7 @@ def test_the_ppo_iteration_passes_the_capture_check(case, monkeypatch, tmp_path)
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-@pytest.mark.parametrize("name", ["a2c", "ppo_rnn", "ppo_podracer", "ppo_h"])
+@pytest.mark.parametrize("name", [n for n in ALGO_FILES if declaration(n) == ("ppo_vec", "PPO")])
 def test_the_rest_of_the_ppo_family_passes_the_check(name, monkeypatch, tmp_path):
     """The same iteration in every PPO file (ppo_h's H-term store included: its write position is a
     device counter)."""

@@ -152,6 +152,7 @@ CASES = {
     "ppo_vec-adaptive-lr": ("Pendulum-v1", dict(ON_POLICY, lr_schedule="adaptive"), 32),
     "a2c": ("CartPole-v1", dict(num_envs=4, num_steps=8, hidden=(16,)), 32),
     "ppo_h": ("Pendulum-v1", ON_POLICY, 32),
+    "ppo_beta": ("Pendulum-v1", ON_POLICY, 32),  # the Beta draws and log-densities
     "ppo_rnn": ("CartPole-v1", dict(ON_POLICY, rnn_hidden=8), 32),
     "dqn": ("CartPole-v1", dict(OFF_POLICY, target_every=2), 2),
     "dqn-per": ("CartPole-v1", dict(OFF_POLICY, target_every=2, per=True), 2),

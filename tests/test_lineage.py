@@ -106,6 +106,7 @@ RESULTS = {
     "a2c": ("held-out seeds",),
     "ppo_podracer": ("Pendulum sweep",),
     "ppo_h": ("H-term", "Box2D", "held-out seeds"),
+    "ppo_beta": ("Box2D",),
     "ppo_rnn": ("held-out seeds",),
     "dqn": ("SB3", "MinAtar"),
     "double_dqn": ("held-out seeds",),

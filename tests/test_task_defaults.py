@@ -188,7 +188,8 @@ def test_an_atari_id_without_a_row_points_to_the_papers_flags(capsys):
 
 # The published settings (MuJoCo v5 at CleanRL's 1M-step setting, Box2D at RL Zoo's) are a family's
 # rows: a variant runs its parent's, unless it runs its own paper's (`OWN_ROWS`, with why). A field
-# the parent lacks may join the row (ppo_h's H-term store sized to BipedalWalker's episodes).
+# the parent lacks may join the row (ppo_h's H-term store sized to BipedalWalker's episodes), and
+# one the variant lacks leaves it (ppo_vec's Gaussian initial std, where ppo_beta has a Beta).
 PUBLISHED = {"Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"} | {
     "LunarLanderContinuous-v3",
     "BipedalWalker-v3",
@@ -208,11 +209,12 @@ def test_a_variant_runs_its_parents_published_rows(name):
     if mod.PARENT is None:
         return
     parent_mod = importlib.import_module(f"algos.{mod.PARENT}")
-    parent, shared = parent_mod.TASK_DEFAULTS, {f.name for f in dataclasses.fields(parent_mod.Args)}
-    for env_id in sorted(PUBLISHED & set(parent)):
-        row = mod.TASK_DEFAULTS.get(env_id)
-        row = row if row is None else {k: v for k, v in row.items() if k in shared}
-        assert row == parent[env_id], (
+    fields = [{f.name for f in dataclasses.fields(m.Args)} for m in (parent_mod, mod)]
+    shared = set.intersection(*fields)
+    for env_id in sorted(PUBLISHED & set(parent_mod.TASK_DEFAULTS)):
+        row, parent = mod.TASK_DEFAULTS.get(env_id), parent_mod.TASK_DEFAULTS[env_id]
+        row, parent = ({k: v for k, v in r.items() if k in shared} for r in (row or {}, parent))
+        assert row == parent, (
             f"algos/{name}.py: its {env_id} row is not {mod.PARENT}'s (copy the parent's row, or "
             f"name the file in OWN_ROWS with the paper it follows)"
         )
