@@ -2,8 +2,8 @@
 
 `algos/ppo_vec.py` with the Beta policy of Chou, Maturana and Scherer (2017, "Improving Stochastic
 Policy Gradients in Continuous Control with Deep Reinforcement Learning using the Beta
-Distribution", ICML): each action dimension is Beta(alpha, beta) on [0, 1], mapped to the actions'
-[-1, 1], with alpha, beta = softplus(actor output) + 1 (a unimodal density) read from the state.
+Distribution", ICML): each action dimension is Beta(alpha, beta) on [0, 1], mapped to the action
+range, with alpha, beta = softplus(actor output) + 1 (a unimodal density) read from the state.
 A Gaussian's support is unbounded: the mass past a bound all acts as the bound, so the policy's
 log-likelihood and the action the env takes disagree there, and a mean pushed past the bound costs
 nothing in the likelihood; the Beta's support is the action range. Deterministic action: the mean.

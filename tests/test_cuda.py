@@ -205,6 +205,11 @@ LOOPS = {
             norm_reward=True,
         ),
     ),
+    # the Beta policy's draws (torch's Dirichlet sampler) inside the captured iteration
+    "ppo_beta-pendulum": (
+        "ppo_beta",
+        dict(env="Pendulum-v1", num_envs=64, num_steps=8, num_minibatches=2, update_epochs=2),
+    ),
     "ppo_vec-ant-warp": (
         "ppo_vec",
         dict(
