@@ -4,9 +4,10 @@
 Policy Gradients in Continuous Control with Deep Reinforcement Learning using the Beta
 Distribution", ICML): each action dimension is Beta(alpha, beta) on [0, 1], mapped to the action
 range, with alpha, beta = softplus(actor output) + 1 (a unimodal density) read from the state.
-A Gaussian's support is unbounded: the mass past a bound all acts as the bound, so the policy's
-log-likelihood and the action the env takes disagree there, and a mean pushed past the bound costs
-nothing in the likelihood; the Beta's support is the action range. Deterministic action: the mean.
+A Gaussian's support is unbounded: every draw past a bound acts as the bound, so the gradient
+follows the likelihood of an action the env never took (a bias, the paper's argument), and a mean
+pushed past a bound gets no signal from the return to come back; the Beta's support is the action
+range. Deterministic action: the mean.
 Discrete actions are ppo_vec's categoricals.
 
     python algos/ppo_beta.py --env BipedalWalker-v3    # its TASK_DEFAULTS row
@@ -74,7 +75,7 @@ class Args(RunArgs):  # the run header (env, seed, device, logging, checkpoints)
     norm_obs: bool = False  # normalize observations with running statistics
     norm_reward: bool = False  # scale rewards by the running std of the discounted return
     # initial alpha = beta of every action dimension (> 1; near 1: near uniform over the range,
-    # the exploration that found BipedalWalker's gait, bench/NOTES.md#box2d-bipedalwalker)
+    # the start with which a probe found BipedalWalker's gait, bench/NOTES.md#box2d-bipedalwalker)
     init_concentration: float = 1.13
 
 
@@ -91,7 +92,8 @@ MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, num_minibatches=4, update_ep
 MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, total_steps=5_000_000, eval_every=250_000,
                            save_every=1_000_000)
 # Per-task rows over those (`--env X --help` lists them): ppo_vec's less its Gaussian's initial
-# std; classic control's from bench/sweep.py (bench/NOTES.md#defaults-the-evidence)
+# std (MuJoCo with this policy is untried); classic control's from bench/sweep.py
+# (bench/NOTES.md#defaults-the-evidence)
 TASK_DEFAULTS = {
     # Hopper: a fall's cost reaches a short rollout only through the critic's value at its cut;
     # a larger value loss lets 256 envs' rollouts learn, and twice the rate steadies every N
@@ -150,9 +152,9 @@ def check_args(args: Args, env) -> None:  # (each field's own range: common.cli.
     space = env.single_action_space
     if not isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)):
         raise UserError(f"{ALGO} takes Discrete, MultiDiscrete and Box actions, not {space}")
-    if args.init_concentration <= 1:
+    if not 1 < args.init_concentration < 1e6:
         raise UserError(
-            f"--init-concentration must be > 1 (softplus + 1 is never 1), got "
+            f"--init-concentration must be in (1, 1e6) (alpha, beta = softplus + 1), got "
             f"{args.init_concentration}; 1.01 is near uniform over the action range"
         )
 
@@ -215,7 +217,8 @@ class Agent(nn.Module):
         self.critic = mlp([critic_dim or width, *hidden, 1], out_std=1.0)
         self.actor = mlp([width, *hidden, out], out_std=0.01)
         if not self.discrete:  # alpha = beta = init_concentration: softplus(bias) + 1
-            nn.init.constant_(self.actor[-1].bias, math.log(math.expm1(init_concentration - 1)))
+            y = init_concentration - 1  # softplus's inverse, written so that a large y stays finite
+            nn.init.constant_(self.actor[-1].bias, y + math.log(-math.expm1(-y)))
 
     def encode(self, obs: dict) -> dict:
         """The groups as the heads read them: an image `policy` group as its conv features."""

@@ -286,6 +286,19 @@ _SMALL_AC_H = {
 # file (algos/<name>.py) -> tiny CPU Args settings with a checkpoint before the end, for the fault,
 # resume and export tests; a file not named here takes its parent's (`small_settings`)
 _OWN_SMALL = {
+    # the Beta policy (continuous actions; its parent's settings would run its categoricals)
+    "ppo_beta": dict(
+        env="Pendulum-v1",
+        num_envs=8,
+        num_steps=8,
+        num_minibatches=2,
+        total_steps=8 * 8 * 6,
+        eval_every=0,
+        save_every=8 * 8 * 2,
+        eval_episodes=2,
+        quiet=True,
+        norm_obs=True,
+    ),
     "ppo_vec": dict(
         env="CartPole-v1",
         num_envs=16,

@@ -23,6 +23,10 @@ def test_draws_stay_in_the_range_and_their_log_density_is_the_betas():
     action, logp, _ = agent.act(obs)
     assert action.shape == (4096, 3)
     assert action.abs().max() <= 1.0  # a Gaussian's draws leave the range; the env clips them
+    d = agent.dist(obs)
+    # the draws are the Beta's mapped to [-1, 1]: their mean is the distribution's, near the bounds
+    torch.testing.assert_close(action.mean(0), d.mean().mean(0), atol=0.03, rtol=0)
+    assert action.min() < -0.95 and action.max() > 0.95
     alpha, beta = (
         torch.nn.functional.softplus(x) + 1 for x in agent.actor(obs["policy"]).chunk(2, -1)
     )
@@ -38,6 +42,16 @@ def test_the_initial_concentration_is_alpha_and_beta(init):
     d = agent.dist({"policy": torch.zeros(2, 5)})
     torch.testing.assert_close(d.alpha, torch.full((2, 3), init), rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(d.beta, torch.full((2, 3), init), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("bad", [1.0, 0.5, float("nan"), 1e9])
+def test_an_initial_concentration_out_of_range_is_refused(bad, tmp_path):
+    with pytest.raises(ValueError, match="--init-concentration (must be in|is NaN)"):
+        ppo_beta.main(
+            replace(
+                ppo_beta.default_args("Pendulum-v1"), init_concentration=bad, out_dir=str(tmp_path)
+            )
+        )
 
 
 @pytest.mark.slow
