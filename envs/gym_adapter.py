@@ -75,8 +75,9 @@ class GymnasiumVecEnv(NormalTensors, gym.vector.VectorEnv):
         # an old id whose simulator gymnasium no longer ships (MuJoCo's -v2/-v3: mujoco-py)
         except ImportError as e:
             name = _name_version(env_id)[0]
-            newer = [i for i in newest_versions(gym.registry) if _name_version(i)[0] == name]
-            use = f"; use {newer[0]}" if newer and newer[0] != env_id else ""
+            same = [i for i in gym.registry if _name_version(i)[0] == name]
+            newest = max(same, key=lambda i: _name_version(i)[1], default=env_id)
+            use = f"; use {newest}" if newest != env_id else ""
             raise MissingPackage(
                 f"{env_id} cannot be made on this install: {str(e).rstrip('.')}{use}"
             ) from None

@@ -286,19 +286,6 @@ _SMALL_AC_H = {
 # file (algos/<name>.py) -> tiny CPU Args settings with a checkpoint before the end, for the fault,
 # resume and export tests; a file not named here takes its parent's (`small_settings`)
 _OWN_SMALL = {
-    # the Beta policy (continuous actions; its parent's settings would run its categoricals)
-    "ppo_beta": dict(
-        env="Pendulum-v1",
-        num_envs=8,
-        num_steps=8,
-        num_minibatches=2,
-        total_steps=8 * 8 * 6,
-        eval_every=0,
-        save_every=8 * 8 * 2,
-        eval_episodes=2,
-        quiet=True,
-        norm_obs=True,
-    ),
     "ppo_vec": dict(
         env="CartPole-v1",
         num_envs=16,
@@ -450,6 +437,8 @@ VD_TINY = dict(
     device="cpu",
 )
 _OWN_SMALL.update(
+    # the Beta policy (continuous actions; its parent's settings would run its categoricals)
+    ppo_beta=SMALL_PPO_PENDULUM_NORMALIZED,
     maddpg=MADDPG_TINY,
     # pink exploration noise: its block and position travel in the checkpoint (maddpg runs white)
     matd3=dict(MADDPG_TINY, noise_color=1.0),
