@@ -433,9 +433,9 @@ def main(argv=None) -> None:
     for batch, n in ((shared, jobs), (alone, 1)):
         with ThreadPoolExecutor(n) as pool:  # each run is its own process
             list(pool.map(lambda rs: run_one(*rs, a.python, a.max_seconds), batch))
-    import report
-
-    report.report(a.group, RESULTS)
+    # the report in a fresh process: one that reads bench/experiments.py now, not the table this
+    # runner loaded hours ago (a row added meanwhile would be dropped from the group's report)
+    run_commands([["report.py", a.group]], a.python, False)
     run_commands([] if a.only else AFTER.get(a.group, []), a.python, False)
 
 

@@ -706,7 +706,8 @@ def test_rows_on_every_core_run_alone_after_the_others(monkeypatch):
     rows = [row(algo="ppo_vec"), row(algo="sac", threads=0), row(algo="td3", threads=0)]
     monkeypatch.setattr(experiments, "ROWS", experiments.ROWS + rows)
     monkeypatch.setattr(runner, "complete", lambda r, s: False)
-    monkeypatch.setattr(report, "report", lambda *a, **k: "")
+    commands = []  # the report: bench/report.py in a fresh process, which reads the table anew
+    monkeypatch.setattr(runner, "run_commands", lambda cmds, *a: commands.append(cmds))
     lock, running, log = threading.Lock(), [], []
 
     def fake_run(r, seed, python, max_seconds=None):
@@ -723,3 +724,4 @@ def test_rows_on_every_core_run_alone_after_the_others(monkeypatch):
     assert log[1][1] == ("ppo_vec", "ppo_vec")  # the two seeds of a thread each, side by side
     assert [label for label, _ in log[2:]] == ["sac", "td3", "sac", "td3"]
     assert all(len(now) == 1 for _, now in log[2:])  # each alone
+    assert commands[0] == [["report.py", "tiny"]]
