@@ -374,6 +374,12 @@ def report(group: str, results: Path = RESULTS) -> str:
                 for m in ran}  # fmt: skip
         where[e["row"].key(0)] = "; ".join(f"{k}, {' to '.join(dict.fromkeys([d[0], d[-1]]))}"
                                            for k, d in days.items())  # fmt: skip
+        # the share of the machine its seeds had (the runner measures it): speeds are comparable
+        # only between rows whose runs had a similar share
+        if shares := [(m["cores"], m["other_cores"]) for m in ran if "other_cores" in m]:
+            own, rest = (sum(x) / len(shares) for x in zip(*shares))
+            of = f" ({len(shares)} of {len(ran)} seeds)" if len(shares) < len(ran) else ""
+            where[e["row"].key(0)] += f"; cores busy{of}: its {own:.1f}, other work {rest:.1f}"
     machines = any(where.values())
     lines = [
         f"## Benchmark group `{group}`",

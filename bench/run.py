@@ -13,9 +13,10 @@ A run whose metrics are complete (`bench/results/GROUP/runs/ENV__LABEL__sSEED.js
 row's budget) is skipped; one stopped part-way (Ctrl-C, a session's end) resumes from the last
 checkpoint in its run directory, `bench/runs/GROUP/ENV__LABEL__sSEED/` (not checked in). Every run
 is the algorithm file's own command line, kept in `runs/commands.json` beside its metrics with the
-machine it ran on. `--max-seconds S` stops each run with Ctrl-C after S seconds: its metrics so far
-are copied (not recorded as complete: the next call resumes it from its last checkpoint; a peer's
-adapter without checkpoints, any but `experiments.RESUMES`, starts again). A row on every core
+machine it ran on and the cores it and the rest of the host kept busy (the report's machine cell).
+`--max-seconds S` stops each run with Ctrl-C after S seconds: its metrics so far are copied (not
+recorded as complete: the next call resumes it from its last checkpoint; a peer's adapter without
+checkpoints, any but `experiments.RESUMES`, starts again). A row on every core
 (`threads=0`) runs alone, after the rest; a row with `device="cuda"` on a machine without CUDA
 stops the runner before anything runs (exit 2).
 """
@@ -30,6 +31,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -109,21 +111,38 @@ def run_one(
         shutil.rmtree(out)
     threads = str(row.threads or os.cpu_count() or 1)
     env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, WANDB_MODE="disabled")
-    t0, started = time.perf_counter(), time.time()
+    t0, started, busy0 = time.perf_counter(), time.time(), host_busy()
     # SIGINT back to its default in the child: a shell's background job starts with it ignored, and
     # the cap's Ctrl-C must reach the run
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
-    try:
-        capped, (_, err) = False, proc.communicate(timeout=max_seconds)
-    except subprocess.TimeoutExpired:
-        capped = proc.poll() is None  # (one that ended as the cap came is whole)
-        if capped:
-            proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate()
-    wall = time.perf_counter() - t0
+    with tempfile.TemporaryFile("w+", errors="replace") as errf:
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errf,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )  # fmt: skip
+        # reaped here (os.wait4), not by Popen: its CPU seconds come with its exit status
+        capped, usage = False, None
+        while usage is None:
+            block = max_seconds is None or capped
+            done, status, ru = os.wait4(proc.pid, 0 if block else os.WNOHANG)
+            if done:
+                proc.returncode, usage = os.waitstatus_to_exitcode(status), ru
+            elif time.perf_counter() - t0 > max_seconds:
+                # (os.kill, not Popen's send_signal, whose poll() could reap it first: an exited
+                # child stays a zombie until the wait4 below, so the pid is still its own)
+                capped = True
+                os.kill(proc.pid, signal.SIGINT)
+            else:
+                time.sleep(0.05)
+        wall = time.perf_counter() - t0
+        errf.seek(0)
+        err = errf.read()
+    # a run stopped by Ctrl-C exits 130 (or by the signal); 0: it had ended as the cap came
+    capped = capped and proc.returncode != 0
+    # the cores it kept busy (its own children, such as async sub-env workers, included once it
+    # has reaped them), and those the rest of the host did meanwhile (/proc/stat, Linux): a speed
+    # column is comparable only between runs that had the same share of the machine
+    cores = (usage.ru_utime + usage.ru_stime) / wall
+    others = (host_busy() - busy0) / wall - cores if busy0 is not None else None
     # Ctrl-C'd from outside (its process, or the terminal's whole group): stopped as a cap stops it
     stopped = "capped" if capped else "interrupted"
     capped = capped or proc.returncode in (130, -signal.SIGINT)
@@ -159,8 +178,20 @@ def run_one(
         )
     else:
         print(f"  {row.key(seed)}: {got}, {wall:.0f} s", flush=True)
-    record(row, seed, wall, bool(ckpts), capped)
+    record(row, seed, wall, bool(ckpts), capped, cores, others)
     return wall, bool(ckpts)
+
+
+def host_busy() -> float | None:
+    """CPU seconds the whole host (a container's too) has spent busy since boot, all cores, from
+    /proc/stat: user, nice, system, irq and softirq (not idle, I/O wait, or a hypervisor's steal);
+    None where there is none."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 RECORDING = threading.Lock()
@@ -181,9 +212,13 @@ def gym_final(checkpoint: Path, env_id: str, python: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def record(row: Row, seed: int, wall: float, resumed: bool, capped: bool = False) -> None:
+def record(
+    row: Row, seed: int, wall: float, resumed: bool, capped: bool = False,
+    cores: float | None = None, others: float | None = None,
+) -> None:  # fmt: skip
     """A finished run's command (as a user types it), wall seconds (of its last part, if it
-    resumed: its metrics' `seconds` are the whole run's training clock) and machine, in
+    resumed: its metrics' `seconds` are the whole run's training clock), machine, and the cores it
+    kept busy and the rest of the host kept busy meanwhile (over that part), in
     runs/commands.json, as soon as it finishes; a capped run's entry goes (its metrics are new)."""
     path = RESULTS / row.group / "runs" / "commands.json"
     where = dict(machine=machine(row.flags.get("device", "auto") != "cpu"),
@@ -197,6 +232,8 @@ def record(row: Row, seed: int, wall: float, resumed: bool, capped: bool = False
                 "wall_seconds": round(wall, 1),
                 "resumed": resumed,
                 **where,
+                **({"cores": round(cores, 2)} if cores is not None else {}),
+                **({"other_cores": round(max(others, 0.0), 2)} if others is not None else {}),
             }
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")

@@ -226,12 +226,19 @@ def test_runner_skips_complete_runs_and_resumes_a_stopped_one(tmp_path, monkeypa
     assert "process_seconds" not in runner.load_rows(runner.metrics_file(whole, 1))[-1]
     meta = json.loads((tmp_path / "results" / "tiny" / "runs" / "commands.json").read_text())
     assert meta[whole.key(1)]["resumed"] and "--total-steps 512" in meta[whole.key(1)]["command"]
+    # the share of the machine it had: its own cores busy (a CPU-bound process: some) and the rest
+    # of the host's, as the report's machine cell shows them
+    assert 0 < meta[whole.key(1)]["cores"] and meta[whole.key(1)]["other_cores"] >= 0
     monkeypatch.setattr(experiments, "ROWS", experiments.ROWS + [whole])
     monkeypatch.setattr(report, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(report, "DOCS", tmp_path / "results.md")
     report.DOCS.write_text("")
+    commands = []
+    monkeypatch.setattr(runner, "run_commands", lambda cmds, *a: commands.append(cmds))
     runner.main(["tiny", "--jobs", "1"])  # nothing left to train: the report alone
-    assert "| CartPole-v1 | dqn | 512 |" in (tmp_path / "results" / "tiny" / "tiny.md").read_text()
+    assert commands[0] == [["report.py", "tiny"]]  # (a fresh process: the table as it is now)
+    text = report.report("tiny", tmp_path / "results")
+    assert "| CartPole-v1 | dqn | 512 |" in text and "; cores busy: its " in text, text
 
 
 @pytest.mark.slow  # subprocesses training and resuming: seconds each
@@ -344,22 +351,25 @@ def test_gpu_report_is_the_harness_report_of_the_migrated_metrics(tmp_path, monk
 
 @pytest.mark.slow  # a training subprocess
 def test_a_run_that_ends_as_the_cap_comes_is_complete(tmp_path, monkeypatch):
-    """The cap's timeout fires after the run has ended: no Ctrl-C, the run is recorded whole."""
-    import subprocess
+    """The run ends just after the runner's look found it running, and the cap's time is past:
+    the Ctrl-C reaches a process that has exited (exit status 0), and the run is recorded whole."""
+    import os
 
     monkeypatch.setattr(runner, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(runner, "RUNS", tmp_path / "runs")
-    communicate = subprocess.Popen.communicate
+    wait4, looks = os.wait4, []
 
-    def late(proc, timeout=None):
-        if timeout is not None:  # the run ends first, then the cap's timeout fires
-            proc.wait()
-            raise subprocess.TimeoutExpired(proc.args, timeout)
-        return communicate(proc)
+    def late(pid, options):
+        looks.append(options)
+        if len(looks) == 1:  # the first look: "running", said as the run ends (past its 1 s cap)
+            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # (ended, not reaped)
+            return 0, 0, None
+        return wait4(pid, options)
 
-    monkeypatch.setattr(subprocess.Popen, "communicate", late)
+    monkeypatch.setattr(runner.os, "wait4", late)
     row = experiments.Row("tiny", "ppo_vec", "CartPole-v1", 2048, 1024, (1,), dict(num_envs=8))
     runner.run_one(row, 1, sys.executable, max_seconds=1)
+    assert looks[:2] == [os.WNOHANG, 0]  # the cap came between: a Ctrl-C, then a wait to its end
     assert runner.complete(row, 1)
     meta = json.loads((tmp_path / "results" / "tiny" / "runs" / "commands.json").read_text())
     assert row.key(1) in meta
@@ -369,23 +379,23 @@ def test_a_run_that_ends_as_the_cap_comes_is_complete(tmp_path, monkeypatch):
 def test_a_run_interrupted_from_outside_is_stopped_not_failed(tmp_path, monkeypatch, capsys):
     """Ctrl-C to the run's own process (a user stopping one run of a group): no traceback, its
     metrics so far copied and the line saying how to go on, as for a capped run."""
+    import os
     import signal
-    import subprocess
     import time
 
     monkeypatch.setattr(runner, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(runner, "RUNS", tmp_path / "runs")
-    communicate = subprocess.Popen.communicate
+    wait4 = os.wait4
 
-    def interrupted(proc, timeout=None):
+    def interrupted(pid, options):
         for _ in range(600):  # its first checkpoint, then Ctrl-C
             if list((tmp_path / "runs").rglob("checkpoint.pt")):
                 break
             time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
-        return communicate(proc)
+        os.kill(pid, signal.SIGINT)
+        return wait4(pid, options)
 
-    monkeypatch.setattr(subprocess.Popen, "communicate", interrupted)
+    monkeypatch.setattr(runner.os, "wait4", interrupted)
     row = experiments.Row("tiny", "ppo_vec", "CartPole-v1", 2**21, 4096, (1,),
                           dict(num_envs=8, num_steps=32), save_every=4096)  # fmt: skip
     runner.run_one(row, 1, sys.executable)
