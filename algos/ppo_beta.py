@@ -92,7 +92,7 @@ MUJOCO_DEFAULTS = dict(num_envs=4096, num_steps=16, num_minibatches=4, update_ep
 MUJOCO_CPU_DEFAULTS = dict(MUJOCO_DEFAULTS, total_steps=5_000_000, eval_every=250_000,
                            save_every=1_000_000)
 # Per-task rows over those (`--env X --help` lists them): ppo_vec's less its Gaussian's initial
-# std (MuJoCo with this policy is untried); classic control's from bench/sweep.py
+# std (MuJoCo with this policy: one probe, in bench/NOTES.md); classic control's from bench/sweep.py
 # (bench/NOTES.md#defaults-the-evidence)
 TASK_DEFAULTS = {
     # Hopper: a fall's cost reaches a short rollout only through the critic's value at its cut;
